@@ -4,8 +4,7 @@ from nbdata import errors, image, random
 from nbdata.compiler.pipeline import Pipeline
 from nbdata.dataset import Dataset
 from nbdata.iterator import Initializer, Iterator
-from nbdata.ops.map import AUTOTUNE
-from nbdata.ops.node import INFINITE, UNKNOWN
+from nbdata.ops.node import AUTOTUNE, INFINITE, UNKNOWN
 from nbdata.options import AutotuneOptions, OptimizationOptions, Options, ThreadingOptions
 from nbdata.placeholder import Placeholder, placeholder
 from nbdata.spec import DatasetSpec, TensorSpec, string

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from nbdata.compiler.executor import RunState
 from nbdata.compiler.pipeline import Pipeline
 from nbdata.errors import InvalidArgumentError
 from nbdata.iterator import Iterator, spec_from_types
@@ -25,7 +26,7 @@ from nbdata.ops.function import (UserFunction, canonical_output, check_dataset_s
 from nbdata.ops.interleave import Interleave
 from nbdata.ops.list_files import match_files
 from nbdata.ops.map import Map
-from nbdata.ops.node import INFINITE, UNKNOWN, Node
+from nbdata.ops.node import AUTOTUNE, INFINITE, UNKNOWN, Node
 from nbdata.ops.padded_batch import PaddedBatch, default_padding
 from nbdata.ops.prefetch import Prefetch
 from nbdata.ops.range import Range
@@ -39,10 +40,8 @@ from nbdata.ops.window import Window
 from nbdata.ops.zip import Zip
 from nbdata.options import Options
 from nbdata.placeholder import Placeholder
-from nbdata.spec import (DatasetSpec, TensorSpec, as_dtype, flatten, is_dataset, is_namedtuple,
-                         map_structure, pack_as, string, to_leaf)
-
-AUTOTUNE = -1
+from nbdata.spec import (DatasetBase, DatasetSpec, TensorSpec, as_dtype, flatten, flatten_up_to,
+                         is_dataset, map_nest, map_structure, pack_as, string, to_leaf)
 
 
 # ------------------------------------------------------------- validation
@@ -81,33 +80,16 @@ def _parallel_calls(value: Any, op: str) -> Any:
 
 def _source_structure(value: Any, op: str) -> Any:
     """Canonicalise source data: tuples/dicts are structure; lists, scalars, strings are tensors."""
-    if isinstance(value, Placeholder):
-        return value
-    if is_dataset(value):
-        raise TypeError(f"{op}: got a Dataset where tensors were expected")
-    if isinstance(value, Mapping):
-        return {k: _source_structure(v, op) for k, v in value.items()}
-    if is_namedtuple(value):
-        return type(value)(*[_source_structure(v, op) for v in value])
-    if isinstance(value, tuple):
-        return tuple(_source_structure(v, op) for v in value)
-    return to_leaf(value, op)
+    def leaf(v):
+        if isinstance(v, Placeholder):
+            return v
+        if is_dataset(v):
+            raise TypeError(f"{op}: got a Dataset where tensors were expected")
+        return to_leaf(v, op)
+    return map_nest(leaf, value)
 
 
-def _flatten_up_to(structure: Any, values: Any, what: str) -> list:
-    """Flatten ``values`` along ``structure`` (values may hold a shape or scalar per leaf)."""
-    if isinstance(structure, Mapping):
-        if not isinstance(values, Mapping) or sorted(values) != sorted(structure):
-            raise TypeError(f"{what} {values!r} does not match the element structure")
-        return [v for k in sorted(structure) for v in _flatten_up_to(structure[k], values[k], what)]
-    if isinstance(structure, tuple):
-        if not isinstance(values, (tuple, list)) or len(values) != len(structure):
-            raise TypeError(f"{what} {values!r} does not match the element structure")
-        return [v for s, x in zip(structure, values) for v in _flatten_up_to(s, x, what)]
-    return [values]
-
-
-class Dataset:
+class Dataset(DatasetBase):
     """A lazy, immutable sequence of elements, built from sources and transformations.
 
     Nothing runs until iteration: methods build a plan, ``compile()`` optimizes it
@@ -120,13 +102,16 @@ class Dataset:
     [[0, 20], [40, 60], [80]]
     """
 
-    def __init__(self, node: Node, options: Options | None = None):
+    def __init__(self, node: Node, options: Options | None = None, state: RunState | None = None):
         self._node = node
         self._options = options if options is not None else Options()
+        # Resources of stateful ops (shuffle epochs, memory caches), shared with the
+        # datasets derived from this one.
+        self._state = state if state is not None else RunState()
         self._pipeline: Pipeline | None = None
 
     def _derive(self, node: Node) -> "Dataset":
-        return Dataset(node, self._options)
+        return Dataset(node, self._options, self._state)
 
     @staticmethod
     def _make_dataset(value: Any) -> "Dataset":
@@ -147,7 +132,7 @@ class Dataset:
         >>> [x.tolist() for x in nd.Dataset.from_tensors([1, 2, 3])]
         [[1, 2, 3]]
         """
-        return Dataset(FromTensors(_source_structure(tensors, "from_tensors")))
+        return Dataset(FromTensors(_source_structure(tensors, "from_tensors"), name=name))
 
     @staticmethod
     def from_tensor_slices(tensors: Any, name: str | None = None) -> "Dataset":
@@ -163,7 +148,7 @@ class Dataset:
         """
         value = _source_structure(tensors, "from_tensor_slices")
         check_sliceable(value, "from_tensor_slices")
-        return Dataset(FromTensorSlices(value))
+        return Dataset(FromTensorSlices(value, name=name))
 
     @staticmethod
     def range(*args: Any, output_type: Any = np.int64, dtype: Any = None,
@@ -185,7 +170,7 @@ class Dataset:
         dt = as_dtype(dtype if dtype is not None else output_type)
         if dt is string or dt.kind not in "iuf":
             raise TypeError(f"range: output_type must be an integer or float dtype, got {dt}")
-        return Dataset(Range(start, stop, step, dt))
+        return Dataset(Range(start, stop, step, dt, name=name))
 
     @staticmethod
     def from_generator(generator: Callable, output_types: Any = None, output_shapes: Any = None,
@@ -225,7 +210,7 @@ class Dataset:
             spec = spec_from_types(_tupleize(output_types),
                                    None if output_shapes is None else _tupleize_shapes(output_shapes))
         call_args = tuple(args) if args is not None else ()
-        return Dataset(FromGenerator(generator, call_args, spec))
+        return Dataset(FromGenerator(generator, call_args, spec, name=name))
 
     @staticmethod
     def list_files(file_pattern: Any, shuffle: bool | None = None, seed: int | None = None,
@@ -242,7 +227,7 @@ class Dataset:
         [b'a.txt', b'b.txt']
         """
         files = match_files(file_pattern)
-        ds = Dataset(FromTensorSlices(files))
+        ds = Dataset(FromTensorSlices(files, name=name))
         if shuffle is None or shuffle:
             ds = ds.shuffle(len(files), seed=seed)
         return ds
@@ -279,7 +264,8 @@ class Dataset:
         options = leaves[0]._options
         for d in leaves[1:]:
             options = options.merge(d._options)
-        return Dataset(Zip(index_structure, tuple(d._node for d in leaves)), options)
+        return Dataset(Zip(index_structure, tuple(d._node for d in leaves), name=name), options,
+                       RunState.merged(*(d._state for d in leaves)))
 
     # ------------------------------------------------------ transformations
     def map(self, map_func: Callable, num_parallel_calls: Any = None, deterministic: Any = None,
@@ -312,7 +298,7 @@ class Dataset:
         """
         threads = _parallel_calls(num_parallel_calls, "map")
         fn = self._fn(map_func, "map", _tupleize(output_signature) if output_signature else None)
-        return self._derive(Map(self._node, fn, threads, deterministic))
+        return self._derive(Map(self._node, fn, threads, deterministic, name=name))
 
     def filter(self, predicate: Callable, name: str | None = None) -> "Dataset":
         """Keep the elements for which ``predicate`` returns a scalar True.
@@ -323,7 +309,7 @@ class Dataset:
         """
         fn = self._fn(predicate, "filter")
         check_predicate_spec(fn.output_spec, "filter", fn.name)
-        return self._derive(Filter(self._node, fn))
+        return self._derive(Filter(self._node, fn, name=name))
 
     def flat_map(self, map_func: Callable, name: str | None = None) -> "Dataset":
         """Map each element to a dataset and chain those datasets in order.
@@ -335,7 +321,7 @@ class Dataset:
         """
         fn = self._fn(map_func, "flat_map")
         check_dataset_spec(fn.output_spec, "flat_map", fn.name)
-        return self._derive(FlatMap(self._node, fn))
+        return self._derive(FlatMap(self._node, fn, name=name))
 
     def interleave(self, map_func: Callable, cycle_length: Any = None, block_length: Any = None,
                    num_parallel_calls: Any = None, deterministic: Any = None,
@@ -359,7 +345,7 @@ class Dataset:
         fn = self._fn(map_func, "interleave")
         check_dataset_spec(fn.output_spec, "interleave", fn.name)
         return self._derive(Interleave(self._node, fn, cycle_length, block_length, threads,
-                                       deterministic))
+                                       deterministic, name=name))
 
     def batch(self, batch_size: Any, drop_remainder: bool = False, num_parallel_calls: Any = None,
               deterministic: Any = None, name: str | None = None) -> "Dataset":
@@ -374,7 +360,7 @@ class Dataset:
         _bool_arg(drop_remainder, "batch", "drop_remainder")
         _parallel_calls(num_parallel_calls, "batch")
         batched_spec(self.element_spec, None, "batch")
-        return self._derive(Batch(self._node, size, bool(drop_remainder)))
+        return self._derive(Batch(self._node, size, bool(drop_remainder), name=name))
 
     def padded_batch(self, batch_size: Any, padded_shapes: Any = None, padding_values: Any = None,
                      drop_remainder: bool = False, name: str | None = None) -> "Dataset":
@@ -394,7 +380,7 @@ class Dataset:
             msg = str(e) if str(e).startswith("padded_batch") else f"padded_batch: {e}"
             raise type(e)(msg) from None
         return self._derive(PaddedBatch(self._node, size, tuple(shapes), tuple(values),
-                                        bool(drop_remainder)))
+                                        bool(drop_remainder), name=name))
 
     def _padding(self, padded_shapes: Any, padding_values: Any) -> tuple[list, list]:
         """Flat padded shapes and padding values, one per component, checked against the spec."""
@@ -412,7 +398,7 @@ class Dataset:
                 shapes.append(s.shape)
         else:
             shapes = []
-            for s, p in zip(specs, _flatten_up_to(spec, padded_shapes, "padded_batch: padded_shapes")):
+            for s, p in zip(specs, flatten_up_to(spec, padded_shapes, "padded_batch: padded_shapes")):
                 shape = TensorSpec(p, np.int64).shape if p is not None else s.shape
                 if shape is None:
                     raise ValueError(f"padded_batch: padded shape for {s} must have a known rank")
@@ -432,7 +418,7 @@ class Dataset:
             if not isinstance(padding_values, (tuple, Mapping)):
                 raw = [padding_values] * len(specs)
             else:
-                raw = _flatten_up_to(spec, padding_values, "padded_batch: padding_values")
+                raw = flatten_up_to(spec, padding_values, "padded_batch: padding_values")
             values = []
             for s, v in zip(specs, raw):
                 if v is None:
@@ -460,7 +446,7 @@ class Dataset:
         >>> [int(x) for x in nd.Dataset.from_tensors(np.arange(3)).unbatch()]
         [0, 1, 2]
         """
-        node = Unbatch(self._node)
+        node = Unbatch(self._node, name=name)
         node.spec  # validates ranks now
         return self._derive(node)
 
@@ -482,7 +468,9 @@ class Dataset:
             seed = _int_arg(seed, "shuffle", "seed", placeholder=False)
         reshuffle = True if reshuffle_each_iteration is None else bool(reshuffle_each_iteration)
         base = random_seed() if seed is None else seed
-        return self._derive(Shuffle(self._node, size, base, reshuffle, EpochCounter(reshuffle)))
+        node = Shuffle(self._node, size, base, reshuffle, name=name)
+        self._state.register(node.resource_key, EpochCounter(reshuffle))
+        return self._derive(node)
 
     def repeat(self, count: Any = None, name: str | None = None) -> "Dataset":
         """Repeat the dataset ``count`` times; None or -1 repeats forever.
@@ -492,7 +480,7 @@ class Dataset:
         [0, 1, 0, 1, 0, 1]
         """
         count = -1 if count is None else _int_arg(count, "repeat", "count", minimum=-1)
-        return self._derive(Repeat(self._node, count))
+        return self._derive(Repeat(self._node, count, name=name))
 
     def take(self, count: Any, name: str | None = None) -> "Dataset":
         """At most the first ``count`` elements (-1: all).
@@ -501,7 +489,7 @@ class Dataset:
         >>> [int(x) for x in nd.Dataset.range(10).take(3)]
         [0, 1, 2]
         """
-        return self._derive(Take(self._node, _int_arg(count, "take", "count", minimum=-1)))
+        return self._derive(Take(self._node, _int_arg(count, "take", "count", minimum=-1), name=name))
 
     def skip(self, count: Any, name: str | None = None) -> "Dataset":
         """All but the first ``count`` elements (-1: skip everything).
@@ -510,7 +498,7 @@ class Dataset:
         >>> [int(x) for x in nd.Dataset.range(5).skip(3)]
         [3, 4]
         """
-        return self._derive(Skip(self._node, _int_arg(count, "skip", "count", minimum=-1)))
+        return self._derive(Skip(self._node, _int_arg(count, "skip", "count", minimum=-1), name=name))
 
     def shard(self, num_shards: int, index: int, name: str | None = None) -> "Dataset":
         """Every ``num_shards``-th element starting at ``index`` (for one worker of many).
@@ -523,7 +511,7 @@ class Dataset:
         i = _int_arg(index, "shard", "index", minimum=0, placeholder=False)
         if i >= n:
             raise InvalidArgumentError(f"shard: index must be < num_shards ({n}), got {i}", "shard")
-        return self._derive(Shard(self._node, n, i))
+        return self._derive(Shard(self._node, n, i, name=name))
 
     def concatenate(self, dataset: "Dataset", name: str | None = None) -> "Dataset":
         """This dataset's elements followed by ``dataset``'s (same structure and dtypes).
@@ -534,13 +522,14 @@ class Dataset:
         """
         if not isinstance(dataset, Dataset):
             raise TypeError(f"concatenate: expected a Dataset, got {type(dataset).__name__}")
-        node = Concatenate(self._node, dataset._node)
+        node = Concatenate(self._node, dataset._node, name=name)
         try:
             node.spec
         except TypeError as e:
             raise TypeError(f"concatenate: the datasets' elements are incompatible: {e} "
                             f"({self.element_spec} vs {dataset.element_spec})") from None
-        return Dataset(node, self._options.merge(dataset._options))
+        return Dataset(node, self._options.merge(dataset._options),
+                       RunState.merged(self._state, dataset._state))
 
     def window(self, size: int, shift: int | None = None, stride: int = 1,
                drop_remainder: bool = False, name: str | None = None) -> "Dataset":
@@ -556,8 +545,7 @@ class Dataset:
         size = _int_arg(size, "window", "size", minimum=1, placeholder=False)
         shift = size if shift is None else _int_arg(shift, "window", "shift", minimum=1, placeholder=False)
         stride = _int_arg(stride, "window", "stride", minimum=1, placeholder=False)
-        return self._derive(Window(self._node, size, shift, stride, bool(drop_remainder),
-                                   Dataset._make_dataset))
+        return self._derive(Window(self._node, size, shift, stride, bool(drop_remainder), name=name))
 
     def enumerate(self, start: int = 0, name: str | None = None) -> "Dataset":
         """Pair each element with its int64 index: ``(index, element)``.
@@ -567,7 +555,7 @@ class Dataset:
         [(1, 5), (2, 6)]
         """
         start = _int_arg(start, "enumerate", "start", placeholder=False)
-        return self._derive(Enumerate(self._node, start))
+        return self._derive(Enumerate(self._node, start, name=name))
 
     def prefetch(self, buffer_size: Any, name: str | None = None) -> "Dataset":
         """Produce up to ``buffer_size`` elements ahead on a background thread
@@ -578,7 +566,7 @@ class Dataset:
         [0, 1, 2]
         """
         size = _int_arg(buffer_size, "prefetch", "buffer_size", minimum=0, allow=(AUTOTUNE,))
-        return self._derive(Prefetch(self._node, size))
+        return self._derive(Prefetch(self._node, size, name=name))
 
     def cache(self, filename: str = "", name: str | None = None) -> "Dataset":
         """Cache elements in memory (``filename=""``) or in a file, written during the
@@ -596,7 +584,9 @@ class Dataset:
             raise TypeError(f"cache: filename must be a string, got {type(filename).__name__}")
         if isinstance(filename, bytes):
             filename = filename.decode()
-        return self._derive(Cache(self._node, filename, MemoryStore()))
+        node = Cache(self._node, filename, name=name)
+        self._state.register(node.resource_key, MemoryStore())
+        return self._derive(node)
 
     def apply(self, transformation_func: Callable[["Dataset"], "Dataset"]) -> "Dataset":
         """``transformation_func(self)``, which must return a Dataset.
@@ -621,7 +611,7 @@ class Dataset:
         """
         if not isinstance(options, Options):
             raise TypeError(f"with_options: expected nd.Options, got {type(options).__name__}")
-        return Dataset(self._node, self._options.merge(options))
+        return Dataset(self._node, self._options.merge(options), self._state)
 
     def options(self) -> Options:
         """The options of this dataset.
@@ -731,7 +721,7 @@ class Dataset:
         ([1, 2, 3, 4], [1, 2, 3, 4])
         """
         if self._pipeline is None:
-            self._pipeline = Pipeline(self._node, self._options)
+            self._pipeline = Pipeline(self._node, self._options, self._state, Dataset._make_dataset)
         return self._pipeline
 
     def __iter__(self) -> Iterator:
@@ -785,15 +775,7 @@ def _leaf_dtype(v):
 
 def _tupleize(structure: Any) -> Any:
     """Lists in a spec/types structure are tuples (as tf.data's nest treats them)."""
-    if isinstance(structure, list):
-        return tuple(_tupleize(s) for s in structure)
-    if isinstance(structure, Mapping):
-        return {k: _tupleize(v) for k, v in structure.items()}
-    if is_namedtuple(structure):
-        return type(structure)(*[_tupleize(s) for s in structure])
-    if isinstance(structure, tuple):
-        return tuple(_tupleize(s) for s in structure)
-    return structure
+    return map_nest(lambda leaf: leaf, structure, lists=True)
 
 
 def _tupleize_shapes(shapes: Any) -> Any:

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from nbdata.errors import FailedPreconditionError, InvalidArgumentError, OutOfRangeError
-from nbdata.spec import (TensorSpec, flatten, map_structure, pack_as, same_structure, specs_compatible,
-                         structure_repr)
+from nbdata.spec import (TensorSpec, flatten, flatten_up_to, map_structure, pack_as, same_structure,
+                         specs_compatible, structure_repr)
 
 _handles: "weakref.WeakValueDictionary[bytes, Iterator]" = weakref.WeakValueDictionary()
 _handle_ids = itertools.count()
@@ -27,18 +27,14 @@ def spec_from_types(output_types: Any, output_shapes: Any = None) -> Any:
 
 
 def flatten_shapes_up_to(structure: Any, shapes: Any) -> list:
-    """Flatten ``shapes`` following ``structure``; a shape is a tuple/list of dims at a leaf."""
-    if isinstance(structure, dict):
-        if not isinstance(shapes, dict) or sorted(shapes) != sorted(structure):
-            raise TypeError(f"shapes {shapes!r} do not match the structure {structure_repr(structure)}")
-        return [s for k in sorted(structure) for s in flatten_shapes_up_to(structure[k], shapes[k])]
-    if isinstance(structure, tuple):
-        if not isinstance(shapes, (tuple, list)) or len(shapes) != len(structure):
-            raise TypeError(f"shapes {shapes!r} do not match the structure {structure_repr(structure)}")
-        return [s for a, b in zip(structure, shapes) for s in flatten_shapes_up_to(a, b)]
-    if shapes is not None and hasattr(shapes, "as_list"):
-        shapes = shapes.as_list()
-    return [None if shapes is None else tuple(shapes)]
+    """Flatten ``shapes`` following ``structure``; a shape is a tuple/list of dims at a leaf
+    (or an object with ``as_list()``, as TensorFlow's TensorShape)."""
+    out = []
+    for shape in flatten_up_to(structure, shapes, "shapes"):
+        if shape is not None and hasattr(shape, "as_list"):
+            shape = shape.as_list()
+        out.append(None if shape is None else tuple(shape))
+    return out
 
 
 class Initializer:

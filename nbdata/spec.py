@@ -167,6 +167,55 @@ def map_structure(fn: Callable, *structures: Any) -> Any:
     return pack_as(first, leaves)
 
 
+def map_nest(fn: Callable, x: Any, lists: bool = False) -> Any:
+    """Rebuild the nesting of ``x`` (tuples, namedtuples, dicts in their own key order;
+    lists too, as tuples, when ``lists``) with ``fn`` applied to every leaf.
+
+    >>> map_nest(lambda v: v * 2, {"b": [1, 2], "a": (3,)}, lists=True)
+    {'b': (2, 4), 'a': (6,)}
+    """
+    if isinstance(x, Mapping):
+        return {k: map_nest(fn, v, lists) for k, v in x.items()}
+    if is_namedtuple(x):
+        return type(x)(*[map_nest(fn, v, lists) for v in x])
+    if isinstance(x, tuple) or (lists and isinstance(x, list)):
+        return tuple(map_nest(fn, v, lists) for v in x)
+    return fn(x)
+
+
+def flatten_up_to(structure: Any, values: Any, what: str) -> list:
+    """Flatten ``values`` along ``structure``'s nesting, stopping at its leaves (where
+    ``values`` may hold anything: a shape, a padding value). Lists in ``values`` stand
+    for tuples.
+
+    >>> flatten_up_to({"b": 0, "a": (0, 0)}, {"a": ([1], [2, 3]), "b": None}, "shapes")
+    [[1], [2, 3], None]
+    """
+    if isinstance(structure, Mapping):
+        if not isinstance(values, Mapping) or sorted(values) != sorted(structure):
+            raise TypeError(f"{what} {values!r} does not match the element structure "
+                            f"{structure_repr(structure)}")
+        return [v for k in sorted(structure) for v in flatten_up_to(structure[k], values[k], what)]
+    if isinstance(structure, tuple):
+        if not isinstance(values, (tuple, list)) or len(values) != len(structure):
+            raise TypeError(f"{what} {values!r} does not match the element structure "
+                            f"{structure_repr(structure)}")
+        return [v for s, x in zip(structure, values) for v in flatten_up_to(s, x, what)]
+    return [values]
+
+
+def substructures(x: Any):
+    """Every container (tuple, namedtuple, dict) in a nesting, outermost first.
+
+    >>> [type(s).__name__ for s in substructures((1, {"a": (2,)}))]
+    ['tuple', 'dict', 'tuple']
+    """
+    if isinstance(x, (tuple, Mapping)):
+        yield x
+        for v in (x.values() if isinstance(x, Mapping) else x):
+            yield from substructures(v)
+
+
 def structure_repr(x: Any) -> str:
     """A short description of a nesting, for error messages."""
     if isinstance(x, Mapping):
@@ -355,8 +404,16 @@ def merge_specs(a, b):
     return pack_as(a, out)
 
 
+class DatasetBase:
+    """The base class of ``nd.Dataset``, defined at this layer so that specs and ops can
+    recognise datasets (window elements, flat_map results) without importing
+    ``nbdata.dataset``, which sits above them."""
+
+    __slots__ = ()
+
+
 def is_dataset(x: Any) -> bool:
-    return hasattr(x, "_node") and hasattr(x, "element_spec")
+    return isinstance(x, DatasetBase)
 
 
 def spec_of_value(value: Any):
@@ -461,14 +518,7 @@ def _string_array(arr: np.ndarray) -> np.ndarray:
 
 def to_element(value: Any, what: str = "value") -> Any:
     """Canonicalise a whole user value (structures of leaves)."""
-    if isinstance(value, Mapping):
-        packed = {k: to_element(value[k], what) for k in value}
-        return packed
-    if is_namedtuple(value):
-        return type(value)(*[to_element(v, what) for v in value])
-    if isinstance(value, tuple):
-        return tuple(to_element(v, what) for v in value)
-    return to_leaf(value, what)
+    return map_nest(lambda leaf: to_leaf(leaf, what), value)
 
 
 def cast_leaf(value: Any, spec, what: str) -> Any:

@@ -1,43 +1,26 @@
-"""Code generation: the Python source of one fused stage's chunk kernel.
+"""Code generation: the Python source of one fused stage's chunk kernel (CPU backend).
 
-For a chunk of K source rows the kernel runs one ``prange`` loop per *phase*
-(a run of map/filter ops), then a short sequential pass for each counter op
-(take/skip/enumerate, which depend on how many rows survived before them), and
-finally an order-preserving compaction (prefix sum + parallel gather) of the
-kept rows into freshly allocated output columns.
+For a chunk of K rows the kernel runs one ``prange`` loop per *phase* (a run of
+row steps: map, filter), then a short sequential pass for each counter step
+(take, skip, enumerate: they depend on how many rows survived before them), and
+finally an order-preserving compaction (prefix sum + parallel gather) of the kept
+rows into freshly allocated output columns.
+
+The generator names no op: source leaves emit their own row reads, row steps emit
+their body through :class:`RowEmitter`, counter steps through
+:class:`CounterEmitter`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from nbdata.compiler.elementwise import render
-from nbdata.spec import TensorSpec, flatten
-
-
-@dataclasses.dataclass
-class ChainOp:
-    """One element-wise op of a fused chain, as the code generator sees it."""
-
-    kind: str                  # "map", "filter", "take", "skip", "enumerate"
-    fn: Any = None             # UserFunction for map/filter
-    dispatcher: Any = None     # its numba dispatcher
-    count: int = 0             # take/skip count, enumerate start
-    out_spec: Any = None       # element spec after this op
-    label: str = ""
-    lifted: Any = None         # elementwise expressions (map outputs / predicate), if liftable
-
-
-@dataclasses.dataclass
-class SourceLeaf:
-    """A leaf of the source element: a column row, a range value or a constant."""
-
-    kind: str                  # "column", "range", "constant"
-    spec: TensorSpec
-    arg: str                   # kernel argument name
+from nbdata.compiler.elementwise import Expr, ExprRenderer, substitute
+from nbdata.spec import TensorSpec, flatten, is_namedtuple
 
 
 @dataclasses.dataclass
@@ -46,15 +29,15 @@ class Leaf:
 
     Exactly one form: ``var`` (a materialized scalar or array), ``ref`` (an array
     row readable without copying: ``ref`` is the row view expression and ``flat``
-    the flattened column it lives in), or ``expr`` (a lifted elementwise
-    expression over the leaves in ``env``, not yet computed).
+    the prefix of its flattened column, completed by ``, q]``), or ``expr`` (a lifted
+    elementwise expression over the base leaves in ``env``, not yet computed).
     """
 
     spec: TensorSpec
     var: str | None = None
     ref: str | None = None
     flat: str | None = None
-    expr: Any = None
+    expr: Expr | None = None
     env: list | None = None
     flat_ready: bool = False   # ``<var>f``, the flattened contiguous view, exists
 
@@ -68,7 +51,7 @@ class Leaf:
 
 
 class KernelSource:
-    """Builds the source text; ``globals`` holds the dispatchers and dtypes it names."""
+    """Builds the source text; ``globals`` holds the dispatchers, types and helpers it names."""
 
     def __init__(self):
         self.lines: list[str] = []
@@ -87,6 +70,14 @@ class KernelSource:
         self.globals[name] = np.dtype(dtype).type
         return name
 
+    def global_name(self, prefix: str, value: Any) -> str:
+        for k, v in self.globals.items():
+            if v is value and k.startswith(prefix):
+                return k
+        name = self.fresh(prefix)
+        self.globals[name] = value
+        return name
+
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
 
@@ -95,47 +86,62 @@ def _tuple_expr(items: list[str]) -> str:
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
-def _call_args(structure: Any, names: list[str]) -> list[str]:
-    """Argument expressions: a top-level tuple is unpacked, nested tuples stay tuples."""
-    it = iter(names)
-
-    def build(s):
-        if isinstance(s, tuple):
-            return _tuple_expr([build(v) for v in s])
-        return next(it)
-
-    if isinstance(structure, tuple):
-        return [build(v) for v in structure]
-    return [build(structure)]
-
-
 class RowEmitter:
-    """Emits the body of one row loop, tracking leaves in their cheapest form."""
+    """Emits the body of one row loop (row ``i``, source row ``r``), tracking each leaf
+    in its cheapest form. Row steps call :meth:`map` and :meth:`filter`."""
 
-    def __init__(self, ks: "KernelSource", depth: int):
+    def __init__(self, ks: KernelSource, depth: int):
         self.ks = ks
         self.depth = depth
+        self.more_in_phase = False   # another row step follows in this loop
 
     def emit(self, text: str, extra: int = 0) -> None:
         self.ks.emit(self.depth + extra, text)
 
-    def at(self, leaf: Leaf) -> str:
-        """Source for position ``q`` of an array leaf, or the value of a scalar leaf."""
-        if leaf.expr is not None:
-            return render(leaf.expr, [self.at(e) for e in leaf.env], self.ks.dtype_name,
-                          lambda k: self.at(leaf.env[k]))
+    # ------------------------------------------------------ source reads
+    def row_view(self, spec: TensorSpec, column: str, flat: str) -> Leaf:
+        """Row ``r`` of an array column, read in place: ``column[r]`` as a whole,
+        ``flat[r, q]`` position by position (``flat`` is the column's (rows, size) view)."""
+        return Leaf(spec, ref=f"{column}[r]", flat=f"{flat}[r")
+
+    def read(self, spec: TensorSpec, text: str) -> Leaf:
+        """A leaf computed by the expression ``text`` (a scalar cell, a range value, a
+        constant); ``dtype(text)`` names the spec's dtype for casting: ``{dtype}``."""
+        var = self.ks.fresh("v")
+        self.emit(f"{var} = {text.format(dtype=self.ks.dtype_name(spec.dtype))}")
+        leaf = Leaf(spec, var=var)
+        self.flat_view(leaf)
+        return leaf
+
+    # ------------------------------------------------------------ leaves
+    @staticmethod
+    def at(leaf: Leaf) -> str:
+        """Source for position ``q`` of a base array leaf, or the value of a scalar one."""
         if not leaf.is_array:
             return leaf.var
         if leaf.flat is not None:
             return f"{leaf.flat}, q]"
         return f"{leaf.var}f[q]"
 
+    def _renderer(self, env: list[Leaf], depth: int) -> ExprRenderer:
+        renderer = ExprRenderer(lambda line: self.emit(line, depth), self.ks.fresh,
+                                self.ks.dtype_name, lambda k: self.at(env[k]))
+        return renderer
+
+    def _bind_helpers(self, renderer: ExprRenderer) -> None:
+        from nbdata.kernels import arith
+        for name in renderer.helpers:
+            self.ks.globals[name] = getattr(arith, name)
+
     def scalar(self, leaf: Leaf) -> Leaf:
-        """Compute a scalar expression leaf into a variable."""
+        """Compute a scalar expression leaf into a variable (one statement per node)."""
         if leaf.expr is None or leaf.is_array:
             return leaf
+        renderer = self._renderer(leaf.env, 0)
+        text = renderer.value(leaf.expr)
+        self._bind_helpers(renderer)
         var = self.ks.fresh("v")
-        self.emit(f"{var} = {self.at(leaf)}")
+        self.emit(f"{var} = {text}")
         return Leaf(leaf.spec, var=var)
 
     def value(self, leaf: Leaf) -> str:
@@ -148,8 +154,7 @@ class RowEmitter:
         shape = _tuple_expr([str(d) for d in leaf.spec.shape])
         self.emit(f"{var} = np.empty({shape}, {self.ks.dtype_name(leaf.spec.dtype)})")
         self.emit(f"{var}f = {var}.reshape({leaf.size})")
-        self.emit(f"for q in range({leaf.size}):")
-        self.emit(f"{var}f[q] = {self.at(leaf)}", 1)
+        self._store_positions([(f"{var}f[q]", leaf)])
         leaf.var, leaf.expr, leaf.env, leaf.flat_ready = var, None, None, True
         return var
 
@@ -159,20 +164,167 @@ class RowEmitter:
             self.emit(f"{leaf.var}f = np.ascontiguousarray({leaf.var}).reshape({leaf.size})")
             leaf.flat_ready = True
 
-    def store(self, col: str, leaf: Leaf) -> None:
-        """Write a leaf into row ``i`` of a column; arrays by a flat loop, which Numba
-        vectorizes (its n-d slice assignment is about twice as slow)."""
-        if not leaf.is_array:
-            self.emit(f"{col}[i] = {self.value(leaf)}")
-            return
-        if leaf.expr is None:
-            self.flat_view(leaf)
-        self.emit(f"for q in range({leaf.size}):")
-        self.emit(f"{col}f[i, q] = {self.at(leaf)}", 1)
+    def _store_positions(self, targets: list[tuple[str, Leaf]]) -> None:
+        """Write array leaves position by position; expressions over the same base
+        leaves share one loop and one renderer (common nodes computed once)."""
+        groups: dict[tuple, list] = {}
+        for dest, leaf in targets:
+            if leaf.expr is None:
+                self.flat_view(leaf)
+            key = (leaf.size, id(leaf.env) if leaf.expr is not None else None)
+            groups.setdefault(key, []).append((dest, leaf))
+        for (size, _), items in groups.items():
+            self.emit(f"for q in range({size}):")
+            renderer = None
+            for dest, leaf in items:
+                if leaf.expr is not None:
+                    renderer = renderer or self._renderer(leaf.env, 1)
+                    text = renderer.value(leaf.expr, leaf.spec.dtype)
+                else:
+                    text = self.at(leaf)
+                self.emit(f"{dest} = {text}", 1)
+            if renderer is not None:
+                self._bind_helpers(renderer)
+
+    def store(self, cols: list[str], leaves: list[Leaf]) -> None:
+        """Write leaves into row ``i`` of columns (arrays through their flat views, by
+        position loops that Numba vectorizes)."""
+        positions = []
+        for col, leaf in zip(cols, leaves):
+            if leaf.is_array:
+                positions.append((f"{col}f[i, q]", leaf))
+            else:
+                self.emit(f"{col}[i] = {self.value(self.scalar(leaf))}")
+        self._store_positions(positions)
+
+    # -------------------------------------------------------------- steps
+    @staticmethod
+    def _compose(lifted: Any, leaves: list[Leaf], specs: list[TensorSpec]) -> list[Leaf]:
+        """Leaves for a lifted function's outputs over the current leaves: expression
+        inputs are substituted (the DAG grows, nothing is computed yet)."""
+        env: list[Leaf] = []
+        index: dict[int, int] = {}
+
+        def base(leaf: Leaf) -> Expr:
+            if id(leaf) not in index:
+                index[id(leaf)] = len(env)
+                env.append(leaf)
+            return Expr("input", leaf.spec.dtype, leaf.is_array, name=str(index[id(leaf)]))
+
+        inputs = []
+        memo: dict = {}
+        for leaf in leaves:
+            if leaf.expr is None:
+                inputs.append(base(leaf))
+            else:
+                inner = [base(b) for b in leaf.env]
+                inputs.append(substitute(leaf.expr, inner, memo))
+        memo = {}
+        return [Leaf(spec, expr=substitute(e, inputs, memo), env=env)
+                for e, spec in zip(flatten(lifted), specs)]
+
+    def _call(self, plan, leaves: list[Leaf], structure: Any) -> str:
+        names = iter([self.value(leaf) for leaf in leaves])
+
+        def build(s):
+            if isinstance(s, Mapping):
+                return "{" + ", ".join(f"{k!r}: {build(s[k])}" for k in sorted(s)) + "}"
+            if is_namedtuple(s):
+                cls = self.ks.global_name("nt", type(s))
+                return f"{cls}({', '.join(build(v) for v in s)})"
+            if isinstance(s, tuple):
+                return _tuple_expr([build(v) for v in s])
+            return next(names)
+
+        if isinstance(structure, tuple):  # tuples and namedtuples are unpacked into arguments
+            args = [build(v) for v in structure]
+        else:
+            args = [build(structure)]
+        fname = self.ks.global_name("fn", plan.dispatcher)
+        return f"{fname}({', '.join(args)})"
+
+    def map(self, step, leaves: list[Leaf], structure: Any) -> list[Leaf]:
+        """The body of a map step; returns the leaves of its output."""
+        plan = step.plan
+        out_specs = flatten(step.out_spec)
+        if plan.lifted is not None:
+            return [self.scalar(leaf) for leaf in self._compose(plan.lifted, leaves, out_specs)]
+        result = self.ks.fresh("t")
+        self.emit(f"{result} = {self._call(plan, leaves, structure)}")
+        out: list[Leaf] = []
+
+        def walk(expr: str, spec: Any) -> None:
+            if isinstance(spec, Mapping):
+                for k in sorted(spec):
+                    walk(f"{expr}[{k!r}]", spec[k])
+                return
+            if isinstance(spec, tuple):
+                for idx, sub in enumerate(spec):
+                    walk(f"{expr}[{idx}]", sub)
+                return
+            var = self.ks.fresh("v")
+            self.emit(f"{var} = {expr}")
+            leaf = Leaf(spec, var=var)
+            if leaf.is_array:  # a row whose value does not fit the column: reference re-run
+                dims = " or ".join(f"{var}.shape[{d}] != {n}" for d, n in enumerate(spec.shape))
+                self.emit(f"if {dims}:")
+                self.emit("keep[i] = False", 1)
+                self.emit("continue", 1)
+            out.append(leaf)
+
+        walk(result, step.out_spec)
+        if self.more_in_phase:
+            # Later steps see NumPy's dtypes, not Numba's promotions (float32 * 2.0 → float32).
+            for leaf in out:
+                self.emit(f"{leaf.var} = cast_to({leaf.var}, {self.ks.dtype_name(leaf.spec.dtype)})")
+                self.flat_view(leaf)
+        return out
+
+    def filter(self, step, leaves: list[Leaf], structure: Any) -> None:
+        """The body of a filter step: rows whose predicate is false are dropped."""
+        plan = step.plan
+        if plan.lifted is not None:
+            (cond,) = self._compose(plan.lifted, leaves, [TensorSpec((), np.bool_)])
+            test = self.scalar(cond).var
+        else:
+            test = self._call(plan, leaves, structure)
+        self.emit(f"if not {test}:")
+        self.emit("keep[i] = False", 1)
+        self.emit("bad[i] = False", 1)
+        self.emit("continue", 1)
 
 
-def _load_inputs(ks: "KernelSource", row: RowEmitter, inputs: list[tuple]) -> list[Leaf]:
-    """Leaves for the current row: array rows as views, scalars read into variables."""
+class CounterEmitter:
+    """What a counter step's ``emit_counter`` writes through: ``line`` adds to the body
+    run for each kept row ``i`` in order (the counter is ``c``, dropping a row is
+    ``keep[i] = False``); ``after`` adds to the code after the pass (``done = True``
+    ends the stage); ``index`` names the column of a step's index leaf."""
+
+    c = "c"
+
+    def __init__(self, ks: KernelSource, index: str | None):
+        self.ks = ks
+        self.index = index
+        self.body: list[tuple[int, str]] = []
+        self.tail: list[tuple[int, str]] = []
+
+    def line(self, text: str, depth: int = 0) -> None:
+        self.body.append((depth, text))
+
+    def after(self, text: str, depth: int = 0) -> None:
+        self.tail.append((depth, text))
+
+
+def _column_decl(ks: KernelSource, var: str, spec: TensorSpec, params: list) -> None:
+    """A column buffer passed in by the caller (NumPy allocates it: large buffers get
+    huge pages there), plus its flattened view for elementwise stores."""
+    params.append((var, spec))
+    if spec.shape:
+        ks.emit(1, f"{var}f = {var}.reshape({var}.shape[0], {int(np.prod(spec.shape))})")
+
+
+def _load_inputs(ks: KernelSource, row: RowEmitter, inputs: list[tuple]) -> list[Leaf]:
+    """Leaves for the current row: source leaves read themselves, buffers are row views."""
     leaves: list[Leaf] = []
     if any(kind == "source" for kind, *_ in inputs):
         row.emit("r = lo + i")
@@ -186,49 +338,42 @@ def _load_inputs(ks: "KernelSource", row: RowEmitter, inputs: list[tuple]) -> li
                 row.emit(f"{var} = {col}[i]")
                 leaves.append(Leaf(spec, var=var))
             continue
-        (s,) = rest
-        if s.kind == "column" and s.spec.shape:
-            leaves.append(Leaf(s.spec, ref=f"{s.arg}[r]", flat=f"{s.arg}f[r"))
-            continue
-        var = ks.fresh("v")
-        if s.kind == "column":
-            row.emit(f"{var} = {s.arg}[r]")
-        elif s.kind == "range":
-            row.emit(f"{var} = {ks.dtype_name(s.spec.dtype)}({s.arg}[0] + r * {s.arg}[1])")
-        else:
-            row.emit(f"{var} = {s.arg}")
-        leaf = Leaf(s.spec, var=var)
-        row.flat_view(leaf)
-        leaves.append(leaf)
+        source_leaf, args = rest
+        leaves.append(source_leaf.emit_load(row, args))
     return leaves
 
 
-def _column_decl(ks: "KernelSource", var: str, spec: TensorSpec, params: list) -> None:
-    """A column buffer passed in by the caller (NumPy allocates it: large buffers get
-    huge pages there), plus its flattened view for elementwise stores."""
-    params.append((var, spec))
-    if spec.shape:
-        ks.emit(1, f"{var}f = {var}.reshape({var}.shape[0], {int(np.prod(spec.shape))})")
+@dataclasses.dataclass
+class KernelText:
+    """The generated kernel: its source, the globals it names, and the row specs of its
+    output columns (fresh per chunk) and scratch columns (reused across chunks)."""
+
+    name: str
+    text: str
+    globals: dict
+    out_specs: list
+    scratch_specs: list
+    counters: list    # initial value of each counter step's state slot
 
 
-def generate(name: str, sources: list[SourceLeaf], source_spec: Any, ops: list[ChainOp],
-             counters: int) -> tuple[str, dict, list[TensorSpec], list[TensorSpec]]:
+def generate(name: str, source_leaves: list, source_spec: Any, steps: list) -> KernelText:
     """Source of ``name(lo, K, *source_args, *scratch, *outputs, state)`` returning
-    ``(bad_row, done, n_out)``, plus the row specs of the output and scratch columns.
+    ``(bad_row, done, n_out)``.
 
-    Array source columns come as two arguments: the column and its
-    ``(rows, size)`` flattened view. Scratch columns (at least K rows) are reused
-    across calls; output columns (K rows) are fresh for every call and receive
-    the kept rows, in order, in their first ``n_out`` rows. ``bad_row`` is the
-    first chunk row whose value did not fit its column (-1 if none): the caller
-    re-runs the chunk on the reference path. ``done`` says a take reached its count.
+    Each source leaf takes ``leaf.arg_count`` arguments. Scratch columns (at least K
+    rows) are reused across calls; output columns (K rows) are fresh for every call
+    and receive the kept rows, in order, in their first ``n_out`` rows. ``bad_row``
+    is the first chunk row whose value did not fit its column or whose function
+    raised (-1 if none): the caller re-runs the chunk on the reference path.
+    ``done`` says a counter step ended the stage (take reached its count).
     """
     ks = KernelSource()
-    args = ["lo", "K"]
-    for s in sources:
-        args.append(s.arg)
-        if s.kind == "column" and s.spec.shape:
-            args.append(s.arg + "f")
+    params = ["lo", "K"]
+    inputs: list[tuple] = []
+    for k, leaf in enumerate(source_leaves):
+        args = [f"src{k}"] + [f"src{k}_{j}" for j in range(1, leaf.arg_count)]
+        params += args
+        inputs.append(("source", leaf, args))
     scratch: list = []
     outputs: list = []
     ks.emit(1, "keep = np.ones(K, np.bool_)")
@@ -238,23 +383,20 @@ def generate(name: str, sources: list[SourceLeaf], source_spec: Any, ops: list[C
     ks.emit(1, "bad = np.ones(K, np.bool_)")
     ks.emit(1, "done = False")
 
-    drops = any(op.kind in ("filter", "take", "skip") for op in ops)
-    phases: list[list[ChainOp]] = [[]]
-    counter_after: list[ChainOp | None] = []
-    for op in ops:
-        if op.kind in ("map", "filter"):
-            phases[-1].append(op)
+    drops = any(step.drops for step in steps)
+    phases: list[list] = [[]]
+    counter_after: list = []
+    for step in steps:
+        if step.kind == "row":
+            phases[-1].append(step)
         else:
-            counter_after.append(op)
+            counter_after.append(step)
             phases.append([])
     counter_after.append(None)
 
     structure = source_spec
-    # Where each leaf of the current element lives: a source leaf (read at row lo + i)
-    # or a chunk buffer (read at row i). An empty phase before a counter copies nothing.
-    inputs: list[tuple] = [("source", s) for s in sources]
     buffers: list[tuple[str, TensorSpec]] = []
-    counter_slot = 0
+    counters: list[int] = []
     for p, phase in enumerate(phases):
         last_phase = p == len(phases) - 1
         if phase or last_phase:
@@ -272,91 +414,35 @@ def generate(name: str, sources: list[SourceLeaf], source_spec: Any, ops: list[C
                 row.emit("if not keep[i]:")
                 row.emit("continue", 1)
             leaves = _load_inputs(ks, row, inputs)
-            for k, op in enumerate(phase):
-                if op.lifted is not None:
-                    outs = [Leaf(spec, expr=e, env=list(leaves))
-                            for e, spec in zip(flatten(op.lifted), flatten(op.out_spec))]
-                    if op.kind == "filter":
-                        row.emit(f"if not ({row.at(outs[0])}):")
-                        row.emit("keep[i] = False", 1)
-                        row.emit("bad[i] = False", 1)
-                        row.emit("continue", 1)
-                        continue
-                    leaves = [row.scalar(leaf) for leaf in outs]
-                    structure = op.out_spec
-                    continue
-                names = [row.value(leaf) for leaf in leaves]
-                fname = ks.fresh("fn")
-                ks.globals[fname] = op.dispatcher
-                call = f"{fname}({', '.join(_call_args(structure, names))})"
-                if op.kind == "filter":
-                    row.emit(f"if not {call}:")
-                    row.emit("keep[i] = False", 1)
-                    row.emit("bad[i] = False", 1)
-                    row.emit("continue", 1)
-                    continue
-                result = ks.fresh("t")
-                row.emit(f"{result} = {call}")
-                leaves = []
-
-                def walk(expr, spec):
-                    if isinstance(spec, tuple):
-                        for idx, sub in enumerate(spec):
-                            walk(f"{expr}[{idx}]", sub)
-                        return
-                    var = ks.fresh("v")
-                    row.emit(f"{var} = {expr}")
-                    leaf = Leaf(spec, var=var)
-                    if leaf.is_array:
-                        dims = " or ".join(f"{var}.shape[{d}] != {n}" for d, n in enumerate(spec.shape))
-                        row.emit(f"if {dims}:")
-                        row.emit("keep[i] = False", 1)
-                        row.emit("continue", 1)
-                    leaves.append(leaf)
-
-                walk(result, op.out_spec)
-                structure = op.out_spec
-                if k + 1 < len(phase):
-                    # Later ops see NumPy's dtypes, not Numba's promotions (float32 * 2.0 → float32).
-                    for leaf in leaves:
-                        row.emit(f"{leaf.var} = cast_to({leaf.var}, {ks.dtype_name(leaf.spec.dtype)})")
-                        row.flat_view(leaf)
-            for (col, _), leaf in zip(out_cols, leaves):
-                row.store(col, leaf)
+            for k, step in enumerate(phase):
+                row.more_in_phase = k + 1 < len(phase)
+                leaves = step.emit_row(row, leaves, structure)
+                structure = step.out_spec
+            row.store([col for col, _ in out_cols], leaves)
             row.emit("bad[i] = False")
             buffers = out_cols
             inputs = [("buffer", col, spec) for col, spec in out_cols]
-        counter = counter_after[p]
-        if counter is not None:
-            slot = counter_slot
-            counter_slot += 1
+        step = counter_after[p]
+        if step is not None:
+            slot = len(counters)
+            counters.append(step.initial)
+            index = None
+            if step.index_spec is not None:
+                index = ks.fresh("col")
+                _column_decl(ks, index, step.index_spec, scratch)
+            em = CounterEmitter(ks, index)
+            step.emit_counter(em)
             ks.emit(1, f"c = state[{slot}]")
-            if counter.kind == "enumerate":
-                idx = ks.fresh("col")
-                _column_decl(ks, idx, TensorSpec((), np.int64), scratch)
             ks.emit(1, "for i in range(K):")
             ks.emit(2, "if keep[i]:")
-            if counter.kind == "take":
-                ks.emit(3, f"if c >= {counter.count}:")
-                ks.emit(4, "keep[i] = False")
-                ks.emit(3, "else:")
-                ks.emit(4, "c += 1")
-            elif counter.kind == "skip":
-                ks.emit(3, f"if c < {counter.count}:")
-                ks.emit(4, "keep[i] = False")
-                ks.emit(4, "c += 1")
-            else:
-                ks.emit(3, f"{idx}[i] = c")
-                ks.emit(3, "c += 1")
+            for depth, text in em.body:
+                ks.emit(3 + depth, text)
             ks.emit(1, f"state[{slot}] = c")
-            if counter.kind == "take":
-                ks.emit(1, f"if c >= {counter.count}:")
-                ks.emit(2, "done = True")
-            if counter.kind == "enumerate":
-                inputs = [("buffer", idx, TensorSpec((), np.int64))] + inputs
-                structure = (TensorSpec((), np.int64), structure)
-            else:
-                structure = counter.out_spec
+            for depth, text in em.tail:
+                ks.emit(1 + depth, text)
+            if index is not None:
+                inputs = [("buffer", index, step.index_spec)] + inputs
+            structure = step.out_spec
     ks.emit(1, "bad_row = -1")
     ks.emit(1, "for i in range(K):")
     ks.emit(2, "if bad[i]:")
@@ -389,6 +475,10 @@ def generate(name: str, sources: list[SourceLeaf], source_spec: Any, ops: list[C
             else:
                 ks.emit(2, f"{out}[j] = {b}[src]")
         ks.emit(1, "return bad_row, done, n")
-    args += [v for v, _ in scratch] + [v for v, _ in outputs] + ["state"]
-    ks.lines.insert(0, f"def {name}({', '.join(args)}):")
-    return ks.text(), ks.globals, [s for _, s in outputs], [s for _, s in scratch]
+    params += [v for v, _ in scratch] + [v for v, _ in outputs] + ["state"]
+    ks.lines.insert(0, f"def {name}({', '.join(params)}):")
+    return KernelText(name, ks.text(), ks.globals, [s for _, s in outputs],
+                      [s for _, s in scratch], counters)
+
+
+__all__ = ["CounterEmitter", "KernelSource", "KernelText", "Leaf", "RowEmitter", "generate"]

@@ -247,39 +247,107 @@ def output_specs(out: Any, structure: Any) -> list[TensorSpec]:
     return specs
 
 
+# ------------------------------------------------------------- composition
+
+def substitute(expr: Expr, inputs: list[Expr], memo: dict | None = None) -> Expr:
+    """``expr`` with input ``k`` replaced by ``inputs[k]``: composing one lifted function
+    after another. Shared nodes stay shared (a DAG, never a tree copy per use)."""
+    memo = {} if memo is None else memo
+    key = id(expr)
+    if key in memo:
+        return memo[key]
+    if expr.kind == "input":
+        out = inputs[int(expr.name)]
+    elif not expr.args:
+        out = expr
+    else:
+        args = tuple(substitute(a, inputs, memo) for a in expr.args)
+        out = expr if all(a is b for a, b in zip(args, expr.args)) else dataclasses.replace(expr, args=args)
+    memo[key] = out
+    return out
+
+
+def node_count(exprs: list[Expr]) -> int:
+    """Distinct nodes of a DAG (what rendering emits: one temporary each)."""
+    seen: set = set()
+    stack = list(exprs)
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        stack.extend(e.args)
+    return len(seen)
+
+
 # ---------------------------------------------------------------- rendering
 
-def render(expr: Expr, inputs: list[str], dtype_name, scalar_at) -> str:
-    """Numba source for ``expr``. ``inputs[k]`` renders input ``k`` (``scalar_at`` gives
-    the per-position form of array inputs); ``dtype_name(dt)`` names a dtype's type."""
+def literal(value: Any) -> str:
+    """Python source for a scalar constant (inf and nan have no literal)."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return "np.nan" if np.isnan(value) else ("np.inf" if value > 0 else "-np.inf")
+    return repr(value)
 
-    def r(e: Expr, want=None) -> str:
-        if e.kind == "input":
-            text = scalar_at(int(e.name)) if e.is_array else inputs[int(e.name)]
-            src_dt = e.dtype
-        elif e.kind == "const":
-            dt = want if want is not None else (e.dtype if e.dtype is not None else np.asarray(e.value).dtype)
-            return f"{dtype_name(dt)}({e.value!r})"
-        elif e.kind == "cast":
-            text = r(e.args[0])
-            src_dt = e.args[0].dtype
-            text = f"{dtype_name(e.dtype)}({text})"
-            src_dt = e.dtype
-        elif e.kind == "where":
-            c, a, b = e.args
-            text = f"({r(a, e.dtype)} if {r(c)} else {r(b, e.dtype)})"
-            src_dt = e.dtype
-        else:
-            ufunc = getattr(np, e.name)
-            parts = [r(a, e.in_dtype) for a in e.args]
-            template = _BINARY.get(ufunc) or _UNARY[ufunc]
-            text = f"{dtype_name(e.dtype)}({template.format(*parts)})"
-            src_dt = e.dtype
-        if want is not None and np.dtype(want) != src_dt:
-            return f"{dtype_name(want)}({text})"
+
+class ExprRenderer:
+    """Renders expression DAGs as statements, one temporary per node (a node shared by
+    several uses or outputs is computed once), so code size grows linearly with the
+    chain. Device-neutral text: scalar Python that Numba compiles for the CPU and
+    numba-cuda for the GPU.
+
+    ``emit(line)`` writes a statement, ``fresh(prefix)`` names a temporary,
+    ``dtype_name(dt)`` names a dtype's scalar type and ``input_text(k)`` gives the
+    source of input ``k`` at the current position. ``helpers`` collects the names of
+    helper functions the text calls (``floordiv_int64``).
+    """
+
+    def __init__(self, emit, fresh, dtype_name, input_text):
+        self.emit = emit
+        self.fresh = fresh
+        self.dtype_name = dtype_name
+        self.input_text = input_text
+        self.memo: dict[int, str] = {}
+        self.helpers: set[str] = set()
+
+    def value(self, expr: Expr, want=None) -> str:
+        """An expression for ``expr``'s value, cast to ``want`` when given and different."""
+        if expr.kind == "const":
+            dt = want if want is not None else (expr.dtype if expr.dtype is not None
+                                                else np.asarray(expr.value).dtype)
+            return f"{self.dtype_name(dt)}({literal(expr.value)})"
+        text = self._node(expr)
+        if want is not None and np.dtype(want) != expr.dtype:
+            return f"{self.dtype_name(want)}({text})"
         return text
 
-    return r(expr)
+    def _node(self, e: Expr) -> str:
+        key = id(e)
+        if key in self.memo:
+            return self.memo[key]
+        if e.kind == "input":
+            text = self.input_text(int(e.name))
+            self.memo[key] = text
+            return text
+        if e.kind == "cast":
+            rhs = f"{self.dtype_name(e.dtype)}({self.value(e.args[0])})"
+        elif e.kind == "where":
+            c, a, b = e.args
+            rhs = f"({self.value(a, e.dtype)} if {self.value(c)} else {self.value(b, e.dtype)})"
+        else:
+            ufunc = getattr(np, e.name)
+            parts = [self.value(a, e.in_dtype) for a in e.args]
+            if ufunc is np.floor_divide and np.dtype(e.in_dtype) == np.int64:
+                # NumPy wraps int64.min // -1 to int64.min; LLVM's sdiv would trap or give 0.
+                self.helpers.add("floordiv_int64")
+                inner = f"floordiv_int64({parts[0]}, {parts[1]})"
+            else:
+                inner = (_BINARY.get(ufunc) or _UNARY[ufunc]).format(*parts)
+            rhs = f"{self.dtype_name(e.dtype)}({inner})"
+        var = self.fresh("e")
+        self.emit(f"{var} = {rhs}")
+        self.memo[key] = var
+        return var
 
 
-__all__ = ["Expr", "NotElementwise", "Sym", "trace", "render", "output_specs"]
+__all__ = ["Expr", "ExprRenderer", "NotElementwise", "Sym", "literal", "node_count",
+           "output_specs", "substitute", "trace"]

@@ -1,5 +1,5 @@
-"""``FusedStage``: a source plus a chain of element-wise ops (and a terminal batch) run
-as one compiled parallel kernel per chunk of source rows."""
+"""``FusedStage``: a compiled stage plan, run as one parallel kernel per chunk of source
+rows; chunks the kernel rejects are re-run through the steps' reference behaviour."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from typing import Any
 
 import numba
 import numpy as np
+from numba import types
 
+from nbdata.compiler.kernel_cache import compile_kernel
+from nbdata.compiler.threads import kernel_call, kernel_threads
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.ops.batch import raise_shape_mismatch, stack_leaves
-from nbdata.ops.filter import keep
-from nbdata.ops.from_tensors import resolve_structure
+from nbdata.ops.fusion import DROP
 from nbdata.ops.node import Node
-from nbdata.ops.padded_batch import PaddedBatch, pad_component
 from nbdata.spec import flatten, pack_as, packer
 
 FIRST_CHUNK_ROWS = 1024
@@ -26,17 +27,14 @@ MAX_CHUNK_ROWS = 1 << 16
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class FusedStage(Node):
-    """The physical node of a fused chain; ``ops``/``terminal`` keep the logical nodes
-    for reference re-runs (a chunk whose kernel reported a bad row or raised)."""
+    """The physical node of a fused chain: its :class:`StagePlan` and compiled kernel."""
 
-    source: Node
-    chain: tuple            # ChainOp per element-wise op, source → sink
-    terminal: Any           # Batch / PaddedBatch node or None
-    logical_top: Node       # the logical node this stage replaces
+    plan: Any               # nbdata.compiler.lowering.StagePlan
     kernel: Any             # numba dispatcher of the generated source
     source_text: str
     out_specs: tuple        # row specs of the kernel's output columns (fresh per chunk)
     scratch_specs: tuple    # row specs of its scratch columns (reused across chunks)
+    counters: tuple         # initial values of the counter steps' state slots
     op = "fused_stage"
 
     @property
@@ -45,108 +43,76 @@ class FusedStage(Node):
 
     @property
     def spec(self):
-        return self.logical_top.spec
+        return self.plan.logical_top.spec
 
     def cardinality(self) -> int:
-        return self.logical_top.cardinality()
+        return self.plan.logical_top.cardinality()
 
     def describe(self) -> str:
-        ops = [self.source.describe()] + [op.label for op in self.chain]
-        if self.terminal is not None:
-            ops.append(self.terminal.describe())
-        return "fused_stage[" + " -> ".join(ops) + "]"
+        return self.plan.describe()
 
     def title(self) -> str:
-        return "fused stage: " + " -> ".join(
-            [self.source.op] + [op.kind for op in self.chain]
-            + ([self.terminal.op] if self.terminal is not None else []))
+        return self.plan.title()
 
     def report_lines(self) -> list[str]:
-        lines = ["  source: " + self.source.describe()]
-        lines += [f"  op {i}: {op.label}" for i, op in enumerate(self.chain)]
-        if self.terminal is not None:
-            lines.append("  terminal: " + self.terminal.describe() + " (compaction → batches)")
+        plan = self.plan
+        lines = ["  source: " + plan.source.node.describe()]
+        lines += [f"  op {i}: {s.label}" for i, s in enumerate(plan.steps)]
+        if plan.terminal is not None:
+            lines.append("  terminal: " + plan.terminal.node.describe() + " (compaction → batches)")
         lines.append("  generated source:")
         lines += ["    " + ln for ln in self.source_text.rstrip().splitlines()]
         return lines
+
+    def signature(self, reader) -> tuple:
+        """The kernel's signature for a source reader's arguments, compiled if new."""
+        args = reader.args if reader.args is not None else reader.chunk(0, min(1, reader.rows or 1))
+        buffers = [np.empty((1,) + s.shape, s.dtype) for s in self.scratch_specs + self.out_specs]
+        sig = (types.int64, types.int64, *[numba.typeof(a) for a in args + buffers],
+               types.int64[::1])
+        if sig not in self.kernel.overloads:
+            compile_kernel(self.kernel, sig)
+        return sig
 
     def open(self, ctx):
         return FusedStageIterator(self, ctx)
 
 
-def source_arguments(node: Node, ctx) -> tuple[list, int | None, list]:
-    """Kernel arguments for the source's leaves, its row count (None: endless), and a
-    per-leaf row function for the reference path."""
-    from nbdata.ops.from_tensor_slices import FromTensorSlices
-    from nbdata.ops.range import Range, range_length
-    from nbdata.ops.repeat import Repeat
-    from nbdata.ops.zip import Zip
-
-    if isinstance(node, FromTensorSlices):
-        cols = node.columns(ctx)
-        rows = [(lambda c: (lambda r: c[r]))(c) for c in cols]
-        args = []
-        for c in cols:
-            args.append(c)
-            if c.ndim > 1:  # flattened rows for elementwise code
-                args.append(np.ascontiguousarray(c).reshape(len(c), int(np.prod(c.shape[1:]))))
-        return args, (len(cols[0]) if cols else 0), rows
-    if isinstance(node, Range):
-        start, stop, step = node.bounds(ctx)
-        scalar = node.dtype.type
-        return ([np.array([start, step], np.int64)], range_length(start, stop, step),
-                [lambda r: scalar(start + r * step)])
-    if isinstance(node, Repeat):
-        value = resolve_structure(node.input.value, ctx)
-        leaves = flatten(value)
-        return list(leaves), None, [(lambda v: (lambda r: v))(v) for v in leaves]
-    if isinstance(node, Zip):
-        args, fns, n = [], [], None
-        for child in node.children:
-            a, count, f = source_arguments(child, ctx)
-            args += a
-            fns += f
-            if count is not None:
-                n = count if n is None else min(n, count)
-        return args, n, fns
-    raise TypeError(f"not a chunkable source: {node.op}")
-
-
 class FusedStageIterator:
     def __init__(self, stage: FusedStage, ctx):
         self.stage = stage
+        self.plan = stage.plan
         self.ctx = ctx
-        self.structure = stage.spec
-        self.pack = packer(self.structure)
-        self.args, self.rows, self.row_fns = source_arguments(stage.source, ctx)
-        # One counter per take/skip/enumerate: elements seen so far (enumerate: next index).
-        self.state = np.array([op.count if op.kind == "enumerate" else 0 for op in stage.chain
-                               if op.kind in ("take", "skip", "enumerate")], np.int64)
+        self.stats = ctx.stats(stage)
+        self.pack = packer(stage.spec)
+        self.reader = reader = self.plan.source.open(ctx)
+        self.rows, self.row_values = reader.rows, reader.row_values
+        stage.signature(reader)
+        # One counter per counter step: elements seen so far (enumerate: the next index).
+        self.state = np.array(stage.counters, np.int64)
         self.position = 0
         self.finished = False
         self.pending: collections.deque = collections.deque()
         self.carry: list | None = None
         self.error: BaseException | None = None
-        term = stage.terminal
+        term = self.plan.terminal
         self.batch_size = int(ctx.value(term.batch_size)) if term is not None else 0
         if term is not None and self.batch_size <= 0:
-            raise InvalidArgumentError(f"{term.op}: batch_size must be positive, got "
-                                       f"{self.batch_size}", term.op)
-        self.max_chunk = self._chunk_rows(stage)
+            raise InvalidArgumentError(f"{term.node.label}: batch_size must be positive, got "
+                                       f"{self.batch_size}", term.node.op)
+        self.max_chunk = self._chunk_rows()
         self.chunk = min(FIRST_CHUNK_ROWS, self.max_chunk)
         self.scratch = [np.empty((self.max_chunk,) + sp.shape, sp.dtype) for sp in stage.scratch_specs]
-        threads = ctx.options.threading.private_threadpool_size
-        self.threads = min(threads, numba.config.NUMBA_NUM_THREADS) if threads else None
+        self.threads = kernel_threads(ctx.options)
 
-    def _chunk_rows(self, stage: FusedStage) -> int:
+    def _chunk_rows(self) -> int:
         """Rows per kernel call: outputs of at most MAX_CHUNK_BYTES, so that malloc reuses
         freed chunks instead of mapping (and zeroing) fresh pages each time; a multiple
-        of the batch size when no op drops rows, so batches never straddle chunks."""
+        of the batch size when no step drops rows, so batches never straddle chunks."""
         row_bytes = sum(max(1, int(np.prod(s.shape))) * np.dtype(s.dtype).itemsize
-                        for s in stage.out_specs) or 1
+                        for s in self.stage.out_specs) or 1
         rows = max(MIN_CHUNK_ROWS, min(MAX_CHUNK_ROWS, MAX_CHUNK_BYTES // row_bytes))
-        drops = any(op.kind in ("filter", "take", "skip") for op in stage.chain)
-        if self.batch_size and not drops:
+        if self.batch_size and not any(s.drops for s in self.plan.steps):
             rows = max(self.batch_size, rows // self.batch_size * self.batch_size)
         return rows
 
@@ -177,23 +143,22 @@ class FusedStageIterator:
         if self.chunk < self.max_chunk and self.batch_size:
             self.chunk = max(self.batch_size, self.chunk // self.batch_size * self.batch_size)
         saved = self.state.copy()
+        outs = [np.empty((k,) + sp.shape, sp.dtype) for sp in self.stage.out_specs]
+        reader = self.reader
+        first, args = (lo, reader.args) if reader.args is not None else (0, reader.chunk(lo, k))
         try:
-            if self.threads:
-                previous = numba.get_num_threads()
-                numba.set_num_threads(self.threads)
-            try:
-                outs = [np.empty((k,) + sp.shape, sp.dtype) for sp in self.stage.out_specs]
-                bad_row, done, n = self.stage.kernel(np.int64(lo), np.int64(k), *self.args,
-                                                     *self.scratch, *outs, self.state)
-            finally:
-                if self.threads:
-                    numba.set_num_threads(previous)
-        except Exception:  # noqa: BLE001 - the reference re-run reports it precisely
-            bad_row = 0
+            bad_row, done, n = kernel_call(self.stage.kernel, self.threads, np.int64(first),
+                                           np.int64(k), *args, *self.scratch, *outs, self.state)
+            reason = (f"row {lo + int(bad_row)}: a function raised inside the kernel or "
+                      f"returned a value that does not fit its column")
+        except Exception as e:  # noqa: BLE001 - the reference re-run reports it precisely
+            bad_row, reason = 0, f"the kernel raised {type(e).__name__}: {e}"
         if bad_row >= 0:
             self.state[:] = saved
+            self.stats.fallback(k, reason)
             self._reference_chunk(lo, k)
             return
+        self.stats.kernel(k)
         self.position = lo + k
         if done:
             self.finished = True
@@ -201,72 +166,60 @@ class FusedStageIterator:
         self._accept_columns([o[:n] if n < k else o for o in outs], n)
 
     def _reference_chunk(self, lo: int, k: int):
-        """Run rows ``lo..lo+k`` through the ops' reference semantics, stopping after
+        """Run rows ``lo..lo+k`` through the steps' reference behaviour, stopping after
         the first error (raised once the rows before it are delivered)."""
-        stage = self.stage
-        structure = stage.source.spec
+        structure = self.plan.source.node.spec
         elements = []
         r = lo
         try:
             for r in range(lo, lo + k):
                 if self.finished:
                     break
-                element = pack_as(structure, [f(r) for f in self.row_fns])
-                self._reference_row(element, elements)
+                element = self._reference_row(pack_as(structure, self.row_values(r)))
+                if element is not DROP:
+                    elements.append(element)
             r = lo + k
         except OpError as e:
             self.error = e
             r += 1
         self.position = r
         self._accept_elements(elements)
-        if self.error is not None and self.stage.terminal is not None:
+        if self.error is not None and self.plan.terminal is not None:
             self.carry = None
 
-    def _reference_row(self, element, out: list) -> None:
-        """Apply the chain to one source element; append it to ``out`` if it passes."""
+    def _reference_row(self, element) -> Any:
+        """Apply the steps to one source element: the output, or DROP."""
         slot = 0
-        for op in self.stage.chain:
-            if op.kind == "map":
-                element = op.fn(element)
-            elif op.kind == "filter":
-                if not keep(op.fn, element):
-                    return
+        for step in self.plan.steps:
+            if step.kind == "row":
+                element = step.reference(element)
             else:
-                c = int(self.state[slot])
+                element, counter, finished = step.reference(element, int(self.state[slot]))
+                self.state[slot] = counter
                 slot += 1
-                if op.kind == "take":
-                    if c >= op.count:
-                        self.finished = True
-                        return
-                    self.state[slot - 1] = c + 1
-                    if c + 1 >= op.count:
-                        self.finished = True
-                elif op.kind == "skip":
-                    if c < op.count:
-                        self.state[slot - 1] = c + 1
-                        return
-                else:
-                    self.state[slot - 1] = c + 1
-                    element = (np.int64(c), element)
-        out.append(element)
+                if finished:
+                    self.finished = True
+            if element is DROP:
+                return DROP
+        return element
 
     # ----------------------------------------------------------- assembly
     def _accept_elements(self, elements: list):
         if not elements:
             return
-        if self.stage.terminal is None:
+        if self.plan.terminal is None:
             self.pending.extend(elements)
             return
         columns = list(zip(*(flatten(e) for e in elements)))
-        op = self.stage.terminal.op
+        op = self.plan.terminal.node.label
         cols = [stack_leaves(list(c), i, op) for i, c in enumerate(columns)]
         self._accept_columns(cols, len(elements))
 
     def _accept_columns(self, cols: list, n: int):
         if n == 0:
             return
-        stage = self.stage
-        if stage.terminal is None:
+        term = self.plan.terminal
+        if term is None:
             pack = self.pack
             self.pending.extend(pack([c[j] for c in cols]) for j in range(n))
             return
@@ -276,7 +229,7 @@ class FusedStageIterator:
             have = len(self.carry[0])
             for i, (c, new) in enumerate(zip(self.carry, cols)):
                 if c.shape[1:] != new.shape[1:]:
-                    raise_shape_mismatch(stage.terminal.op, i, c.shape[1:], have, new.shape[1:])
+                    raise_shape_mismatch(term.node.label, i, c.shape[1:], have, new.shape[1:])
             take = min(b - have, n)
             self.carry = [np.concatenate([c, new[:take]]) for c, new in zip(self.carry, cols)]
             start = take
@@ -285,7 +238,7 @@ class FusedStageIterator:
             self._emit(self.carry)
             self.carry = None
         full = (n - start) // b
-        if full and not isinstance(stage.terminal, PaddedBatch):
+        if full and not term.pads:
             pack = self.pack
             self.pending.extend(pack([c[s:s + b] for c in cols])
                                 for s in range(start, start + full * b, b))
@@ -297,16 +250,11 @@ class FusedStageIterator:
             self.carry = [c[start:n] for c in cols]
 
     def _emit(self, cols: list):
-        term = self.stage.terminal
-        if isinstance(term, PaddedBatch):
-            cols = [pad_component(list(c), term.padded_shapes[i], term.padding_values[i], i, term.op)
-                    if c.shape[1:] != tuple(term.padded_shapes[i]) else c
-                    for i, c in enumerate(cols)]
-        self.pending.append(self.pack(cols))
+        self.pending.append(self.pack(self.plan.terminal.assemble(cols)))
 
     def _flush(self):
         if self.carry is None:
             return
         carry, self.carry = self.carry, None
-        if not self.stage.terminal.drop_remainder:
+        if not self.plan.terminal.drop_remainder:
             self._emit([np.ascontiguousarray(c) for c in carry])

@@ -18,7 +18,9 @@ import hashlib
 import importlib.util
 import os
 import sys
+import threading
 import types as pytypes
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -132,9 +134,16 @@ def stage_hash(text: str, functions: list) -> str | None:
     return h.hexdigest()[:24]
 
 
-def load_cached_kernel(name: str, text: str, glb: dict, key: str, jit_options: dict):
-    """The kernel compiled from a source file in the cache directory (Numba caches its
-    machine code there); None when the directory cannot be used."""
+_modules: "weakref.WeakKeyDictionary[Any, tuple]" = weakref.WeakKeyDictionary()
+_compile_lock = threading.Lock()
+
+
+def compile_cached_kernel(name: str, text: str, glb: dict, key: str, jit_options: dict):
+    """A kernel compiled from a source file in the cache directory, with Numba's
+    ``cache=True`` storing its machine code beside it; None when the directory cannot
+    be used. The source module is not left in ``sys.modules``: :func:`compile_kernel`
+    puts it there only while Numba compiles or loads a signature (Numba's cache
+    loader imports the module by name), so nothing outlives the kernel."""
     root = cache_dir()
     if root is None:
         return None
@@ -151,6 +160,22 @@ def load_cached_kernel(name: str, text: str, glb: dict, key: str, jit_options: d
     spec = importlib.util.spec_from_file_location(f"nbdata_stage_{key}", path)
     module = importlib.util.module_from_spec(spec)
     module.__dict__.update(glb)
-    sys.modules[spec.name] = module  # Numba re-imports it by name when loading the cache
     spec.loader.exec_module(module)
-    return numba.njit(cache=True, **jit_options)(getattr(module, name))
+    kernel = numba.njit(cache=True, **jit_options)(getattr(module, name))
+    _modules[kernel] = (spec.name, module)
+    return kernel
+
+
+def compile_kernel(kernel, signature: tuple) -> None:
+    """Compile (or load from the disk cache) ``kernel`` for ``signature``."""
+    entry = _modules.get(kernel)
+    if entry is None:
+        kernel.compile(signature)
+        return
+    name, module = entry
+    with _compile_lock:
+        sys.modules[name] = module
+        try:
+            kernel.compile(signature)
+        finally:
+            sys.modules.pop(name, None)

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from nbdata.errors import InvalidArgumentError
+from nbdata.ops.fusion import Terminal, check_structure
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, arg_field, input_field
 from nbdata.spec import DatasetSpec, TensorSpec, flatten, pack_as
 
@@ -64,6 +65,7 @@ class Batch(Node):
     batch_size: Any = arg_field()
     drop_remainder: bool = arg_field()
     op = "batch"
+    fusion_role = "terminal"
 
     @property
     def spec(self):
@@ -72,6 +74,10 @@ class Batch(Node):
 
     def cardinality(self) -> int:
         return batch_cardinality(self.input.cardinality(), self.batch_size, self.drop_remainder)
+
+    def fusion_terminal(self, planner, structure) -> Terminal:
+        check_structure(structure, f"{self.op} input")
+        return Terminal(self, self.batch_size, self.drop_remainder)
 
     def open(self, ctx):
         size = int(ctx.value(self.batch_size))

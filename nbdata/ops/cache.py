@@ -9,7 +9,7 @@ import threading
 import uuid
 
 from nbdata.errors import AlreadyExistsError, DataLossError
-from nbdata.ops.node import Node, arg_field, input_field
+from nbdata.ops.node import Node, arg_field, input_field, new_resource_key
 from nbdata.spec import flatten, is_dataset
 
 FILE_SUFFIX = ".nbcache"
@@ -29,7 +29,7 @@ class MemoryStore:
 class Cache(Node):
     input: Node = input_field()
     filename: str = arg_field()
-    store: MemoryStore = None
+    resource_key: int = dataclasses.field(default_factory=new_resource_key, compare=False)
     op = "cache"
 
     @property
@@ -45,11 +45,12 @@ class Cache(Node):
             if os.path.exists(path):
                 return FileReader(path)
             return FileWriter(self.filename, ctx.open(self.input))
-        with self.store.lock:
-            elements = self.store.elements
+        store = ctx.resource(self.resource_key, MemoryStore)
+        with store.lock:
+            elements = store.elements
         if elements is not None:
             return iter(elements)
-        return MemoryWriter(self.store, ctx.open(self.input))
+        return MemoryWriter(store, ctx.open(self.input))
 
 
 class MemoryWriter:

@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 
+from nbdata.ops.fusion import CounterStep
 from nbdata.ops.node import Node, arg_field, input_field
 from nbdata.spec import TensorSpec
 
@@ -15,6 +16,7 @@ class Enumerate(Node):
     input: Node = input_field()
     start: int = arg_field()
     op = "enumerate"
+    fusion_role = "step"
 
     @property
     def spec(self):
@@ -22,6 +24,10 @@ class Enumerate(Node):
 
     def cardinality(self) -> int:
         return self.input.cardinality()
+
+    def fusion_steps(self, planner, chain) -> list:
+        return [EnumerateStep(self, (TensorSpec((), np.int64), chain.structure),
+                              f"enumerate({self.start})", initial=self.start)]
 
     def open(self, ctx):
         return EnumerateIterator(ctx.open(self.input), self.start)
@@ -39,3 +45,17 @@ class EnumerateIterator:
         i = self.position
         self.position += 1
         return (np.int64(i), value)
+
+
+@dataclasses.dataclass
+class EnumerateStep(CounterStep):
+    """Puts each row's position (counting from ``start``) in front of the element."""
+
+    index_spec = TensorSpec((), np.int64)
+
+    def emit_counter(self, em) -> None:
+        em.line(f"{em.index}[i] = {em.c}")
+        em.line(f"{em.c} += 1")
+
+    def reference(self, element, counter):
+        return (np.int64(counter), element), counter + 1, False

@@ -7,8 +7,9 @@ import dataclasses
 import numpy as np
 
 from nbdata.errors import InvalidArgumentError
-from nbdata.ops.function import UserFunction
-from nbdata.ops.node import UNKNOWN, Node, arg_field, input_field
+from nbdata.ops.function import UserFunction, function_parts, join_parts
+from nbdata.ops.fusion import DROP, RowStep
+from nbdata.ops.node import UNKNOWN, Node, NotFusable, PartlyFusable, arg_field, input_field
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -16,10 +17,30 @@ class Filter(Node):
     input: Node = input_field()
     predicate: UserFunction = arg_field()
     op = "filter"
+    fusion_role = "step"
 
     @property
     def spec(self):
         return self.input.spec
+
+    def fusion_steps(self, planner, chain) -> list:
+        """One step per predicate of a (fused) conjunction, each testing the rows the
+        ones before it kept; a predicate that cannot compile splits the node there."""
+        parts = function_parts(self.predicate)
+        steps: list = []
+        for k, part in enumerate(parts):
+            try:
+                plan = planner.function(part, chain, "filter")
+            except NotFusable as e:
+                if steps:
+                    raise PartlyFusable(
+                        str(e), steps,
+                        dataclasses.replace(self, predicate=join_parts(parts[:k], "and")),
+                        dataclasses.replace(self, predicate=join_parts(parts[k:], "and"))) from None
+                raise
+            steps.append(FilterStep(self, chain.structure, f"filter({part.name}) [{plan.how}]",
+                                    fn=part, plan=plan))
+        return steps
 
     def cardinality(self) -> int:
         return UNKNOWN
@@ -36,6 +57,21 @@ def keep(predicate: UserFunction, element) -> bool:
             f"filter: predicate {predicate.name} must return a scalar bool, got "
             f"{type(verdict).__name__} {verdict!r:.60}", "filter")
     return bool(verdict)
+
+
+@dataclasses.dataclass
+class FilterStep(RowStep):
+    """A filter in a fused chain: rows whose predicate is false are dropped."""
+
+    drops = True
+    materializes = False
+
+    def emit_row(self, row, leaves, structure):
+        row.filter(self, leaves, structure)
+        return leaves
+
+    def reference(self, element):
+        return element if keep(self.fn, element) else DROP
 
 
 class FilterIterator:

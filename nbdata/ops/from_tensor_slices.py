@@ -5,12 +5,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numba
 import numpy as np
+from numba import types
 
 from nbdata.errors import InvalidArgumentError
 from nbdata.ops.from_tensors import leaf_spec, resolve_structure
-from nbdata.ops.node import UNKNOWN, Node
-from nbdata.spec import TensorSpec, flatten, pack_as
+from nbdata.ops.fusion import ChunkSource, SourceLeaf, SourceReader, numba_dtype
+from nbdata.ops.node import UNKNOWN, Node, NotFusable
+from nbdata.placeholder import Placeholder
+from nbdata.spec import TensorSpec, flatten, pack_as, string
 
 
 def check_sliceable(value: Any, op: str) -> int | None:
@@ -32,12 +36,43 @@ def check_sliceable(value: Any, op: str) -> int | None:
     return n
 
 
+def flat_rows(column: np.ndarray) -> np.ndarray | None:
+    """A (rows, size) view of ``column`` with each row's elements in order, or None when
+    a row's elements are not evenly spaced in memory (then only a copy could give it)."""
+    size = int(np.prod(column.shape[1:]))
+    if column.size == 0:
+        return np.empty((len(column), size), column.dtype)
+    expected = column.itemsize
+    for dim, stride in zip(reversed(column.shape[1:]), reversed(column.strides[1:])):
+        if dim == 1:
+            continue
+        if stride != expected:
+            return None
+        expected = stride * dim
+    return np.lib.stride_tricks.as_strided(column, (len(column), size),
+                                           (column.strides[0], column.itemsize))
+
+
+class ColumnLeaf(SourceLeaf):
+    """Row ``r`` of an array: scalars read as values, array rows as in-place views."""
+
+    def __init__(self, spec: TensorSpec, row_type):
+        super().__init__(spec, row_type)
+        self.arg_count = 2 if spec.shape else 1  # array rows: the column and its (rows, size) view
+
+    def emit_load(self, row, args):
+        if self.spec.shape:
+            return row.row_view(self.spec, args[0], args[1])
+        return row.read(self.spec, f"{args[0]}[r]")
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class FromTensorSlices(Node):
     """Yields ``value[i]`` (leaf-wise) for each row ``i``."""
 
     value: Any
     op = "from_tensor_slices"
+    fusion_role = "source"
 
     @property
     def spec(self):
@@ -62,6 +97,42 @@ class FromTensorSlices(Node):
 
     def open(self, ctx):
         return SliceIterator(self.value, self.columns(ctx))
+
+    def fusion_source(self, planner) -> ChunkSource:
+        leaves = []
+        for v in flatten(self.value):
+            if isinstance(v, Placeholder):
+                raise NotFusable("source data is a placeholder")
+            if v.dtype.kind in "OSU" or leaf_spec(v).dtype is string:
+                raise NotFusable(f"source column of dtype {v.dtype} (strings run in Python)")
+            dt = numba_dtype(v.dtype, "source column")
+            row = TensorSpec(v.shape[1:], v.dtype)
+            layout = "C" if v.flags.c_contiguous else "A"
+            leaves.append(ColumnLeaf(row, dt if v.ndim == 1 else types.Array(dt, v.ndim - 1, layout)))
+        return ChunkSource(self, leaves, self.cardinality(), self._reader)
+
+    def _reader(self, ctx) -> SourceReader:
+        cols = self.columns(ctx)
+        n = len(cols[0]) if cols else 0
+        flats = [flat_rows(c) if c.ndim > 1 else None for c in cols]
+        in_place = all(f is not None for c, f in zip(cols, flats) if c.ndim > 1)
+
+        def args_of(c, f):
+            return [c] if c.ndim == 1 else [c, f]
+
+        def chunk(lo, k):
+            out = []
+            for c, f in zip(cols, flats):
+                part = c[lo:lo + k]
+                if c.ndim > 1 and f is None:  # only these rows are copied, never the column
+                    part = np.ascontiguousarray(part)
+                    out += [part, part.reshape(len(part), int(np.prod(c.shape[1:])))]
+                else:
+                    out += args_of(part, None if f is None else f[lo:lo + k])
+            return out
+
+        args = [a for c, f in zip(cols, flats) for a in args_of(c, f)] if in_place else None
+        return SourceReader(n, args, chunk, lambda r: [c[r] for c in cols])
 
 
 class SliceIterator:

@@ -1,18 +1,22 @@
-"""``from_tensors``: a dataset of exactly one element."""
+"""``from_tensors``: a dataset of exactly one element (repeated forever: a constant source)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from nbdata.ops.node import Node
-from nbdata.spec import flatten, pack_as, spec_of_value
+import numba
+import numpy as np
+
+from nbdata.ops.fusion import ChunkSource, SourceLeaf, SourceReader, numba_dtype
+from nbdata.ops.node import INFINITE, Node, NotFusable
+from nbdata.placeholder import Placeholder
+from nbdata.spec import TensorSpec, flatten, pack_as, spec_of_value, string
 
 
 def leaf_spec(leaf):
     """Spec of a source leaf, which may be a placeholder."""
-    spec = getattr(leaf, "spec", None)
-    return spec if spec is not None and not hasattr(leaf, "_node") else spec_of_value(leaf)
+    return leaf.spec if isinstance(leaf, Placeholder) else spec_of_value(leaf)
 
 
 def resolve_structure(value: Any, ctx) -> Any:
@@ -22,6 +26,13 @@ def resolve_structure(value: Any, ctx) -> Any:
     if all(a is b for a, b in zip(leaves, resolved)):
         return value
     return pack_as(value, resolved)
+
+
+class ConstantLeaf(SourceLeaf):
+    """The same value at every row (``from_tensors(x).repeat()``)."""
+
+    def emit_load(self, row, args):
+        return row.read(self.spec, args[0])
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -40,3 +51,22 @@ class FromTensors(Node):
 
     def open(self, ctx):
         return iter((resolve_structure(self.value, ctx),))
+
+    def repeated_source(self, planner) -> ChunkSource:
+        """This element at every row, endlessly (the source of ``repeat()``)."""
+        leaves = []
+        for v in flatten(self.value):
+            if isinstance(v, Placeholder):
+                raise NotFusable("the repeated tensor is a placeholder")
+            spec = spec_of_value(v)
+            if spec.dtype is string:
+                raise NotFusable("the repeated tensor is a string (strings run in Python)")
+            numba_dtype(spec.dtype, "the repeated tensor")
+            leaves.append(ConstantLeaf(TensorSpec(np.shape(v), v.dtype), numba.typeof(v)))
+
+        def open_reader(ctx) -> SourceReader:
+            values = flatten(self.value)
+            return SourceReader(None, list(values), lambda lo, k: list(values),
+                                lambda r: list(values))
+
+        return ChunkSource(self, leaves, INFINITE, open_reader)

@@ -190,5 +190,14 @@ class ChainedFunction:
         return self.call_raw(element)
 
 
-def _parts(fn) -> list:
+def function_parts(fn) -> list:
+    """The user functions a (possibly chained) function is made of, in call order."""
     return list(fn.parts) if isinstance(fn, ChainedFunction) else [fn]
+
+
+def join_parts(parts: list, kind: str):
+    """One function from consecutive parts of a chain (the inverse of function_parts)."""
+    return parts[0] if len(parts) == 1 else ChainedFunction(parts, kind)
+
+
+_parts = function_parts

@@ -8,10 +8,9 @@ import dataclasses
 import os
 from typing import Any
 
-from nbdata.ops.function import UserFunction
-from nbdata.ops.node import Node, arg_field, input_field
-
-AUTOTUNE = -1
+from nbdata.ops.function import UserFunction, function_parts, join_parts
+from nbdata.ops.fusion import RowStep, check_structure
+from nbdata.ops.node import AUTOTUNE, Node, NotFusable, PartlyFusable, arg_field, input_field
 
 
 def parallelism(num_parallel_calls: Any) -> int:
@@ -30,10 +29,30 @@ class Map(Node):
     num_parallel_calls: Any = None
     deterministic: Any = None
     op = "map"
+    fusion_role = "step"
 
     @property
     def spec(self):
         return self.fn.output_spec
+
+    def fusion_steps(self, planner, chain) -> list:
+        """One step per function of a (fused) map chain; when a later function cannot be
+        compiled, the earlier ones still fuse and the node is split there."""
+        parts = function_parts(self.fn)
+        steps: list = []
+        for k, part in enumerate(parts):
+            try:
+                check_structure(part.output_spec, f"map({part.name}) output")
+                plan = planner.function(part, chain, "map")
+            except NotFusable as e:
+                if steps:
+                    raise PartlyFusable(str(e), steps, dataclasses.replace(self, fn=join_parts(parts[:k], "map")),
+                                        dataclasses.replace(self, fn=join_parts(parts[k:], "map"))) from None
+                raise
+            step = MapStep(self, part.output_spec, f"map({part.name}) [{plan.how}]", fn=part, plan=plan)
+            chain = planner.advance(chain, step)
+            steps.append(step)
+        return steps
 
     def cardinality(self) -> int:
         return self.input.cardinality()
@@ -43,6 +62,17 @@ class Map(Node):
         if threads > 1:
             return ParallelMapIterator(ctx.open(self.input), self.fn, threads)
         return MapIterator(ctx.open(self.input), self.fn)
+
+
+@dataclasses.dataclass
+class MapStep(RowStep):
+    """A map in a fused chain: the kernel computes the function's outputs for each row."""
+
+    def emit_row(self, row, leaves, structure):
+        return row.map(self, leaves, structure)
+
+    def reference(self, element):
+        return self.fn(element)
 
 
 class MapIterator:
@@ -76,6 +106,11 @@ class ParallelMapIterator:
             except StopIteration:
                 self.exhausted = True
                 self.pool.shutdown(wait=False)
+                break
+            except Exception as e:  # noqa: BLE001 - delivered in order, after the calls before it
+                failed: concurrent.futures.Future = concurrent.futures.Future()
+                failed.set_exception(e)
+                self.pending.append(failed)
                 break
             self.pending.append(self.pool.submit(self.fn, element))
 

@@ -1,12 +1,37 @@
-"""The plan-node base class shared by every transformation."""
+"""The plan-node base class shared by every transformation, and the constants of the API."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any, ClassVar
 
 INFINITE = -1
 UNKNOWN = -2
+AUTOTUNE = -1
+"""``nd.AUTOTUNE``: accepted wherever tf.data accepts it (parallelism, buffer sizes)."""
+
+_resource_keys = itertools.count(1)
+
+
+def new_resource_key() -> int:
+    """A process-unique key naming the run-time resource of a stateful node (a shuffle's
+    epoch counter, a memory cache); the resource itself lives in the RunState."""
+    return next(_resource_keys)
+
+
+class NotFusable(Exception):
+    """A source, op or terminal cannot join a fused stage (the message says why)."""
+
+
+class PartlyFusable(NotFusable):
+    """A node whose first ``steps`` fuse but not the rest (a chained map whose third
+    function Numba cannot compile): ``head`` is the node made of the fused part (its
+    input is replaced by the planner), ``rest`` the node of the remainder."""
+
+    def __init__(self, reason: str, steps: list, head: "Node", rest: "Node"):
+        super().__init__(reason)
+        self.steps, self.head, self.rest = steps, head, rest
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -15,11 +40,30 @@ class Node:
 
     Subclasses are frozen dataclasses; ``op`` is the transformation's name (used
     in error messages and plan listings), ``spec`` the element spec of the
-    node's output. ``open(ctx)`` returns the reference iterator: an object
-    with ``__next__`` that raises ``StopIteration`` at the end.
+    node's output, ``name`` the user's optional name for the op (tf.data's
+    ``name=`` argument: shown in plan listings and error messages).
+
+    Run-time hooks: ``open(ctx)`` returns the reference iterator, an object with
+    ``__next__`` that raises ``StopIteration`` at the end.
+
+    Fusion hooks (the compiler asks these, it never names ops); each raises
+    :class:`NotFusable` with the reason when the node cannot take that role:
+
+    - ``fusion_source(planner)``: the node hands out rows in chunks; returns its
+      :class:`nbdata.ops.fusion.ChunkSource`.
+    - ``fusion_steps(planner, structure)``: an element-wise op; returns its
+      :class:`nbdata.ops.fusion.Step` objects for an input of ``structure``.
+    - ``fusion_terminal(planner, structure)``: a terminal that reslices a fused
+      chain's output columns (batch); returns its :class:`nbdata.ops.fusion.Terminal`.
+
+    ``fusion_role`` tells the planner which hook to try: ``"source"``, ``"step"``
+    (it walks down through steps looking for a source), ``"terminal"`` or None;
+    the hooks decide whether the node really fuses.
     """
 
     op: ClassVar[str] = "node"
+    fusion_role: ClassVar[str | None] = None
+    name: str | None = dataclasses.field(default=None, kw_only=True, compare=False)
 
     @property
     def inputs(self) -> tuple["Node", ...]:
@@ -34,6 +78,11 @@ class Node:
     def spec(self) -> Any:
         raise NotImplementedError
 
+    @property
+    def label(self) -> str:
+        """The op as error messages name it: ``map`` or ``map[normalize]`` when named."""
+        return f"{self.op}[{self.name}]" if self.name else self.op
+
     def cardinality(self) -> int:
         return UNKNOWN
 
@@ -44,10 +93,24 @@ class Node:
             if f.metadata.get("input") or not f.metadata.get("show", False):
                 continue
             args.append(f"{f.name}={getattr(self, f.name)!r}")
-        return f"{self.op}({', '.join(args)})"
+        return f"{self.label}({', '.join(args)})"
 
     def open(self, ctx) -> Any:
         raise NotImplementedError
+
+    # ------------------------------------------------------------ fusion hooks
+    def fusion_source(self, planner) -> Any:
+        raise NotFusable(f"{self.op} does not hand out rows in chunks")
+
+    def repeated_source(self, planner) -> Any:
+        """The chunk source of an endless repeat of this node (from_tensors: a constant)."""
+        raise NotFusable(f"an endless repeat of {self.op} is not a chunk source")
+
+    def fusion_steps(self, planner, structure: Any) -> list:
+        raise NotFusable(f"{self.op} is not an element-wise op")
+
+    def fusion_terminal(self, planner, structure: Any) -> Any:
+        raise NotFusable(f"{self.op} is not a batching terminal")
 
 
 def input_field():

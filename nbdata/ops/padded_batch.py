@@ -9,6 +9,7 @@ import numpy as np
 
 from nbdata.errors import InvalidArgumentError
 from nbdata.ops.batch import BatchIterator, batch_cardinality
+from nbdata.ops.fusion import Terminal, check_structure
 from nbdata.ops.node import Node, arg_field, input_field
 from nbdata.spec import TensorSpec, flatten, pack_as, string
 
@@ -67,6 +68,7 @@ class PaddedBatch(Node):
     padding_values: tuple = arg_field()
     drop_remainder: bool = arg_field()
     op = "padded_batch"
+    fusion_role = "terminal"
 
     @property
     def spec(self):
@@ -82,8 +84,25 @@ class PaddedBatch(Node):
                   for k, col in enumerate(columns)]
         return pack_as(elements[0], leaves)
 
+    def fusion_terminal(self, planner, structure) -> Terminal:
+        check_structure(structure, f"{self.op} input")
+        return PaddedTerminal(self, self.batch_size, self.drop_remainder)
+
     def open(self, ctx):
         size = int(ctx.value(self.batch_size))
         if size <= 0:
             raise InvalidArgumentError(f"padded_batch: batch_size must be positive, got {size}", self.op)
         return BatchIterator(ctx.open(self.input), size, self.drop_remainder, self.combine)
+
+
+@dataclasses.dataclass
+class PaddedTerminal(Terminal):
+    """Batches of a fused chain, each component padded to its padded shape."""
+
+    pads = True
+
+    def assemble(self, columns: list) -> list:
+        node = self.node
+        return [pad_component(list(c), node.padded_shapes[i], node.padding_values[i], i, node.label)
+                if c.shape[1:] != tuple(node.padded_shapes[i]) else c
+                for i, c in enumerate(columns)]

@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 
 from nbdata.errors import InvalidArgumentError
-from nbdata.ops.node import UNKNOWN, Node, arg_field
+from nbdata.ops.fusion import ChunkSource, SourceLeaf, SourceReader, numba_dtype
+from nbdata.ops.node import UNKNOWN, Node, NotFusable, arg_field
+from nbdata.placeholder import Placeholder
 from nbdata.spec import TensorSpec
 
 
@@ -25,6 +27,7 @@ class Range(Node):
     step: Any = arg_field()
     dtype: Any = arg_field()
     op = "range"
+    fusion_role = "source"
 
     @property
     def spec(self):
@@ -44,6 +47,27 @@ class Range(Node):
     def open(self, ctx):
         start, stop, step = self.bounds(ctx)
         return RangeIterator(start, step, range_length(start, stop, step), self.dtype.type)
+
+    def fusion_source(self, planner) -> ChunkSource:
+        if any(isinstance(v, Placeholder) for v in (self.start, self.stop, self.step)):
+            raise NotFusable("range bounds are placeholders")
+        leaf = RangeLeaf(self.spec, numba_dtype(self.dtype, "range"))
+
+        def open_reader(ctx) -> SourceReader:
+            start, stop, step = self.bounds(ctx)
+            scalar = self.dtype.type
+            return SourceReader(range_length(start, stop, step), [np.array([start, step], np.int64)],
+                                lambda lo, k: [np.array([start + lo * step, step], np.int64)],
+                                lambda r: [scalar(start + r * step)])
+
+        return ChunkSource(self, [leaf], self.cardinality(), open_reader)
+
+
+class RangeLeaf(SourceLeaf):
+    """``start + r * step`` computed in the kernel (the argument holds start and step)."""
+
+    def emit_load(self, row, args):
+        return row.read(self.spec, f"{{dtype}}({args[0]}[0] + r * {args[0]}[1])")
 
 
 class RangeIterator:

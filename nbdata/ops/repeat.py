@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from nbdata.ops.node import INFINITE, UNKNOWN, Node, arg_field, input_field
+from nbdata.ops.node import INFINITE, UNKNOWN, Node, NotFusable, arg_field, input_field
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -13,6 +13,7 @@ class Repeat(Node):
     input: Node = input_field()
     count: Any = arg_field()
     op = "repeat"
+    fusion_role = "source"
 
     @property
     def spec(self):
@@ -32,6 +33,13 @@ class Repeat(Node):
 
     def open(self, ctx):
         return RepeatIterator(ctx, self.input, int(ctx.value(self.count)))
+
+    def fusion_source(self, planner):
+        """An endless repeat of a node that can repeat as a chunk source (from_tensors)."""
+        if self.count != -1:
+            raise NotFusable(f"repeat({self.count}) is not a chunk source (an endless repeat "
+                             "of from_tensors is)")
+        return self.input.repeated_source(planner)
 
 
 class RepeatIterator:

@@ -10,14 +10,14 @@ from typing import Any
 
 from nbdata import random as nd_random
 from nbdata.errors import InvalidArgumentError
-from nbdata.ops.node import Node, arg_field, input_field
+from nbdata.ops.node import Node, arg_field, input_field, new_resource_key
 
 RANDOM_BLOCK = 1024
 SHUFFLE_STREAM = 0x5348554646  # "SHUFF": keeps shuffle draws apart from other ops' streams
 
 
 class EpochCounter:
-    """Hands out the epoch number of each new iteration (the per-dataset seed state)."""
+    """Hands out the epoch number of each new iteration (a shuffle's run-state resource)."""
 
     def __init__(self, reshuffle: bool):
         self.reshuffle = reshuffle
@@ -41,7 +41,7 @@ class Shuffle(Node):
     buffer_size: Any = arg_field()
     seed: int = arg_field()
     reshuffle_each_iteration: bool = arg_field()
-    epochs: EpochCounter = None
+    resource_key: int = dataclasses.field(default_factory=new_resource_key, compare=False)
     op = "shuffle"
 
     @property
@@ -55,7 +55,8 @@ class Shuffle(Node):
         size = int(ctx.value(self.buffer_size))
         if size <= 0:
             raise InvalidArgumentError(f"shuffle: buffer_size must be positive, got {size}", self.op)
-        key = nd_random.key(self.seed, SHUFFLE_STREAM, self.epochs.next_epoch())
+        epochs = ctx.resource(self.resource_key, lambda: EpochCounter(self.reshuffle_each_iteration))
+        key = nd_random.key(self.seed, SHUFFLE_STREAM, epochs.next_epoch())
         return ShuffleIterator(ctx.open(self.input), size, key)
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from nbdata.ops.node import INFINITE, UNKNOWN, Node, arg_field, input_field
+from nbdata.ops.fusion import DROP, CounterStep
+from nbdata.ops.node import INFINITE, UNKNOWN, Node, NotFusable, arg_field, input_field
+
+SKIP_ALL = 1 << 62  # skip(-1) as a count no row number reaches
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -13,6 +16,7 @@ class Skip(Node):
     input: Node = input_field()
     count: Any = arg_field()
     op = "skip"
+    fusion_role = "step"
 
     @property
     def spec(self):
@@ -25,6 +29,12 @@ class Skip(Node):
         if self.count < 0:
             return 0
         return max(0, n - self.count)
+
+    def fusion_steps(self, planner, chain) -> list:
+        if not isinstance(self.count, int):
+            raise NotFusable("skip count is a placeholder")
+        count = SKIP_ALL if self.count < 0 else self.count
+        return [SkipStep(self, chain.structure, f"skip({self.count})", count=count)]
 
     def open(self, ctx):
         return SkipIterator(ctx.open(self.input), int(ctx.value(self.count)))
@@ -43,3 +53,20 @@ class SkipIterator:
             if self.to_skip > 0:
                 self.to_skip -= 1
         return next(self.source)
+
+
+@dataclasses.dataclass
+class SkipStep(CounterStep):
+    """Drops the first ``count`` rows that reach it."""
+
+    drops = True
+
+    def emit_counter(self, em) -> None:
+        em.line(f"if {em.c} < {self.count}:")
+        em.line("keep[i] = False", 1)
+        em.line(f"{em.c} += 1", 1)
+
+    def reference(self, element, counter):
+        if counter < self.count:
+            return DROP, counter + 1, False
+        return element, counter, False

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from nbdata.ops.node import INFINITE, UNKNOWN, Node, arg_field, input_field
+from nbdata.ops.fusion import DROP, CounterStep
+from nbdata.ops.node import INFINITE, UNKNOWN, Node, NotFusable, arg_field, input_field
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -13,6 +14,7 @@ class Take(Node):
     input: Node = input_field()
     count: Any = arg_field()
     op = "take"
+    fusion_role = "step"
 
     @property
     def spec(self):
@@ -27,6 +29,13 @@ class Take(Node):
         if n == INFINITE:
             return self.count
         return min(n, self.count)
+
+    def fusion_steps(self, planner, chain) -> list:
+        if not isinstance(self.count, int):
+            raise NotFusable("take count is a placeholder")
+        if self.count < 0:
+            return []
+        return [TakeStep(self, chain.structure, f"take({self.count})", count=self.count)]
 
     def open(self, ctx):
         count = int(ctx.value(self.count))
@@ -47,3 +56,23 @@ class TakeIterator:
         if self.remaining > 0:
             self.remaining -= 1
         return value
+
+
+@dataclasses.dataclass
+class TakeStep(CounterStep):
+    """Keeps the first ``count`` rows that reach it, then ends the stage."""
+
+    drops = True
+
+    def emit_counter(self, em) -> None:
+        em.line(f"if {em.c} >= {self.count}:")
+        em.line("keep[i] = False", 1)
+        em.line("else:")
+        em.line(f"{em.c} += 1", 1)
+        em.after(f"if {em.c} >= {self.count}:")
+        em.after("done = True", 1)
+
+    def reference(self, element, counter):
+        if counter >= self.count:
+            return DROP, counter, True
+        return element, counter + 1, counter + 1 >= self.count

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Any, Callable
+from typing import Any
 
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, arg_field, input_field
 from nbdata.spec import DatasetSpec, flatten, pack_as
@@ -38,7 +38,6 @@ class Window(Node):
     shift: int = arg_field()
     stride: int = arg_field()
     drop_remainder: bool = arg_field()
-    make_dataset: Callable = None
     op = "window"
 
     @property
@@ -55,12 +54,12 @@ class Window(Node):
         return n // self.shift + (0 if n % self.shift == 0 else 1)
 
     def open(self, ctx):
-        return WindowIterator(self, ctx.open(self.input))
+        return WindowIterator(self, ctx, ctx.open(self.input))
 
 
 class WindowIterator:
-    def __init__(self, node: Window, source):
-        self.node, self.source = node, source
+    def __init__(self, node: Window, ctx, source):
+        self.node, self.ctx, self.source = node, ctx, source
         self.buffer: collections.deque = collections.deque()
         self.buffer_start = 0  # input position of buffer[0]
         self.window_start = 0
@@ -95,5 +94,5 @@ class WindowIterator:
         self.window_start = start + node.shift
         specs = flatten(node.input.spec)
         columns = list(zip(*(flatten(m) for m in members)))
-        datasets = [node.make_dataset(ListSource(tuple(col), s)) for col, s in zip(columns, specs)]
+        datasets = [self.ctx.make_dataset(ListSource(tuple(col), s)) for col, s in zip(columns, specs)]
         return pack_as(node.input.spec, datasets)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from nbdata.ops.fusion import ChunkSource, SourceReader
 from nbdata.ops.node import INFINITE, UNKNOWN, Node
 from nbdata.spec import flatten, pack_as
 
@@ -16,6 +17,7 @@ class Zip(Node):
     structure: Any
     children: tuple
     op = "zip"
+    fusion_role = "source"
 
     @property
     def inputs(self):
@@ -40,6 +42,22 @@ class Zip(Node):
 
     def open(self, ctx):
         return ZipIterator(self.structure, [ctx.open(c) for c in self.children])
+
+    def fusion_source(self, planner) -> ChunkSource:
+        """The children's leaves side by side, in the order the element flattens them;
+        rows end with the shortest child."""
+        sources = [c.fusion_source(planner) for c in self.children]
+        order = flatten(self.structure)  # child index at each leaf position
+        leaves = [leaf for i in order for leaf in sources[i].leaves]
+        counts = [s.rows for s in sources if s.rows not in (None, INFINITE)]
+        rows = min(counts) if counts else (INFINITE if all(s.rows == INFINITE for s in sources)
+                                           else None)
+
+        def open_reader(ctx) -> SourceReader:
+            readers = [s.open(ctx) for s in sources]
+            return SourceReader.combine([readers[i] for i in order])
+
+        return ChunkSource(self, leaves, rows, open_reader)
 
 
 class ZipIterator:

@@ -1,0 +1,205 @@
+"""The CPU backend: Numba typing of user functions for the planner, and compilation of
+stage plans into parallel Numba kernels (generated source, in-process and on-disk
+kernel caches, eager compilation so that ``compile()`` pays for it)."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import linecache
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import numba
+import numpy as np
+from numba import types
+
+from nbdata.compiler.codegen import generate
+from nbdata.compiler.executor import ExecContext
+from nbdata.compiler.fused_stage import FusedStage
+from nbdata.compiler.kernel_cache import compile_cached_kernel, stage_hash
+from nbdata.compiler.lowering import Chain, PlannedStage
+from nbdata.kernels.cast import cast_to
+from nbdata.ops.node import Node, NotFusable
+from nbdata.options import Options
+from nbdata.spec import flatten, is_namedtuple, substructures
+
+JIT_OPTIONS = {"parallel": True, "nogil": True, "error_model": "numpy"}
+_stage_ids = itertools.count()
+# Same source and same functions → same kernel; a kernel lives while a stage uses it
+# (its globals keep the functions alive, so their ids stay unique meanwhile).
+_kernels: "weakref.WeakValueDictionary[tuple, Any]" = weakref.WeakValueDictionary()
+
+
+# ------------------------------------------------------------------- typing
+
+def _dispatcher(fn):
+    """One Numba dispatcher per user function (kept on the function), so its
+    compilations are reused by every pipeline that calls it."""
+    dispatcher = getattr(fn, "_nbdata_dispatcher", None)
+    if dispatcher is None:
+        dispatcher = numba.njit(nogil=True, error_model="numpy")(fn)
+        try:
+            fn._nbdata_dispatcher = dispatcher
+        except (AttributeError, TypeError):
+            pass
+    return dispatcher
+
+
+def numba_reason(e: Exception) -> str:
+    """The informative first line of a Numba error (skipping its pipeline banner)."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    useful = [ln for ln in lines if not ln.startswith(("Failed in", "During:", "File ", "^"))]
+    return (useful or lines or [type(e).__name__])[0]
+
+
+def call_text(structure: Any, names: list[str], global_name) -> list[str]:
+    """Argument expressions for calling a user function on an element of ``structure``
+    whose leaves are ``names``: a top-level tuple (or namedtuple) is unpacked into
+    arguments, nested tuples stay tuples, namedtuples are rebuilt with their class
+    (``global_name(prefix, value)`` names it), dicts become string-keyed literals."""
+    it = iter(names)
+
+    def build(s):
+        if isinstance(s, Mapping):
+            return "{" + ", ".join(f"{k!r}: {build(s[k])}" for k in sorted(s)) + "}"
+        if is_namedtuple(s):
+            return f"{global_name('nt', type(s))}({', '.join(build(v) for v in s)})"
+        if isinstance(s, tuple):
+            items = [build(v) for v in s]
+            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+        return next(it)
+
+    if isinstance(structure, tuple):
+        return [build(v) for v in structure]
+    return [build(structure)]
+
+
+def _plain_arg_types(structure: Any, leaf_types: tuple) -> tuple:
+    it = iter(leaf_types)
+
+    def build(s):
+        if isinstance(s, tuple):
+            return types.Tuple([build(v) for v in s])
+        return next(it)
+
+    if isinstance(structure, tuple):
+        return tuple(build(v) for v in structure)
+    return (build(structure),)
+
+
+def _probe(dispatcher, structure: Any, n: int):
+    """A compiled wrapper that builds ``structure`` from its leaves as the kernel does
+    and calls ``dispatcher``: types functions taking dicts and namedtuples."""
+    glb: dict = {"fn": dispatcher}
+
+    def global_name(prefix, value):
+        name = f"{prefix}{len(glb)}"
+        glb[name] = value
+        return name
+
+    names = [f"v{k}" for k in range(n)]
+    text = (f"def probe({', '.join(names)}):\n"
+            f"    return fn({', '.join(call_text(structure, names, global_name))})\n")
+    exec(compile(text, "<nbdata-probe>", "exec"), glb)
+    return numba.njit(nogil=True)(glb["probe"])
+
+
+def _result_leaf_types(ty, spec: Any, fname: str) -> list:
+    """Numba leaf types of a function's return type, checked against its traced spec."""
+    out = []
+
+    def walk(t, s):
+        if isinstance(s, Mapping):
+            if not isinstance(t, types.LiteralStrKeyDict) or sorted(t.fields) != sorted(s):
+                raise NotFusable(f"Numba infers {fname} returns {t}, but it returns a dict "
+                                 f"with keys {sorted(s)} under NumPy")
+            for k in sorted(s):
+                walk(t.types[list(t.fields).index(k)], s[k])
+            return
+        if isinstance(s, tuple):
+            if not isinstance(t, types.BaseTuple) or len(t) != len(s):
+                raise NotFusable(f"Numba infers {fname} returns {t}, but it returns a "
+                                 f"{len(s)}-tuple under NumPy")
+            for a, b in zip(t, s):
+                walk(a, b)
+            return
+        ndim = t.ndim if isinstance(t, types.Array) else 0
+        if not isinstance(t, (types.Array, types.Number, types.Boolean)) or ndim != len(s.shape):
+            raise NotFusable(f"Numba infers {fname} returns {t}, the traced spec is {s}")
+        out.append(t)
+
+    walk(ty, spec)
+    return out
+
+
+class CpuTyper:
+    """Types user functions with Numba for the planner."""
+
+    @staticmethod
+    def type_function(fn, chain: Chain, kind: str):
+        dispatcher = _dispatcher(fn.fn)
+        needs_probe = any(isinstance(s, Mapping) or is_namedtuple(s)
+                          for s in substructures(chain.structure))
+        try:
+            if needs_probe:
+                probe = _probe(dispatcher, chain.structure, len(chain.types))
+                probe.compile(chain.types)
+                result = probe.overloads[chain.types].signature.return_type
+            else:
+                argtys = _plain_arg_types(chain.structure, chain.types)
+                dispatcher.compile(argtys)
+                result = dispatcher.overloads[argtys].signature.return_type
+        except Exception as e:  # noqa: BLE001 - Numba's many error types all mean "not compilable"
+            raise NotFusable(f"Numba cannot compile {fn.name}: {numba_reason(e)}") from None
+        if kind == "filter":
+            if not isinstance(result, types.Boolean):
+                raise NotFusable(f"Numba infers predicate {fn.name} returns {result}, not a bool")
+        else:
+            _result_leaf_types(result, fn.output_spec, fn.name)
+        return dispatcher, result
+
+
+# -------------------------------------------------------------- compilation
+
+def compile_stages(physical: Node, options: Options) -> Node:
+    """Replace every :class:`PlannedStage` of a physical plan by a compiled FusedStage."""
+    if isinstance(physical, PlannedStage):
+        return build_stage(physical.plan, options)
+    if not physical.inputs:
+        return physical
+    inputs = tuple(compile_stages(c, options) for c in physical.inputs)
+    if all(a is b for a, b in zip(inputs, physical.inputs)):
+        return physical
+    return physical.with_inputs(*inputs)
+
+
+def _functions(glb: dict) -> list:
+    return [v for k, v in sorted(glb.items()) if k.startswith(("fn", "nt"))]
+
+
+def build_stage(plan, options: Options) -> FusedStage:
+    code = generate("fused_stage", plan.source.leaves, plan.source.node.spec, list(plan.steps))
+    glb = dict(code.globals)
+    glb.update({"np": np, "prange": numba.prange, "cast_to": cast_to})
+    key = (code.text, tuple(sorted((k, id(v)) for k, v in glb.items() if k.startswith(("fn", "nt")))))
+    kernel = _kernels.get(key)
+    if kernel is None:
+        disk_key = stage_hash(code.text, _functions(glb))
+        kernel = compile_cached_kernel(code.name, code.text, glb, disk_key, JIT_OPTIONS) \
+            if disk_key else None
+        if kernel is None:
+            filename = (f"<nbdata-fused-stage-{next(_stage_ids)}-"
+                        f"{hashlib.sha1(code.text.encode()).hexdigest()[:10]}>")
+            # Numba reads the source through linecache; the entry goes with the kernel.
+            linecache.cache[filename] = (len(code.text), None, code.text.splitlines(True), filename)
+            exec(compile(code.text, filename, "exec"), glb)
+            kernel = numba.njit(**JIT_OPTIONS)(glb[code.name])
+            weakref.finalize(kernel, linecache.cache.pop, filename, None)
+        _kernels[key] = kernel
+    stage = FusedStage(plan, kernel, code.text, tuple(code.out_specs), tuple(code.scratch_specs),
+                       tuple(code.counters))
+    # ``compile()``, not the first batch, pays for compiling the kernel.
+    stage.signature(plan.source.open(ExecContext(options)))
+    return stage

@@ -1,0 +1,200 @@
+"""The contract between ops and the fusion compiler: what an op module hands the planner
+(sources, steps, terminals) and what each must do at run time.
+
+An op module implements the hooks of :class:`nbdata.ops.node.Node` by returning the
+objects defined here; the compiler plans stages and emits kernels by calling them,
+never by naming ops. Code emission goes through emitter objects the compiler passes
+in (``RowEmitter`` / ``CounterEmitter`` in ``nbdata/compiler/codegen.py``), so op
+modules do not import the compiler.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+import numba
+import numpy as np
+from numba import types
+from numba.core.datamodel import default_manager
+
+from nbdata.ops.node import NotFusable, PartlyFusable
+from nbdata.spec import DatasetSpec, TensorSpec, flatten, string, substructures
+
+DROP = object()
+"""Returned by a step's reference behaviour for a row it removes."""
+
+
+# -------------------------------------------------------------------- dtypes
+
+def numba_dtype(dtype, what: str):
+    """The Numba type of a NumPy dtype; NotFusable for dtypes Numba cannot compute with
+    (float16, complex256, strings, ...)."""
+    if dtype is string or np.dtype(dtype).kind not in "biuf":
+        raise NotFusable(f"{what} has dtype {dtype} (fused kernels take numbers and bools)")
+    try:
+        ty = numba.from_dtype(np.dtype(dtype))
+        default_manager.lookup(ty)
+    except (NotImplementedError, KeyError, numba.core.errors.NumbaError):
+        raise NotFusable(f"{what} has dtype {np.dtype(dtype).name}, which Numba does not "
+                         f"support") from None
+    return ty
+
+
+def spec_type(spec: TensorSpec, what: str = "value"):
+    """The Numba type of a materialized (C-contiguous) value of ``spec``."""
+    dt = numba_dtype(spec.dtype, what)
+    return dt if len(spec.shape) == 0 else types.Array(dt, len(spec.shape), "C")
+
+
+def check_structure(spec: Any, what: str) -> None:
+    """Fused stages take tuples, dicts (string keys) and namedtuples of numeric leaves
+    with dims known at plan time."""
+    for s in substructures(spec):
+        if isinstance(s, dict) and not all(isinstance(k, str) for k in s):
+            raise NotFusable(f"{what} is a dict with non-string keys")
+    for leaf in flatten(spec):
+        if isinstance(leaf, DatasetSpec):
+            raise NotFusable(f"{what} has dataset components")
+        if leaf.dtype is string:
+            raise NotFusable(f"{what} has string components (strings run in Python)")
+        if leaf.shape is None or any(d is None for d in leaf.shape):
+            raise NotFusable(f"{what} has dims unknown until run time {leaf.shape}")
+        numba_dtype(leaf.dtype, what)
+
+
+# ------------------------------------------------------------------- sources
+
+class SourceLeaf:
+    """One leaf of a chunk source's element, as a fused kernel reads row ``r`` of it.
+
+    ``spec`` is the row spec, ``row_type`` the Numba type of a row value handed to
+    user functions, ``arg_count`` how many kernel arguments the leaf takes.
+    """
+
+    arg_count: ClassVar[int] = 1
+
+    def __init__(self, spec: TensorSpec, row_type):
+        self.spec = spec
+        self.row_type = row_type
+
+    def emit_load(self, row, args: list[str]):
+        """Emit the read of row ``r`` (``row`` is the compiler's RowEmitter, ``args`` the
+        kernel argument names of this leaf) and return the row's Leaf."""
+        raise NotImplementedError
+
+
+class SourceReader:
+    """A chunk source opened for one run.
+
+    ``rows`` is the row count (None: endless). ``args`` are the kernel arguments of
+    every leaf over all rows (the kernel reads row ``lo + i``), or None when a leaf
+    cannot be read in place (a column whose rows are not contiguous): then
+    ``chunk(lo, k)`` gives arguments for rows ``lo .. lo+k`` only, read from 0.
+    ``row_values(r)`` gives the leaf values of row ``r`` for reference re-runs.
+    """
+
+    def __init__(self, rows: int | None, args: list | None, chunk, row_values):
+        self.rows = rows
+        self.args = args
+        self.chunk = chunk
+        self.row_values = row_values
+
+    @classmethod
+    def combine(cls, readers: list["SourceReader"]) -> "SourceReader":
+        """One reader over the leaves of several (zip): the shortest row count."""
+        counts = [r.rows for r in readers if r.rows is not None]
+        rows = min(counts) if counts else None
+        args = None if any(r.args is None for r in readers) else [a for r in readers for a in r.args]
+        return cls(rows, args,
+                   lambda lo, k: [a for r in readers for a in r.chunk(lo, k)],
+                   lambda i: [v for r in readers for v in r.row_values(i)])
+
+
+class ChunkSource:
+    """What a fusable source gives the planner: its leaves (planning) and ``open(ctx)``
+    (run time) giving a :class:`SourceReader`."""
+
+    def __init__(self, node, leaves: list[SourceLeaf], rows: int | None, opener):
+        self.node = node
+        self.leaves = leaves
+        self.rows = rows          # None: endless or known only at run time
+        self._opener = opener
+
+    def open(self, ctx) -> SourceReader:
+        return self._opener(ctx)
+
+
+# --------------------------------------------------------------------- steps
+
+@dataclasses.dataclass
+class Step:
+    """One element-wise op of a fused chain.
+
+    ``kind`` is ``"row"`` (runs inside the parallel row loop: map, filter) or
+    ``"counter"`` (a sequential pass over the rows kept so far, with one int64
+    counter carried across chunks: take, skip, enumerate). ``out_spec`` is the
+    element structure after the step; ``node`` the logical node it comes from.
+    """
+
+    node: Any
+    out_spec: Any
+    label: str
+    kind: ClassVar[str] = "row"
+    drops: ClassVar[bool] = False      # may remove rows (filter, take, skip)
+
+
+@dataclasses.dataclass
+class RowStep(Step):
+    """A map or filter: ``fn`` the user function, ``plan`` how the compiler runs it
+    (lifted expressions or a Numba-compiled call), filled in by the planner."""
+
+    fn: Any = None
+    plan: Any = None
+    materializes: ClassVar[bool] = True   # later ops see fresh values (map) or the same (filter)
+
+    def emit_row(self, row, leaves: list, structure: Any) -> list:
+        raise NotImplementedError
+
+    def reference(self, element: Any) -> Any:
+        raise NotImplementedError
+
+
+@dataclasses.dataclass
+class CounterStep(Step):
+    """A take, skip or enumerate: ``initial`` is the counter's start value;
+    ``index_spec`` is the spec of a leaf the step puts in front of the element
+    (enumerate's index), or None."""
+
+    count: int = 0
+    initial: int = 0
+    kind: ClassVar[str] = "counter"
+    index_spec: ClassVar[TensorSpec | None] = None
+
+    def emit_counter(self, em) -> None:
+        """Emit the body run for each kept row ``i`` in order, with the counter in
+        ``em.c``; ``em.index`` names the index column when ``index_spec`` is set."""
+        raise NotImplementedError
+
+    def reference(self, element: Any, counter: int) -> tuple[Any, int, bool]:
+        """(element, DROP, ...) for one row: the output (or DROP), the new counter,
+        and whether the chain is finished after this row."""
+        raise NotImplementedError
+
+
+@dataclasses.dataclass
+class Terminal:
+    """A batch at the end of a fused chain: output columns resliced into batches.
+    ``assemble(columns)`` turns one batch's columns into its final leaves (padding)."""
+
+    node: Any
+    batch_size: Any
+    drop_remainder: bool
+    pads: ClassVar[bool] = False        # assemble() changes columns (padded_batch)
+
+    def assemble(self, columns: list) -> list:
+        return columns
+
+
+__all__ = ["DROP", "ChunkSource", "CounterStep", "NotFusable", "PartlyFusable", "RowStep", "SourceLeaf",
+           "SourceReader", "Step", "Terminal", "check_structure", "numba_dtype", "spec_type"]
