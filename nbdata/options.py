@@ -115,6 +115,9 @@ class Options(_OptionGroup):
         fusion_min_rows: sources with fewer rows than this (default 4096) run on
             the reference path, since compiling a kernel would cost more than it
             saves; 0 fuses every eligible chain.
+        chunk_rows: the most rows a fused stage processes per kernel call (default
+            0: chosen from the row size, up to 65536); small values exercise chunk
+            borders in tests.
         threading: :class:`ThreadingOptions`.
         autotune: :class:`AutotuneOptions`.
         optimization: :class:`OptimizationOptions`, one switch per rewrite pass.
@@ -131,6 +134,7 @@ class Options(_OptionGroup):
         "deterministic": True,
         "fusion": True,
         "fusion_min_rows": 4096,
+        "chunk_rows": 0,
         "threading": ThreadingOptions,
         "autotune": AutotuneOptions,
         "optimization": OptimizationOptions,

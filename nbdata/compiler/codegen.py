@@ -209,7 +209,8 @@ class RowEmitter:
             if id(leaf) not in index:
                 index[id(leaf)] = len(env)
                 env.append(leaf)
-            return Expr("input", leaf.spec.dtype, leaf.is_array, name=str(index[id(leaf)]))
+            return Expr("input", leaf.spec.dtype, leaf.is_array, name=str(index[id(leaf)]),
+                        shape=tuple(leaf.spec.shape))
 
         inputs = []
         memo: dict = {}
@@ -265,10 +266,9 @@ class RowEmitter:
             var = self.ks.fresh("v")
             self.emit(f"{var} = {expr}")
             leaf = Leaf(spec, var=var)
-            if leaf.is_array:  # a row whose value does not fit the column: reference re-run
+            if leaf.is_array:  # a row whose value does not fit the column stays pending:
                 dims = " or ".join(f"{var}.shape[{d}] != {n}" for d, n in enumerate(spec.shape))
-                self.emit(f"if {dims}:")
-                self.emit("keep[i] = False", 1)
+                self.emit(f"if {dims}:")   # the chunk is re-run on the reference path
                 self.emit("continue", 1)
             out.append(leaf)
 
@@ -289,18 +289,18 @@ class RowEmitter:
         else:
             test = self._call(plan, leaves, structure)
         self.emit(f"if not {test}:")
-        self.emit("keep[i] = False", 1)
-        self.emit("bad[i] = False", 1)
+        self.emit("status[i] = 0", 1)
         self.emit("continue", 1)
 
 
 class CounterEmitter:
     """What a counter step's ``emit_counter`` writes through: ``line`` adds to the body
-    run for each kept row ``i`` in order (the counter is ``c``, dropping a row is
-    ``keep[i] = False``); ``after`` adds to the code after the pass (``done = True``
-    ends the stage); ``index`` names the column of a step's index leaf."""
+    run for each kept row ``i`` in order (the counter is ``c``, the statement ``drop``
+    removes the row); ``after`` adds to the code after the pass (``done = True`` ends
+    the stage); ``index`` names the column of a step's index leaf."""
 
     c = "c"
+    drop = "status[i] = 0"
 
     def __init__(self, ks: KernelSource, index: str | None):
         self.ks = ks
@@ -354,18 +354,22 @@ class KernelText:
     out_specs: list
     scratch_specs: list
     counters: list    # initial value of each counter step's state slot
+    compacts: bool    # the outputs are written for every row; the caller gathers kept rows
 
 
 def generate(name: str, source_leaves: list, source_spec: Any, steps: list) -> KernelText:
-    """Source of ``name(lo, K, *source_args, *scratch, *outputs, state)`` returning
-    ``(bad_row, done, n_out)``.
+    """Source of ``name(lo, K, *source_args, status, *scratch, *outputs, state)`` returning
+    ``(bad_row, done, n_kept)``.
 
-    Each source leaf takes ``leaf.arg_count`` arguments. Scratch columns (at least K
-    rows) are reused across calls; output columns (K rows) are fresh for every call
-    and receive the kept rows, in order, in their first ``n_out`` rows. ``bad_row``
-    is the first chunk row whose value did not fit its column or whose function
-    raised (-1 if none): the caller re-runs the chunk on the reference path.
-    ``done`` says a counter step ended the stage (take reached its count).
+    Each source leaf takes ``leaf.arg_count`` arguments. ``status`` (uint8, at least K
+    rows) receives each row's fate: 1 kept, 0 dropped, 2 pending (its function raised
+    inside the kernel, which Numba does not reliably propagate out of ``prange``, or
+    its value did not fit its column). ``bad_row`` is the first pending row (-1 if
+    none): the caller re-runs the chunk on the reference path. When no step drops
+    rows, the last phase writes the outputs (K fresh rows each); otherwise it writes
+    the scratch columns listed last in ``out_specs``' stead, and the caller gathers
+    the kept rows (``nbdata.kernels.compact``). Scratch columns are reused across
+    calls. ``done`` says a counter step ended the stage (take reached its count).
     """
     ks = KernelSource()
     params = ["lo", "K"]
@@ -374,13 +378,9 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list) -> K
         args = [f"src{k}"] + [f"src{k}_{j}" for j in range(1, leaf.arg_count)]
         params += args
         inputs.append(("source", leaf, args))
+    params.append("status")
     scratch: list = []
     outputs: list = []
-    ks.emit(1, "keep = np.ones(K, np.bool_)")
-    # bad[i] stays True for a row until its loop body finishes: a row whose function
-    # raised (Numba does not reliably propagate exceptions out of prange) or whose
-    # value did not fit its column is re-run on the reference path by the caller.
-    ks.emit(1, "bad = np.ones(K, np.bool_)")
     ks.emit(1, "done = False")
 
     drops = any(step.drops for step in steps)
@@ -395,32 +395,30 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list) -> K
     counter_after.append(None)
 
     structure = source_spec
-    buffers: list[tuple[str, TensorSpec]] = []
     counters: list[int] = []
+    if not phases[0] and len(phases) > 1:  # a counter step comes first: every row starts kept
+        ks.emit(1, "for i in range(K):")
+        ks.emit(2, "status[i] = 1")
     for p, phase in enumerate(phases):
         last_phase = p == len(phases) - 1
         if phase or last_phase:
             end_specs = flatten(phase[-1].out_spec if phase else structure)
             out_cols = [(ks.fresh("col"), s) for s in end_specs]
-            direct = last_phase and not drops  # nothing dropped: write outputs in place
             for col, spec in out_cols:
-                _column_decl(ks, col, spec, outputs if direct else scratch)
-            if p > 0:
-                ks.emit(1, "for i in range(K):")
-                ks.emit(2, "bad[i] = keep[i]")
+                _column_decl(ks, col, spec, outputs if last_phase else scratch)
             ks.emit(1, "for i in prange(K):")
             row = RowEmitter(ks, 2)
-            if p > 0 and drops:
-                row.emit("if not keep[i]:")
+            if p > 0:
+                row.emit("if status[i] != 1:")
                 row.emit("continue", 1)
+            row.emit("status[i] = 2")
             leaves = _load_inputs(ks, row, inputs)
             for k, step in enumerate(phase):
                 row.more_in_phase = k + 1 < len(phase)
                 leaves = step.emit_row(row, leaves, structure)
                 structure = step.out_spec
             row.store([col for col, _ in out_cols], leaves)
-            row.emit("bad[i] = False")
-            buffers = out_cols
+            row.emit("status[i] = 1")
             inputs = [("buffer", col, spec) for col, spec in out_cols]
         step = counter_after[p]
         if step is not None:
@@ -434,7 +432,7 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list) -> K
             step.emit_counter(em)
             ks.emit(1, f"c = state[{slot}]")
             ks.emit(1, "for i in range(K):")
-            ks.emit(2, "if keep[i]:")
+            ks.emit(2, "if status[i] == 1:")
             for depth, text in em.body:
                 ks.emit(3 + depth, text)
             ks.emit(1, f"state[{slot}] = c")
@@ -443,42 +441,17 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list) -> K
             if index is not None:
                 inputs = [("buffer", index, step.index_spec)] + inputs
             structure = step.out_spec
-    ks.emit(1, "bad_row = -1")
+    ks.emit(1, "n = 0")
     ks.emit(1, "for i in range(K):")
-    ks.emit(2, "if bad[i]:")
-    ks.emit(3, "bad_row = i")
-    ks.emit(3, "break")
-    if not drops:
-        ks.emit(1, "return bad_row, done, K")
-    else:
-        ks.emit(1, "n = 0")
-        ks.emit(1, "for i in range(K):")
-        ks.emit(2, "if keep[i]:")
-        ks.emit(3, "n += 1")
-        ks.emit(1, "rows = np.empty(n, np.int64)")
-        ks.emit(1, "j = 0")
-        ks.emit(1, "for i in range(K):")
-        ks.emit(2, "if keep[i]:")
-        ks.emit(3, "rows[j] = i")
-        ks.emit(3, "j += 1")
-        outs = []
-        for b, spec in buffers:
-            out = ks.fresh("out")
-            _column_decl(ks, out, spec, outputs)
-            outs.append((out, b, spec))
-        ks.emit(1, "for j in prange(n):")
-        ks.emit(2, "src = rows[j]")
-        for out, b, spec in outs:
-            if spec.shape:
-                ks.emit(2, f"for q in range({int(np.prod(spec.shape))}):")
-                ks.emit(3, f"{out}f[j, q] = {b}f[src, q]")
-            else:
-                ks.emit(2, f"{out}[j] = {b}[src]")
-        ks.emit(1, "return bad_row, done, n")
+    ks.emit(2, "if status[i] == 1:")
+    ks.emit(3, "n += 1")
+    ks.emit(2, "elif status[i] == 2:")
+    ks.emit(3, "return i, done, n")
+    ks.emit(1, "return -1, done, n")
     params += [v for v, _ in scratch] + [v for v, _ in outputs] + ["state"]
     ks.lines.insert(0, f"def {name}({', '.join(params)}):")
     return KernelText(name, ks.text(), ks.globals, [s for _, s in outputs],
-                      [s for _, s in scratch], counters)
+                      [s for _, s in scratch], counters, drops)
 
 
 __all__ = ["CounterEmitter", "KernelSource", "KernelText", "Leaf", "RowEmitter", "generate"]

@@ -34,6 +34,7 @@ class Expr:
     name: str = ""          # op name, or input index for "input"
     value: Any = None       # constant value
     in_dtype: Any = None    # computation dtype of an op
+    shape: tuple = ()       # the row shape an array expression stands for
 
 
 # ufunc → (rendering template on operand expressions, result is bool)
@@ -83,7 +84,7 @@ def _apply(ufunc, *operands) -> "Sym":
         raise NotElementwise(f"ufunc {ufunc.__name__}")
     exprs = [_as_expr(o) for o in operands]
     arrays = [e for e in exprs if e.is_array]
-    shapes = {o.shape_ for o in operands if isinstance(o, Sym) and o.expr.is_array}
+    shapes = {e.shape for e in arrays}
     if len(shapes) > 1:
         raise NotElementwise("operands of different shapes")
     try:
@@ -97,8 +98,8 @@ def _apply(ufunc, *operands) -> "Sym":
     if out_dtype.kind not in "biuf":
         raise NotElementwise(f"result dtype {out_dtype}")
     in_dtype = loop[0]
-    expr = Expr("op", out_dtype, bool(arrays), tuple(exprs), name=ufunc.__name__, in_dtype=in_dtype)
-    return Sym(expr, shapes.pop() if shapes else ())
+    return Sym(Expr("op", out_dtype, bool(arrays), tuple(exprs), name=ufunc.__name__,
+                    in_dtype=in_dtype, shape=shapes.pop() if shapes else ()))
 
 
 class Sym:
@@ -106,9 +107,8 @@ class Sym:
 
     __array_priority__ = 1000
 
-    def __init__(self, expr: Expr, shape: tuple):
+    def __init__(self, expr: Expr):
         self.expr = expr
-        self.shape_ = shape
 
     @property
     def shape(self):
@@ -124,7 +124,7 @@ class Sym:
         dt = np.dtype(dtype)
         if dt.kind not in "biuf":
             raise NotElementwise(f"astype to {dt}")
-        return Sym(Expr("cast", dt, self.expr.is_array, (self.expr,)), self.shape_)
+        return Sym(Expr("cast", dt, self.expr.is_array, (self.expr,), shape=self.expr.shape))
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method != "__call__" or kwargs:
@@ -190,7 +190,7 @@ Sym.__hash__ = None
 
 def _where(cond, a, b) -> Sym:
     c, x, y = _as_expr(cond), _as_expr(a), _as_expr(b)
-    shapes = {o.shape_ for o in (cond, a, b) if isinstance(o, Sym) and o.expr.is_array}
+    shapes = {e.shape for e in (c, x, y) if e.is_array}
     if len(shapes) > 1:
         raise NotElementwise("np.where operands of different shapes")
     try:
@@ -199,7 +199,7 @@ def _where(cond, a, b) -> Sym:
         raise NotElementwise(str(e)) from None
     dt = np.asarray(out).dtype
     is_array = any(e.is_array for e in (c, x, y))
-    return Sym(Expr("where", dt, is_array, (c, x, y)), shapes.pop() if shapes else ())
+    return Sym(Expr("where", dt, is_array, (c, x, y), shape=shapes.pop() if shapes else ()))
 
 
 # ------------------------------------------------------------------ tracing
@@ -214,7 +214,7 @@ def trace(fn, structure: Any) -> Any:
     for s in specs:
         if s.dtype is string or s.dtype.kind not in "biuf":
             raise NotElementwise("non-numeric input")
-    syms = [Sym(Expr("input", s.dtype, len(s.shape) > 0, name=str(k)), s.shape)
+    syms = [Sym(Expr("input", s.dtype, len(s.shape) > 0, name=str(k), shape=tuple(s.shape)))
             for k, s in enumerate(specs)]
     args = pack_as(structure, syms)
     try:
@@ -235,16 +235,10 @@ def trace(fn, structure: Any) -> Any:
     return pack_as(out, exprs)
 
 
-def output_specs(out: Any, structure: Any) -> list[TensorSpec]:
-    """Row specs of a traced function's outputs (array outputs take the inputs' shape)."""
-    shapes = {tuple(s.shape) for s in flatten(structure) if len(s.shape) > 0}
-    shape = shapes.pop() if len(shapes) == 1 else None
-    specs = []
-    for e in flatten(out):
-        if e.is_array and shape is None:
-            raise NotElementwise("array inputs of different shapes")
-        specs.append(TensorSpec(shape if e.is_array else (), e.dtype))
-    return specs
+def output_specs(out: Any) -> list[TensorSpec]:
+    """Row specs of a traced function's outputs (an array output has the shape of the
+    array inputs it combines)."""
+    return [TensorSpec(e.shape, e.dtype) for e in flatten(out)]
 
 
 # ------------------------------------------------------------- composition

@@ -12,8 +12,9 @@ import numpy as np
 from numba import types
 
 from nbdata.compiler.kernel_cache import compile_kernel
-from nbdata.compiler.threads import kernel_call, kernel_threads
+from nbdata.compiler.threads import kernel_section, kernel_threads
 from nbdata.errors import InvalidArgumentError, OpError
+from nbdata.kernels.compact import compact, kept_rows
 from nbdata.ops.batch import raise_shape_mismatch, stack_leaves
 from nbdata.ops.fusion import DROP
 from nbdata.ops.node import Node
@@ -35,6 +36,7 @@ class FusedStage(Node):
     out_specs: tuple        # row specs of the kernel's output columns (fresh per chunk)
     scratch_specs: tuple    # row specs of its scratch columns (reused across chunks)
     counters: tuple         # initial values of the counter steps' state slots
+    compacts: bool          # outputs hold every row: kept rows are gathered after the call
     op = "fused_stage"
 
     @property
@@ -68,8 +70,8 @@ class FusedStage(Node):
         """The kernel's signature for a source reader's arguments, compiled if new."""
         args = reader.args if reader.args is not None else reader.chunk(0, min(1, reader.rows or 1))
         buffers = [np.empty((1,) + s.shape, s.dtype) for s in self.scratch_specs + self.out_specs]
-        sig = (types.int64, types.int64, *[numba.typeof(a) for a in args + buffers],
-               types.int64[::1])
+        sig = (types.int64, types.int64, *[numba.typeof(a) for a in args], types.uint8[::1],
+               *[numba.typeof(b) for b in buffers], types.int64[::1])
         if sig not in self.kernel.overloads:
             compile_kernel(self.kernel, sig)
         return sig
@@ -100,9 +102,17 @@ class FusedStageIterator:
         if term is not None and self.batch_size <= 0:
             raise InvalidArgumentError(f"{term.node.label}: batch_size must be positive, got "
                                        f"{self.batch_size}", term.node.op)
+        if ctx.options.chunk_rows < 0:
+            raise InvalidArgumentError(f"Options().chunk_rows must be >= 0, got "
+                                       f"{ctx.options.chunk_rows}")
         self.max_chunk = self._chunk_rows()
         self.chunk = min(FIRST_CHUNK_ROWS, self.max_chunk)
         self.scratch = [np.empty((self.max_chunk,) + sp.shape, sp.dtype) for sp in stage.scratch_specs]
+        self.status = np.empty(self.max_chunk, np.uint8)
+        # Outputs of a compacting kernel are reused (kept rows are gathered into fresh
+        # arrays); otherwise each call writes fresh arrays that go out as they are.
+        self.row_outputs = ([np.empty((self.max_chunk,) + sp.shape, sp.dtype) for sp in stage.out_specs]
+                            if stage.compacts else None)
         self.threads = kernel_threads(ctx.options)
 
     def _chunk_rows(self) -> int:
@@ -112,6 +122,8 @@ class FusedStageIterator:
         row_bytes = sum(max(1, int(np.prod(s.shape))) * np.dtype(s.dtype).itemsize
                         for s in self.stage.out_specs) or 1
         rows = max(MIN_CHUNK_ROWS, min(MAX_CHUNK_ROWS, MAX_CHUNK_BYTES // row_bytes))
+        if self.ctx.options.chunk_rows > 0:
+            return self.ctx.options.chunk_rows
         if self.batch_size and not any(s.drops for s in self.plan.steps):
             rows = max(self.batch_size, rows // self.batch_size * self.batch_size)
         return rows
@@ -143,12 +155,18 @@ class FusedStageIterator:
         if self.chunk < self.max_chunk and self.batch_size:
             self.chunk = max(self.batch_size, self.chunk // self.batch_size * self.batch_size)
         saved = self.state.copy()
-        outs = [np.empty((k,) + sp.shape, sp.dtype) for sp in self.stage.out_specs]
+        stage = self.stage
+        outs = ([o[:k] for o in self.row_outputs] if stage.compacts else
+                [np.empty((k,) + sp.shape, sp.dtype) for sp in stage.out_specs])
         reader = self.reader
         first, args = (lo, reader.args) if reader.args is not None else (0, reader.chunk(lo, k))
         try:
-            bad_row, done, n = kernel_call(self.stage.kernel, self.threads, np.int64(first),
-                                           np.int64(k), *args, *self.scratch, *outs, self.state)
+            with kernel_section(self.threads):
+                bad_row, done, n = stage.kernel(np.int64(first), np.int64(k), *args, self.status,
+                                                *self.scratch, *outs, self.state)
+                if bad_row < 0 and stage.compacts:
+                    rows = kept_rows(self.status, k, n)
+                    outs = [compact(o, rows) for o in outs]
             reason = (f"row {lo + int(bad_row)}: a function raised inside the kernel or "
                       f"returned a value that does not fit its column")
         except Exception as e:  # noqa: BLE001 - the reference re-run reports it precisely

@@ -127,7 +127,7 @@ class Planner:
                 ok = (isinstance(lifted, elementwise.Expr) and lifted.dtype == np.bool_
                       and not lifted.is_array)
             else:
-                specs = elementwise.output_specs(lifted, chain.structure)
+                specs = elementwise.output_specs(lifted)
                 ok = same_structure(lifted, fn.output_spec) and specs == flatten(fn.output_spec)
             if ok:
                 return FunctionPlan(lifted=lifted)

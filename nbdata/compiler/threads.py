@@ -56,16 +56,17 @@ def serialises_kernels() -> bool:
     return threading_layer() == "workqueue"
 
 
-def kernel_call(kernel, threads: int, *args):
-    """Call a parallel kernel with ``threads`` threads (a per-thread Numba setting),
-    one at a time under the workqueue layer."""
+@contextlib.contextmanager
+def kernel_section(threads: int):
+    """Parallel kernels called inside run on ``threads`` threads (a per-thread Numba
+    setting), one section at a time under the workqueue layer."""
     guard = _serial if serialises_kernels() else contextlib.nullcontext()
     with guard:
         previous = numba.get_num_threads()
         if previous != threads:
             numba.set_num_threads(threads)
         try:
-            return kernel(*args)
+            yield
         finally:
             if previous != threads:
                 numba.set_num_threads(previous)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import types
-from numba.extending import overload
+from numba.extending import overload, overload_method
+from numba.np.numpy_support import as_dtype
 
 
 def cast_to(value, dtype):
@@ -36,3 +37,19 @@ def _cast_to_nopython(value, dtype):
     if isinstance(value, (types.Number, types.Boolean)):
         return lambda value, dtype: dtype(value)
     return None
+
+
+@overload_method(types.Number, "astype", jit_options={"nogil": True})
+@overload_method(types.Boolean, "astype", jit_options={"nogil": True})
+def _scalar_astype(value, dtype):
+    """``np.int64(5).astype(np.int32)`` in compiled functions, as NumPy scalars allow."""
+    if isinstance(dtype, types.NumberClass):
+        target = dtype.instance_type
+    elif isinstance(dtype, types.DTypeSpec):
+        target = dtype.dtype
+    else:
+        return None
+    if isinstance(target, types.Boolean):
+        return lambda value, dtype: value != 0
+    scalar = as_dtype(target).type
+    return lambda value, dtype: scalar(value)

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import fcntl
+import glob
 import os
-import pickle
 import threading
 import uuid
 
 from nbdata.errors import AlreadyExistsError, DataLossError
+from nbdata.io.column_file import ColumnFileReader, ColumnFileWriter
 from nbdata.ops.node import Node, arg_field, input_field, new_resource_key
-from nbdata.spec import flatten, is_dataset
+from nbdata.spec import flatten, is_dataset, pack_as
 
 FILE_SUFFIX = ".nbcache"
 LOCK_SUFFIX = ".nbcache.lock"
-MAGIC = b"NBDATA-CACHE-1\n"
 
 
 class MemoryStore:
@@ -43,8 +44,12 @@ class Cache(Node):
         if self.filename:
             path = self.filename + FILE_SUFFIX
             if os.path.exists(path):
-                return FileReader(path)
-            return FileWriter(self.filename, ctx.open(self.input))
+                return FileReader(path, self.spec)
+            writer = FileWriter(self.filename, ctx.open(self.input))
+            if os.path.exists(path):  # another writer finished while this one waited
+                writer._abandon()
+                return FileReader(path, self.spec)
+            return writer
         store = ctx.resource(self.resource_key, MemoryStore)
         with store.lock:
             elements = store.elements
@@ -73,34 +78,57 @@ class MemoryWriter:
         return value
 
 
-def _check_picklable(value, filename):
+def _check_cacheable(value, filename):
     if any(is_dataset(v) for v in flatten(value)):
         raise TypeError(f"cache: cannot write elements that contain datasets to {filename!r}")
+
+
+class WriterLock:
+    """An exclusive lock on ``<filename>.nbcache.lock`` held while a cache file is written.
+
+    It is an ``flock``: the system releases it when its process ends, so a lock file
+    left behind by a writer that crashed never blocks a later writer.
+    """
+
+    def __init__(self, filename: str):
+        self.path = filename + LOCK_SUFFIX
+        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self.fd)
+            self.fd = None
+            raise AlreadyExistsError(
+                f"cache: another iterator is writing the cache {filename!r} right now "
+                f"(it holds {self.path}); iterate again when it has finished", "cache") from None
+
+    def release(self) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
 
 
 class FileWriter:
     """Streams elements to a temporary file, renamed into place when the input ends.
 
-    A lock file marks the write in progress; a second concurrent writer gets
-    AlreadyExistsError. An iteration abandoned before the end leaves no cache.
+    The writer holds :class:`WriterLock`; a second concurrent writer gets
+    AlreadyExistsError. An iteration abandoned before the end leaves no cache, and
+    temporary files of crashed writers are removed by the next writer.
     """
 
     def __init__(self, filename: str, source):
         self.filename = filename
         self.final = filename + FILE_SUFFIX
-        self.lock_path = filename + LOCK_SUFFIX
-        self.tmp = f"{filename}{FILE_SUFFIX}.{uuid.uuid4().hex}.tmp"
-        try:
-            fd = os.open(self.lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            raise AlreadyExistsError(
-                f"cache: another iterator is writing the cache {filename!r} (lock file "
-                f"{self.lock_path} exists); if no other iterator is running, delete the lock file",
-                "cache") from None
-        os.close(fd)
+        self.lock = WriterLock(filename)
+        for stale in glob.glob(glob.escape(self.final) + ".*.tmp"):
+            try:
+                os.unlink(stale)
+            except OSError:
+                pass
+        self.tmp = f"{self.final}.{uuid.uuid4().hex}.tmp"
         self.source = source
-        self.file = open(self.tmp, "wb")
-        self.file.write(MAGIC)
+        self.writer = ColumnFileWriter(self.tmp)
         self.done = False
 
     def __iter__(self):
@@ -117,50 +145,55 @@ class FileWriter:
         except BaseException:
             self._abandon()
             raise
-        _check_picklable(value, self.filename)
-        pickle.dump(value, self.file, protocol=pickle.HIGHEST_PROTOCOL)
+        _check_cacheable(value, self.filename)
+        self.writer.write(flatten(value))
         return value
 
     def _finish(self):
         self.done = True
-        self.file.close()
+        self.writer.close()
         os.replace(self.tmp, self.final)
-        os.unlink(self.lock_path)
+        self.lock.release()
 
     def _abandon(self):
         if self.done:
             return
         self.done = True
-        self.file.close()
-        for p in (self.tmp, self.lock_path):
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
+        self.writer.abandon()
+        try:
+            os.unlink(self.tmp)
+        except FileNotFoundError:
+            pass
+        self.lock.release()
 
     def __del__(self):
-        if hasattr(self, "file"):
+        if hasattr(self, "writer"):
             self._abandon()
 
 
 class FileReader:
-    def __init__(self, path: str):
-        self.path = path
-        self.file = open(path, "rb")
-        if self.file.read(len(MAGIC)) != MAGIC:
-            self.file.close()
-            raise DataLossError(f"cache: {path} is not an nbdata cache file", "cache")
+    """The elements of a complete cache file, rebuilt along the node's spec."""
+
+    def __init__(self, path: str, spec):
+        self.reader = ColumnFileReader(path)
+        self.spec = spec
+        if len(self.reader.names) != len(flatten(spec)) and self.reader.names:
+            raise DataLossError(
+                f"cache: {path} holds elements with {len(self.reader.names)} components, but "
+                f"this dataset's elements have {len(flatten(spec))}; delete the file to "
+                f"rebuild the cache", "cache")
+        self.chunks = self.reader.chunks()
+        self.rows: list = []
+        self.index = 0
 
     def __iter__(self):
         return self
 
     def __next__(self):
-        try:
-            return pickle.load(self.file)
-        except EOFError:
-            self.file.close()
-            raise StopIteration from None
-        except (pickle.UnpicklingError, ValueError) as e:
-            self.file.close()
-            raise DataLossError(f"cache: {self.path} is corrupt at offset {self.file.tell()}: {e}",
-                                "cache") from e
+        while self.index >= len(self.rows):
+            columns = next(self.chunks)
+            self.rows = [pack_as(self.spec, list(leaves)) for leaves in zip(*columns)]
+            self.index = 0
+        row = self.rows[self.index]
+        self.index += 1
+        return row

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any, Callable
+
+import numpy as np
 
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.ops.function import function_name
 from nbdata.ops.node import UNKNOWN, Node
-from nbdata.spec import (cast_leaf, flatten, pack_as, same_structure, structure_repr, to_element,
-                         to_leaf)
+from nbdata.spec import (TensorSpec, cast_leaf, flatten, is_namedtuple, pack_as, same_structure,
+                         string, structure_repr, to_element, to_leaf)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -42,6 +45,28 @@ class FromGenerator(Node):
         return GeneratorIterator(self, gen)
 
 
+def _empty_nest(value: list) -> bool:
+    """A (nested) list holding no value at all: ``[]``, ``[[], []]``."""
+    return all(isinstance(v, list) and _empty_nest(v) for v in value)
+
+
+def _to_element(value: Any, spec: Any, what: str) -> Any:
+    """Canonicalise a yielded value along the declared spec: an empty list takes the
+    declared dtype (``[]`` for a string vector is an empty string vector, as in
+    tf.data, not a float64 array)."""
+    if isinstance(spec, TensorSpec):
+        if isinstance(value, list) and _empty_nest(value):
+            return np.array(value, dtype=object if spec.dtype is string else spec.dtype)
+        return to_element(value, what)
+    if isinstance(spec, Mapping) and isinstance(value, Mapping) and sorted(value) == sorted(spec):
+        return {k: _to_element(value[k], spec[k], what) for k in value}
+    if isinstance(spec, tuple) and isinstance(value, tuple) and len(value) == len(spec) and (
+            is_namedtuple(value) == is_namedtuple(spec)):
+        items = [_to_element(v, s, what) for v, s in zip(value, spec)]
+        return type(value)(*items) if is_namedtuple(value) else tuple(items)
+    return to_element(value, what)
+
+
 class GeneratorIterator:
     def __init__(self, node: FromGenerator, gen):
         self.node = node
@@ -64,9 +89,9 @@ class GeneratorIterator:
         what = f"from_generator: element {self.count} yielded by {function_name(node.generator)}"
         self.count += 1
         spec = node.output_spec
-        if isinstance(value, list) and not isinstance(spec, list):
-            value = to_leaf(value, what) if not isinstance(spec, tuple) else tuple(value)
-        value = to_element(value, what)
+        if isinstance(value, list) and isinstance(spec, tuple):
+            value = tuple(value)
+        value = _to_element(value, spec, what)
         if not same_structure(value, spec):
             raise InvalidArgumentError(
                 f"{what} has structure {structure_repr(value)}, expected {structure_repr(spec)}",

@@ -25,14 +25,19 @@ def call_unpacked(fn: Callable, element: Any) -> Any:
     return fn(element)
 
 
+class FunctionOutputError(TypeError):
+    """A user function returned something no element can be made of (a list, None):
+    a mistake in the function itself, reported even while tracing."""
+
+
 def canonical_output(value: Any, op: str, fname: str) -> Any:
     """Canonicalise what a user function returned; lists and None are errors."""
     if isinstance(value, list):
-        raise TypeError(
+        raise FunctionOutputError(
             f"{op}: function {fname} returned a Python list; return a tuple for several "
             f"components or np.array(...) for one tensor")
     if value is None:
-        raise TypeError(f"{op}: function {fname} returned None; it must return a value")
+        raise FunctionOutputError(f"{op}: function {fname} returned None; it must return a value")
     if isinstance(value, Mapping):
         return {k: canonical_output(v, op, fname) for k, v in value.items()}
     if is_namedtuple(value):
@@ -94,10 +99,8 @@ class UserFunction:
                     warnings.simplefilter("ignore")
                     out = canonical_output(call_unpacked(self.fn, args), self.op, self.name)
                 results.append(out)
-            except TypeError as e:
-                if "returned a Python list" in str(e) or "returned None" in str(e):
-                    raise
-                errors.append(e)
+            except FunctionOutputError:
+                raise
             except Exception as e:  # noqa: BLE001 - a probe may fail on synthetic data
                 errors.append(e)
         if not results:

@@ -63,7 +63,7 @@ class SkipStep(CounterStep):
 
     def emit_counter(self, em) -> None:
         em.line(f"if {em.c} < {self.count}:")
-        em.line("keep[i] = False", 1)
+        em.line(em.drop, 1)
         em.line(f"{em.c} += 1", 1)
 
     def reference(self, element, counter):

@@ -66,7 +66,7 @@ class TakeStep(CounterStep):
 
     def emit_counter(self, em) -> None:
         em.line(f"if {em.c} >= {self.count}:")
-        em.line("keep[i] = False", 1)
+        em.line(em.drop, 1)
         em.line("else:")
         em.line(f"{em.c} += 1", 1)
         em.after(f"if {em.c} >= {self.count}:")

@@ -21,14 +21,25 @@ def reference(ds):
     return ds.with_options(opts)
 
 
-def fused(ds):
-    """``ds`` with fusion forced on tiny data: ``fusion_min_rows = 0``, so every eligible
-    chain (from_tensor_slices / range / from_tensors().repeat() / zip sources, then
-    map / filter / take / skip / enumerate, optional terminal batch / padded_batch) runs
-    as a compiled fused Numba kernel instead of staying on the reference path."""
+def fusing(ds):
+    """``ds`` with fusion forced on tiny data (``fusion_min_rows = 0``): every eligible
+    chain runs as a compiled fused kernel. For tests of errors and partial runs; tests
+    of values use :func:`fused`, which also checks that fusion really happened."""
     opts = nd.Options()
     opts.fusion_min_rows = 0
     return ds.with_options(opts)
+
+
+def fused(ds) -> list:
+    """All elements of ``fusing(ds)``, after asserting that its plan has a fused stage
+    and, once iterated, that no row fell back to the reference path."""
+    pipe = fusing(ds).compile()
+    stages = pipe.fused_stages()
+    assert stages, "no fused stage was built:\n" + pipe.explain()
+    out = list(pipe)
+    stats = pipe.stats()
+    assert stats.fallback_rows == 0, f"rows fell back to the reference path: {stats}"
+    return out
 
 
 def values(ds):
@@ -61,8 +72,16 @@ def assert_same(x, y, _where="element"):
 
 
 def assert_reference_matches(ds):
-    """The elements of ``fused(ds)``, after checking that they are exactly those of
-    ``reference(ds)``."""
-    got, ref = list(fused(ds)), list(reference(ds))
+    """The elements of ``fused(ds)`` (which checks that a fused stage ran, with no
+    fallback), after checking that they are exactly those of ``reference(ds)``."""
+    got, ref = fused(ds), list(reference(ds))
     assert_same(got, ref, "fused vs reference, element list")
+    return got
+
+
+def assert_paths_agree(ds):
+    """For pipelines with nothing to fuse: the elements of ``fusing(ds)`` (the default
+    executor) after checking that they are exactly those of ``reference(ds)``."""
+    got, ref = list(fusing(ds)), list(reference(ds))
+    assert_same(got, ref, "default vs reference, element list")
     return got

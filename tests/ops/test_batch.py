@@ -7,7 +7,7 @@ import pytest
 
 import nbdata as nd
 
-from equivalence import assert_reference_matches, reference
+from equivalence import assert_paths_agree, assert_reference_matches, reference
 
 Pair = collections.namedtuple("Pair", ["x", "y"])
 
@@ -181,13 +181,21 @@ def test_reference_path_matches():
     x = rng.integers(0, 255, size=(23, 4, 4), dtype=np.uint8)
     y = rng.normal(size=23)
     ds = (
-        nd.Dataset.from_tensor_slices({"x": x, "y": y, "s": [str(i) for i in range(23)]})
-        .map(lambda d: {"x": d["x"].astype(np.float32) / 255.0, "y": d["y"], "s": d["s"]})
+        nd.Dataset.from_tensor_slices({"x": x, "y": y})
+        .map(lambda d: {"x": d["x"].astype(np.float32) / 255.0, "y": d["y"]})
         .batch(5)
     )
-    got = assert_reference_matches(ds)
+    got = assert_reference_matches(ds)  # dict elements fuse
     assert [b["x"].shape for b in got] == [(5, 4, 4)] * 4 + [(3, 4, 4)]
     np.testing.assert_allclose(np.concatenate([b["x"] for b in got]), x.astype(np.float32) / 255.0, rtol=1e-6)
+
+
+def test_string_components_batch_on_the_default_path():
+    x = np.arange(23)
+    ds = (nd.Dataset.from_tensor_slices({"x": x, "s": [str(i) for i in range(23)]})
+          .map(lambda d: {"x": d["x"] * 2, "s": d["s"]}).batch(5))
+    got = assert_paths_agree(ds)  # strings do not fuse
+    assert got[0]["s"].dtype == object and got[0]["s"].tolist() == [b"0", b"1", b"2", b"3", b"4"]
 
 
 def test_reference_path_matches_drop_remainder():

@@ -123,7 +123,7 @@ def test_reference_path_matches_python_predicate():
 def test_order_preserved_across_chunk_boundaries(n):
     ds = nd.Dataset.range(n).filter(lambda v: v % 7 != 3).map(lambda v: v * 2).batch(33)
     expected = [v * 2 for v in range(n) if v % 7 != 3]
-    for out in (list(fused(ds)), list(reference(ds))):
+    for out in (fused(ds), list(reference(ds))):
         assert all(b.dtype == np.int64 for b in out)
         assert [len(b) for b in out[:-1]] == [33] * (len(out) - 1)
         np.testing.assert_array_equal(np.concatenate(out), expected)

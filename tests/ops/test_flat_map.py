@@ -5,7 +5,7 @@ import pytest
 
 import nbdata as nd
 
-from equivalence import assert_same, fused, reference
+from equivalence import assert_same, fusing, reference
 
 
 def test_doc_example_unbatches_rows():
@@ -82,7 +82,7 @@ def test_laziness_with_infinite_inner_dataset():
 
 def test_reiteration_and_reference_path():
     ds = nd.Dataset.range(4).flat_map(lambda n: nd.Dataset.range(n).map(lambda v: (v, n)))
-    fds = fused(ds)
+    fds = fusing(ds)
     got, ref, again = list(fds), list(reference(ds)), list(fds)
     assert len(got) == len(ref) == 6
     assert_same(got, ref)

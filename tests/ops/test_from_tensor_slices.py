@@ -7,7 +7,7 @@ import pytest
 
 import nbdata as nd
 
-from equivalence import assert_same, fused, reference
+from equivalence import assert_same, fusing, reference
 
 Pair = collections.namedtuple("Pair", ["image", "label"])
 
@@ -163,7 +163,7 @@ def test_empty_leading_dimension():
 def test_reiteration_and_reference_path():
     arr = np.arange(20, dtype=np.int32).reshape(5, 4)
     ds = nd.Dataset.from_tensor_slices((arr, arr[:, 0].astype(np.float64), ["a", "b", "c", "d", "e"]))
-    fds = fused(ds)
+    fds = fusing(ds)
     first, ref, second = list(fds), list(reference(ds)), list(fds)
     assert_same(first, ref)
     assert_same(first, second)

@@ -7,7 +7,7 @@ import pytest
 
 import nbdata as nd
 
-from equivalence import assert_same, fused, reference
+from equivalence import assert_same, fusing, reference
 
 Point = collections.namedtuple("Point", ["x", "y"])
 
@@ -139,7 +139,7 @@ def test_reiteration():
 def test_reference_path_matches():
     value = ({"a": np.arange(4).reshape(2, 2)}, b"x", 2.5, np.float32(1))
     ds = nd.Dataset.from_tensors(value)
-    assert_same(_single(fused(ds)), _single(reference(ds)))
+    assert_same(_single(fusing(ds)), _single(reference(ds)))
 
 
 def test_none_is_rejected():

@@ -16,7 +16,7 @@ import pytest
 
 import nbdata as nd
 
-from equivalence import assert_same, fused, reference
+from equivalence import assert_same, fusing, reference
 
 
 def _ints(ds):
@@ -201,7 +201,7 @@ def test_reference_path_and_reiteration():
     ds = _sized([3, 1, 4, 2]).interleave(
         lambda n: _tagged_range(n).map(lambda v: (v, v * 0.5)), cycle_length=3, block_length=2
     )
-    fds = fused(ds)
+    fds = fusing(ds)
     got, ref, again = list(fds), list(reference(ds)), list(fds)
     assert len(got) == len(ref) == len(again) == 10
     assert_same(got, ref)

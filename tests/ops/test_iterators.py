@@ -8,7 +8,7 @@ import pytest
 
 import nbdata as nd
 
-from equivalence import Boom, fused, reference
+from equivalence import Boom, fusing, reference
 
 
 def drain(it, n):
@@ -405,7 +405,7 @@ def _fails_at_3(x):
 @pytest.mark.parametrize("fusion", [True, False])
 def test_map_error_names_op_and_chains_cause(fusion):
     ds = nd.Dataset.range(6).map(_fails_at_3)
-    ds = fused(ds) if fusion else reference(ds)
+    ds = fusing(ds) if fusion else reference(ds)
     it = ds.make_one_shot_iterator()
     assert drain(it, 3) == [0, 2, 4]
     with pytest.raises(nd.errors.OpError) as info:

@@ -7,7 +7,7 @@ import pytest
 
 import nbdata as nd
 
-from equivalence import Boom, assert_reference_matches, fused, reference, values
+from equivalence import Boom, assert_reference_matches, fusing, reference, values
 
 
 def test_doc_example():
@@ -116,7 +116,7 @@ def _fails_at_3(x):
 @pytest.mark.parametrize("fusion", [True, False])
 def test_upstream_error_surfaces_after_good_elements(fusion):
     ds = nd.Dataset.range(6).map(_fails_at_3).prefetch(2)
-    ds = fused(ds) if fusion else reference(ds)
+    ds = fusing(ds) if fusion else reference(ds)
     it = iter(ds)
     assert [it.get_next() for _ in range(3)] == [0, 1, 2]
     with pytest.raises(nd.errors.OpError) as info:

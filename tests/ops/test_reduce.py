@@ -9,7 +9,7 @@ import pytest
 
 import nbdata as nd
 
-from equivalence import Boom, fused, reference
+from equivalence import Boom, fusing, reference
 
 
 def assert_int64_scalar(v, expected):
@@ -90,7 +90,7 @@ def test_reduce_after_batch():
 def test_reduce_after_filter_and_map_matches_reference():
     ds = nd.Dataset.range(100).filter(lambda x: x % 3 == 0).map(lambda x: x * 2)
     want = sum(2 * x for x in range(0, 100, 3))
-    assert_int64_scalar(fused(ds).reduce(np.int64(0), lambda s, x: s + x), want)
+    assert_int64_scalar(fusing(ds).reduce(np.int64(0), lambda s, x: s + x), want)
     assert_int64_scalar(reference(ds).reduce(np.int64(0), lambda s, x: s + x), want)
 
 

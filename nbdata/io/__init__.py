@@ -1,0 +1,1 @@
+"""File sources, decoders and writers."""
