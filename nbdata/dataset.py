@@ -120,8 +120,13 @@ class Dataset(DatasetBase):
             return Dataset(value)
         return Dataset(FromTensors(value))
 
-    def _fn(self, fn: Callable, op: str, output_spec: Any = None) -> UserFunction:
-        return UserFunction(fn, op, self.element_spec, Dataset._make_dataset, output_spec)
+    def _fn(self, fn: Callable, op: str, output_spec: Any = None,
+            name: str | None = None) -> UserFunction:
+        """``fn`` bound to ``op`` (named ``op[name]`` in errors when the op has a name)."""
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"{op}: name must be a string, got {type(name).__name__}")
+        label = f"{op}[{name}]" if name else op
+        return UserFunction(fn, label, self.element_spec, Dataset._make_dataset, output_spec)
 
     # ------------------------------------------------------------ sources
     @staticmethod
@@ -297,7 +302,7 @@ class Dataset(DatasetBase):
         (TensorSpec(shape=(3,), dtype=float32, name=None), TensorSpec(shape=(), dtype=int64, name=None))
         """
         threads = _parallel_calls(num_parallel_calls, "map")
-        fn = self._fn(map_func, "map", _tupleize(output_signature) if output_signature else None)
+        fn = self._fn(map_func, "map", _tupleize(output_signature) if output_signature else None, name)
         return self._derive(Map(self._node, fn, threads, deterministic, name=name))
 
     def filter(self, predicate: Callable, name: str | None = None) -> "Dataset":
@@ -307,7 +312,7 @@ class Dataset(DatasetBase):
         >>> [int(x) for x in nd.Dataset.range(6).filter(lambda x: x % 3 == 0)]
         [0, 3]
         """
-        fn = self._fn(predicate, "filter")
+        fn = self._fn(predicate, "filter", name=name)
         check_predicate_spec(fn.output_spec, "filter", fn.name)
         return self._derive(Filter(self._node, fn, name=name))
 
@@ -319,7 +324,7 @@ class Dataset(DatasetBase):
         >>> [int(x) for x in ds]
         [0, 0, 1, 0, 1, 2]
         """
-        fn = self._fn(map_func, "flat_map")
+        fn = self._fn(map_func, "flat_map", name=name)
         check_dataset_spec(fn.output_spec, "flat_map", fn.name)
         return self._derive(FlatMap(self._node, fn, name=name))
 
@@ -342,7 +347,7 @@ class Dataset(DatasetBase):
         block_length = 1 if block_length is None else _int_arg(
             block_length, "interleave", "block_length", minimum=1, placeholder=False)
         threads = _parallel_calls(num_parallel_calls, "interleave")
-        fn = self._fn(map_func, "interleave")
+        fn = self._fn(map_func, "interleave", name=name)
         check_dataset_spec(fn.output_spec, "interleave", fn.name)
         return self._derive(Interleave(self._node, fn, cycle_length, block_length, threads,
                                        deterministic, name=name))

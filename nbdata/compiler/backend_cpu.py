@@ -199,7 +199,7 @@ def build_stage(plan, options: Options) -> FusedStage:
             weakref.finalize(kernel, linecache.cache.pop, filename, None)
         _kernels[key] = kernel
     stage = FusedStage(plan, kernel, code.text, tuple(code.out_specs), tuple(code.scratch_specs),
-                       tuple(code.counters), code.compacts)
+                       tuple(code.counters), code.compacts, tuple(code.results))
     # ``compile()``, not the first batch, pays for compiling the kernel.
     stage.signature(plan.source.open(ExecContext(options)))
     return stage

@@ -355,6 +355,7 @@ class KernelText:
     scratch_specs: list
     counters: list    # initial value of each counter step's state slot
     compacts: bool    # the outputs are written for every row; the caller gathers kept rows
+    results: list     # where the element's columns are: indices into scratch + outputs
 
 
 def generate(name: str, source_leaves: list, source_spec: Any, steps: list) -> KernelText:
@@ -366,10 +367,11 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list) -> K
     inside the kernel, which Numba does not reliably propagate out of ``prange``, or
     its value did not fit its column). ``bad_row`` is the first pending row (-1 if
     none): the caller re-runs the chunk on the reference path. When no step drops
-    rows, the last phase writes the outputs (K fresh rows each); otherwise it writes
-    the scratch columns listed last in ``out_specs``' stead, and the caller gathers
-    the kept rows (``nbdata.kernels.compact``). Scratch columns are reused across
-    calls. ``done`` says a counter step ended the stage (take reached its count).
+    rows, the last phase writes the outputs (K fresh rows each); otherwise the caller
+    gathers the kept rows of the result columns (``nbdata.kernels.compact``), which
+    may be scratch columns when no step follows the last counter step. Scratch
+    columns are reused across calls. ``done`` says a counter step ended the stage
+    (take reached its count).
     """
     ks = KernelSource()
     params = ["lo", "K"]
@@ -399,9 +401,14 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list) -> K
     if not phases[0] and len(phases) > 1:  # a counter step comes first: every row starts kept
         ks.emit(1, "for i in range(K):")
         ks.emit(2, "status[i] = 1")
+    results: list | None = None
     for p, phase in enumerate(phases):
         last_phase = p == len(phases) - 1
-        if phase or last_phase:
+        if last_phase and not phase and drops and all(kind == "buffer" for kind, *_ in inputs):
+            # nothing left to compute: the caller gathers the kept rows of the buffers
+            names = [v for v, _ in scratch]
+            results = [names.index(col) for _, col, _ in inputs]
+        elif phase or last_phase:
             end_specs = flatten(phase[-1].out_spec if phase else structure)
             out_cols = [(ks.fresh("col"), s) for s in end_specs]
             for col, spec in out_cols:
@@ -450,8 +457,10 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list) -> K
     ks.emit(1, "return -1, done, n")
     params += [v for v, _ in scratch] + [v for v, _ in outputs] + ["state"]
     ks.lines.insert(0, f"def {name}({', '.join(params)}):")
+    if results is None:
+        results = list(range(len(scratch), len(scratch) + len(outputs)))
     return KernelText(name, ks.text(), ks.globals, [s for _, s in outputs],
-                      [s for _, s in scratch], counters, drops)
+                      [s for _, s in scratch], counters, drops, results)
 
 
 __all__ = ["CounterEmitter", "KernelSource", "KernelText", "Leaf", "RowEmitter", "generate"]

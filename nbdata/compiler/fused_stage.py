@@ -37,6 +37,7 @@ class FusedStage(Node):
     scratch_specs: tuple    # row specs of its scratch columns (reused across chunks)
     counters: tuple         # initial values of the counter steps' state slots
     compacts: bool          # outputs hold every row: kept rows are gathered after the call
+    results: tuple          # the element's columns: indices into scratch + outputs
     op = "fused_stage"
 
     @property
@@ -164,9 +165,11 @@ class FusedStageIterator:
             with kernel_section(self.threads):
                 bad_row, done, n = stage.kernel(np.int64(first), np.int64(k), *args, self.status,
                                                 *self.scratch, *outs, self.state)
+                buffers = self.scratch + outs
+                outs = [buffers[i] for i in stage.results]
                 if bad_row < 0 and stage.compacts:
                     rows = kept_rows(self.status, k, n)
-                    outs = [compact(o, rows) for o in outs]
+                    outs = [compact(o[:k], rows) for o in outs]
             reason = (f"row {lo + int(bad_row)}: a function raised inside the kernel or "
                       f"returned a value that does not fit its column")
         except Exception as e:  # noqa: BLE001 - the reference re-run reports it precisely

@@ -86,6 +86,11 @@ class Node:
     def cardinality(self) -> int:
         return UNKNOWN
 
+    def is_noop(self) -> bool:
+        """True when the node passes its input through unchanged (``take(-1)``,
+        ``skip(0)``, ``repeat(1)``): noop elimination drops it."""
+        return False
+
     def describe(self) -> str:
         """One line for plan listings: the op and its scalar arguments."""
         args = []

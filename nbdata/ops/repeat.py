@@ -34,6 +34,9 @@ class Repeat(Node):
     def open(self, ctx):
         return RepeatIterator(ctx, self.input, int(ctx.value(self.count)))
 
+    def is_noop(self) -> bool:
+        return isinstance(self.count, int) and self.count == 1
+
     def fusion_source(self, planner):
         """An endless repeat of a node that can repeat as a chunk source (from_tensors)."""
         if self.count != -1:

@@ -30,6 +30,9 @@ class Skip(Node):
             return 0
         return max(0, n - self.count)
 
+    def is_noop(self) -> bool:
+        return isinstance(self.count, int) and self.count == 0
+
     def fusion_steps(self, planner, chain) -> list:
         if not isinstance(self.count, int):
             raise NotFusable("skip count is a placeholder")

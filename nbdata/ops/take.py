@@ -30,6 +30,9 @@ class Take(Node):
             return self.count
         return min(n, self.count)
 
+    def is_noop(self) -> bool:
+        return isinstance(self.count, int) and self.count < 0
+
     def fusion_steps(self, planner, chain) -> list:
         if not isinstance(self.count, int):
             raise NotFusable("take count is a placeholder")
