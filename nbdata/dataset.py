@@ -32,7 +32,8 @@ from nbdata.ops.prefetch import Prefetch
 from nbdata.ops.range import Range
 from nbdata.ops.repeat import Repeat
 from nbdata.ops.shard import Shard
-from nbdata.ops.shuffle import EpochCounter, Shuffle, random_seed
+from nbdata import random as nd_random
+from nbdata.ops.shuffle import EpochCounter, Shuffle
 from nbdata.ops.skip import Skip
 from nbdata.ops.take import Take
 from nbdata.ops.unbatch import Unbatch
@@ -275,7 +276,8 @@ class Dataset(DatasetBase):
     # ------------------------------------------------------ transformations
     def map(self, map_func: Callable, num_parallel_calls: Any = None, deterministic: Any = None,
             name: str | None = None, output_signature: Any = None) -> "Dataset":
-        """Apply ``map_func`` to each element (tuples unpacked as arguments, dicts as one).
+        """Apply ``map_func`` to each element (tuples and namedtuples unpacked as
+        arguments, dicts passed as one).
 
         The output spec is traced when ``map`` is called, by calling ``map_func`` on
         synthetic inputs built from the input spec (zeros, ones, twos; unknown dims
@@ -472,7 +474,7 @@ class Dataset(DatasetBase):
         if seed is not None:
             seed = _int_arg(seed, "shuffle", "seed", placeholder=False)
         reshuffle = True if reshuffle_each_iteration is None else bool(reshuffle_each_iteration)
-        base = random_seed() if seed is None else seed
+        base = nd_random.op_seed(seed)
         node = Shuffle(self._node, size, base, reshuffle, name=name)
         self._state.register(node.resource_key, EpochCounter(reshuffle))
         return self._derive(node)

@@ -86,6 +86,8 @@ class Iterator:
     def __init__(self, element_spec: Any):
         self._spec = element_spec
         self._raw = None
+        self._pipeline = None
+        self._feed = None
         self._finished = False
         self._initializer: Initializer | None = None
         self._handle_placeholder = None
@@ -135,6 +137,41 @@ class Iterator:
     def _start(self, pipeline, feed_dict: dict | None) -> None:
         raw = pipeline.open(feed_dict)
         self._raw, self._finished = raw, False
+        self._pipeline, self._feed = pipeline, feed_dict
+
+    # --------------------------------------------------------------- state
+    def save(self) -> bytes:
+        """The iterator's state as bytes: positions, counters, seeds and the few rows an
+        op holds (a partial batch, a shuffle buffer over a stream), so that
+        :meth:`restore` on an iterator of the same dataset, in this process or another,
+        resumes at the next element.
+
+        >>> import nbdata as nd
+        >>> ds = nd.Dataset.range(6).shuffle(6, seed=1).batch(2)
+        >>> it = iter(ds)
+        >>> first = next(it)
+        >>> state = it.save()
+        >>> rest = [b.tolist() for b in it]
+        >>> again = iter(ds)
+        >>> again.restore(state)
+        >>> [b.tolist() for b in again] == rest
+        True
+        """
+        if self._raw is None:
+            raise FailedPreconditionError("save: the iterator has not been initialized")
+        return self._pipeline.save_state(self._raw)
+
+    def restore(self, state: bytes) -> None:
+        """Resume from the bytes of :meth:`save` (InvalidArgumentError if they were saved by
+        an iterator of another pipeline)."""
+        if self._pipeline is None:
+            raise FailedPreconditionError("restore: the iterator has not been initialized "
+                                          "(run its initializer first)")
+        old, self._raw = self._raw, self._pipeline.restore_state(state, self._feed)
+        self._finished = False
+        close = getattr(old, "close", None)
+        if close is not None:
+            close()
 
     @property
     def initializer(self) -> Initializer:

@@ -115,9 +115,13 @@ class Options(_OptionGroup):
         fusion_min_rows: sources with fewer rows than this (default 4096) run on
             the reference path, since compiling a kernel would cost more than it
             saves; 0 fuses every eligible chain.
-        chunk_rows: the most rows a fused stage processes per kernel call (default
-            0: chosen from the row size, up to 65536); small values exercise chunk
-            borders in tests.
+        chunk_rows: the most rows per chunk, the unit that flows between stages and
+            that a fused kernel processes per call (default 0: chosen from the row
+            size, up to 65536 rows or 8 MiB); small values exercise chunk borders.
+        chunked: run the pipeline as chunks of rows through every stage (default
+            True). False runs each op's element-at-a-time iterator instead (fused
+            stages still run over sources), the executor nbdata had before chunks;
+            iterators of that path cannot save their state.
         threading: :class:`ThreadingOptions`.
         autotune: :class:`AutotuneOptions`.
         optimization: :class:`OptimizationOptions`, one switch per rewrite pass.
@@ -135,6 +139,7 @@ class Options(_OptionGroup):
         "fusion": True,
         "fusion_min_rows": 4096,
         "chunk_rows": 0,
+        "chunked": True,
         "threading": ThreadingOptions,
         "autotune": AutotuneOptions,
         "optimization": OptimizationOptions,

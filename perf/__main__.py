@@ -1,4 +1,4 @@
-"""Command line: `python -m perf [--quick] [--workload w1,w4,compile] [--repeats N] [--threads N]`."""
+"""Command line: `python -m perf [--quick] [--workload w1,w4,w5,w6,pymap,compile] [--repeats N] [--threads N]`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORKLOADS = ("w1", "w4", "compile")
+WORKLOADS = ("w1", "w4", "w5", "w6", "pymap", "compile")
 
 
 def _parse(argv):
@@ -47,6 +47,7 @@ def main(argv=None) -> int:
     line = header(args.threads) + f"; repeats >= {args.repeats}"
     if args.quick:
         line += "; --quick sizes"
+    measured = {}  # workload -> its rows' Measurements, for a later table's compare_to
     for name in args.workloads:
         load = OtherLoad()
         if name == "compile":
@@ -60,7 +61,19 @@ def main(argv=None) -> int:
             for index, impl in enumerate(workload.impls):
                 print(f"  {name}: {impl.name} ...", file=sys.stderr, flush=True)
                 results.append(run_row(name, index, args.threads, args.repeats, args.quick))
-            print(format_table(workload, f"{line}; {load.describe()}", results), flush=True)
+            measured[name] = results
+            compare = None
+            if workload.compare_to:
+                source, index, _ = workload.compare_to
+                if source in measured:
+                    compare = measured[source][index]
+                else:  # one more row process: that table's row alone
+                    impl = build(source, args.quick).impls[index]
+                    print(f"  {name}: {source} {impl.name} (for {workload.compare_to[2]}) ...",
+                          file=sys.stderr, flush=True)
+                    compare = run_row(source, index, args.threads, args.repeats, args.quick)
+            print(format_table(workload, f"{line}; {load.describe()}", results, compare),
+                  flush=True)
         print(flush=True)
     print(f"total {time.perf_counter() - started:.0f} s", flush=True)
     return 0

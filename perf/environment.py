@@ -28,6 +28,14 @@ def core_count() -> int:
         return os.cpu_count() or 1
 
 
+def thread_budget() -> int:
+    """The --threads of this run, as `set_thread_env` exported it (else all cores)."""
+    try:
+        return int(os.environ["NUMBA_NUM_THREADS"])
+    except (KeyError, ValueError):
+        return core_count()
+
+
 def set_thread_env(threads: int) -> None:
     """Give every engine the same thread budget; must run before numba/tf/torch import."""
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",

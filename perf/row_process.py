@@ -9,16 +9,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORKLOAD_MODULES = {"w1": "perf.w1_map_filter_batch", "w4": "perf.w4_image_augment"}
+WORKLOAD_MODULES = {
+    "w1": "perf.w1_map_filter_batch",
+    "w4": "perf.w4_image_augment",
+    "w5": "perf.w5_shuffle_batch",
+    "w6": "perf.w6_shuffle_map_batch",
+    "pymap": "perf.pymap_python_map",
+}
 ROW_TIMEOUT_S = 300
 
 
 def build(workload: str, quick: bool):
-    """The Workload named `workload` ("w1" or "w4"); cheap, its data is made on first use."""
+    """The Workload named `workload` (a WORKLOAD_MODULES key); cheap, its data is made on first use."""
     import importlib
     return importlib.import_module(WORKLOAD_MODULES[workload]).build(quick)
 
@@ -33,29 +40,47 @@ def run_row(workload: str, index: int, threads: int, repeats: int, quick: bool):
         return skipped(impl, why)
     command = [sys.executable, "-m", "perf.row_process", workload, str(index),
                str(threads), str(repeats)] + (["--quick"] if quick else [])
+    # Own process group, so a row that times out is killed with its workers.
+    child = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True,
-                              timeout=ROW_TIMEOUT_S)
+        stdout, stderr = child.communicate(timeout=ROW_TIMEOUT_S)
     except subprocess.TimeoutExpired:
+        _kill_group(child)
         return skipped(impl, f"failed: no result in {ROW_TIMEOUT_S} s")
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    finally:
+        if child.poll() is None:  # interrupted: take the row's processes down too
+            _kill_group(child)
+    lines = stdout.strip().splitlines()
+    if child.returncode != 0 or not lines:
+        last = (stderr.strip().splitlines() or [f"exit status {child.returncode}"])[-1]
         return skipped(impl, f"failed: {last[:120]}")
-    return Measurement(**json.loads(lines[-1]))
+    try:
+        return Measurement(**json.loads(lines[-1]))
+    except (ValueError, TypeError):
+        return skipped(impl, f"failed: unreadable result {lines[-1][:80]!r}")
+
+
+def _kill_group(child: subprocess.Popen) -> None:
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    child.communicate()
 
 
 def _child(workload: str, index: int, threads: int, repeats: int, quick: bool) -> dict:
     from perf.environment import configure_peer, set_thread_env
     set_thread_env(threads)
-    from perf.measure import measure, skipped
+    from perf.measure import StageError, measure, skipped
     table = build(workload, quick)
     impl = table.impls[index]
     configure_peer(impl.requires, threads)
     try:
         result = measure(impl, table, repeats)
     except Exception as exc:  # reported in the row's note, the table goes on
-        message = f"{type(exc).__name__}: {exc}".splitlines()[0][:120]
+        text = str(exc) if isinstance(exc, StageError) else f"{type(exc).__name__}: {exc}"
+        message = (text.splitlines() or [""])[0][:120]
         result = skipped(impl, f"failed: {message}")
     return dataclasses.asdict(result)
 
@@ -66,5 +91,6 @@ if __name__ == "__main__":
     quick = "--quick" in args
     args = [a for a in args if a != "--quick"]
     if len(args) != 4 or args[0] not in WORKLOAD_MODULES:
-        sys.exit("usage: python -m perf.row_process {w1,w4} INDEX THREADS REPEATS [--quick]")
+        sys.exit(f"usage: python -m perf.row_process {{{','.join(WORKLOAD_MODULES)}}} "
+                 "INDEX THREADS REPEATS [--quick]")
     print(json.dumps(_child(args[0], int(args[1]), int(args[2]), int(args[3]), quick)))

@@ -70,3 +70,9 @@ def to_tensors(batch):
     x, y = batch
     keep = y % 3 != 0
     return torch.from_numpy((x[keep] - 0.5) * 2.0), torch.from_numpy(y[keep])
+
+
+def scaled_tensors(batch):
+    """Collate for w6: map a fetched batch to (x - 0.5) * 2 in float32, hand back tensors."""
+    x, y = batch
+    return torch.from_numpy((x - np.float32(0.5)) * np.float32(2.0)), torch.from_numpy(y)

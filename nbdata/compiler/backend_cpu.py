@@ -17,7 +17,8 @@ from numba import types
 
 from nbdata.compiler.codegen import generate
 from nbdata.compiler.executor import ExecContext
-from nbdata.compiler.fused_stage import FusedStage
+from nbdata.chunks import Chunk
+from nbdata.compiler.fused_stage import FusedStage, stream_args
 from nbdata.compiler.kernel_cache import compile_cached_kernel, stage_hash
 from nbdata.compiler.lowering import Chain, PlannedStage
 from nbdata.kernels.cast import cast_to
@@ -165,14 +166,13 @@ class CpuTyper:
 
 def compile_stages(physical: Node, options: Options) -> Node:
     """Replace every :class:`PlannedStage` of a physical plan by a compiled FusedStage."""
+    if physical.inputs:
+        inputs = tuple(compile_stages(c, options) for c in physical.inputs)
+        if any(a is not b for a, b in zip(inputs, physical.inputs)):
+            physical = physical.with_inputs(*inputs)
     if isinstance(physical, PlannedStage):
         return build_stage(physical.plan, options)
-    if not physical.inputs:
-        return physical
-    inputs = tuple(compile_stages(c, options) for c in physical.inputs)
-    if all(a is b for a, b in zip(inputs, physical.inputs)):
-        return physical
-    return physical.with_inputs(*inputs)
+    return physical
 
 
 def _functions(glb: dict) -> list:
@@ -199,7 +199,14 @@ def build_stage(plan, options: Options) -> FusedStage:
             weakref.finalize(kernel, linecache.cache.pop, filename, None)
         _kernels[key] = kernel
     stage = FusedStage(plan, kernel, code.text, tuple(code.out_specs), tuple(code.scratch_specs),
-                       tuple(code.counters), code.compacts, tuple(code.results))
-    # ``compile()``, not the first batch, pays for compiling the kernel.
-    stage.signature(plan.source.open(ExecContext(options)))
+                       tuple(code.counters), code.compacts, tuple(code.results), plan.lazy_rows)
+    if not plan.lazy_rows:
+        # ``compile()``, not the first batch, pays for compiling the kernel.
+        if plan.source.stream is not None:
+            args = stream_args(Chunk([np.zeros((1,) + leaf.spec.shape, leaf.spec.dtype)
+                                      for leaf in plan.source.leaves], 1), plan.source.leaves)
+        else:
+            reader = plan.source.open(ExecContext(options))
+            args = reader.args if reader.args is not None else reader.chunk(0, min(1, reader.rows or 1))
+        stage.signature(args)
     return stage

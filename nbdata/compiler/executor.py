@@ -1,14 +1,22 @@
-"""The executor's context: run state that outlives one iteration, and what iterators need
-while they run (placeholder values, resources, statistics, opening other plans)."""
+"""The executor: run state that outlives one iteration, the context iterators run in
+(placeholder values, resources, statistics, the thread budget), and the top-level
+iterator that turns a chunk stream into elements and can save and restore itself."""
 
 from __future__ import annotations
 
+import secrets
 import threading
+import time
 from typing import Any, Callable
 
+from nbdata.chunks import col_row, max_chunk_rows
+from nbdata.compiler.threads import ThreadBudget
+from nbdata.ops.runtime import skip_rows
 from nbdata.errors import FailedPreconditionError
 from nbdata.options import Options
 from nbdata.placeholder import Placeholder
+from nbdata.random import derive_seed
+from nbdata.spec import packer
 
 
 class RunState:
@@ -20,12 +28,17 @@ class RunState:
     datasets derived from it share one RunState, as tf.data's resources are shared
     by every dataset built on the op that made them; ``merged`` gives datasets that
     combine others (zip, concatenate) a view of each input's resources.
+
+    It also holds the pipeline seed: the seed of every random op whose seed was left
+    None while no global seed (``nd.random.set_seed``) was set, drawn once, shown by
+    ``explain()`` and kept in saved iterator state.
     """
 
     def __init__(self, parents: tuple["RunState", ...] = ()):
         self._resources: dict[int, Any] = {}
         self._parents = parents
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._seed: int | None = None
 
     @classmethod
     def merged(cls, *states: "RunState") -> "RunState":
@@ -56,23 +69,55 @@ class RunState:
                 found = self._resources[key] = factory()
             return found
 
+    @property
+    def seed(self) -> int:
+        """The pipeline seed (drawn at first use)."""
+        with self._lock:
+            if self._seed is None:
+                self._seed = secrets.randbits(63)
+            return self._seed
+
+    @seed.setter
+    def seed(self, value: int) -> None:
+        with self._lock:
+            self._seed = int(value)
+
 
 class StageStats:
-    """Counters of one fused stage, summed over every iteration of its pipeline:
-    chunks and rows that ran in the compiled kernel, and chunks and rows that were
-    re-run on the reference path (a row whose function raised inside the kernel or
-    whose value did not fit its column), with the first reasons."""
+    """What one stage of a pipeline did, summed over every iteration: rows and chunks it
+    produced and the time spent producing them (its inputs' time included), the time
+    its consumer waited on it (a prefetch), what ``AUTOTUNE`` chose (parallelism,
+    buffer), and for fused stages the rows run in the kernel and the rows re-run on
+    the reference path (a row whose function raised inside the kernel or whose value
+    did not fit its column), with the first reasons."""
 
     MAX_REASONS = 5
 
-    def __init__(self, title: str):
+    def __init__(self, title: str, node=None):
         self.title = title
+        self.node = node
+        self.rows = 0
+        self.chunks = 0
+        self.seconds = 0.0
+        self.wait_seconds = 0.0
         self.kernel_chunks = 0
         self.kernel_rows = 0
         self.fallback_chunks = 0
         self.fallback_rows = 0
         self.fallback_reasons: list[str] = []
+        self.chosen: dict[str, Any] = {}
+        self.path = "chunks"
         self._lock = threading.Lock()
+
+    def produced(self, rows: int, seconds: float) -> None:
+        with self._lock:
+            self.chunks += 1
+            self.rows += rows
+            self.seconds += seconds
+
+    def waited(self, seconds: float) -> None:
+        with self._lock:
+            self.wait_seconds += seconds
 
     def kernel(self, rows: int) -> None:
         with self._lock:
@@ -86,33 +131,79 @@ class StageStats:
             if len(self.fallback_reasons) < self.MAX_REASONS:
                 self.fallback_reasons.append(reason)
 
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
     def line(self) -> str:
-        text = (f"{self.title}: {self.kernel_rows:,} rows in {self.kernel_chunks:,} kernel "
-                f"chunks; {self.fallback_rows:,} rows in {self.fallback_chunks:,} chunks re-run "
-                f"on the reference path")
+        text = f"{self.title}: {self.rows:,} rows in {self.chunks:,} chunks"
+        if self.seconds:
+            text += f", {self.seconds:.3f} s ({self.rows_per_second:,.0f} rows/s, inputs included)"
+        if self.wait_seconds:
+            text += f"; consumer waited {self.wait_seconds:.3f} s"
+        if self.chosen:
+            text += "; " + ", ".join(f"{k}={v}" for k, v in self.chosen.items())
+        if self.kernel_chunks or self.fallback_chunks:
+            text += (f"; kernel: {self.kernel_rows:,} rows in {self.kernel_chunks:,} chunks, "
+                     f"{self.fallback_rows:,} rows in {self.fallback_chunks:,} chunks re-run on "
+                     f"the reference path")
         if self.fallback_reasons:
             text += " (" + "; ".join(self.fallback_reasons) + ")"
         return text
+
+
+class TimedChunks:
+    """Counts what an input produces and the time it takes (for ``pipe.stats()``)."""
+
+    __slots__ = ("it", "stats")
+
+    def __init__(self, it, stats: StageStats):
+        self.it = it
+        self.stats = stats
+
+    def next(self, want: int):
+        started = time.perf_counter()
+        chunk = self.it.next(want)
+        self.stats.produced(chunk.n if chunk is not None else 0, time.perf_counter() - started)
+        return chunk
+
+    def save(self) -> dict:
+        return self.it.save()
+
+    def close(self) -> None:
+        self.it.close()
 
 
 class ExecContext:
     """What iterators need while they run.
 
     ``value(x)`` resolves placeholders from the feed; ``resource(key, factory)`` gives
-    a stateful node its run-state resource; ``stats(stage)`` the stage's counters;
-    ``open(node)`` opens a node's iterator; ``open_dataset(ds)`` compiles and opens
-    a dataset made while running (by ``flat_map``, ``interleave``), with its own
-    options and passes and this context's feed; ``make_dataset(node)`` wraps a plan
-    made while running (a window) as a user-facing dataset.
+    a stateful node its run-state resource; ``stats(node)`` the node's counters;
+    ``open(node)`` opens a node's element iterator and ``open_chunks(node, state)``
+    its chunk iterator; ``open_dataset(ds)`` / ``open_dataset_chunks(ds, state)``
+    compile and open a dataset made while running (by ``flat_map``, ``interleave``)
+    with its own options and passes and this context's feed; ``make_dataset(node)``
+    wraps a plan made while running (a window) as a user-facing dataset; ``budget``
+    is the thread budget shared by kernels and executor threads.
     """
 
     def __init__(self, options: Options, feed: dict | None = None, state: RunState | None = None,
-                 stats: dict | None = None, make_dataset: Callable | None = None):
+                 stats: dict | None = None, make_dataset: Callable | None = None,
+                 budget: ThreadBudget | None = None, op_index: dict | None = None):
         self.options = options
         self.feed = feed or {}
         self.state = state if state is not None else RunState()
         self._stats = stats if stats is not None else {}
         self._make_dataset = make_dataset
+        self.budget = budget if budget is not None else ThreadBudget(options)
+        self.op_index = op_index or {}
+
+    def op_seed(self, node) -> int:
+        """A random op's seed: its own (or the global seed's), else one derived from the
+        pipeline seed and the op's place in the plan (the same in every process)."""
+        if node.seed is not None:
+            return node.seed
+        return derive_seed(self.state.seed, self.op_index.get(node.resource_key, 0))
 
     def value(self, x: Any) -> Any:
         if isinstance(x, Placeholder):
@@ -126,19 +217,102 @@ class ExecContext:
     def resource(self, key: int, factory: Callable[[], Any]) -> Any:
         return self.state.resource(key, factory)
 
-    def stats(self, stage) -> StageStats:
-        found = self._stats.get(id(stage))
+    def stats(self, node) -> StageStats:
+        found = self._stats.get(id(node))
         if found is None:
-            found = self._stats.setdefault(id(stage), StageStats(stage.title()))
+            found = self._stats.setdefault(id(node), StageStats(node.title(), node))
         return found
 
     def open(self, node) -> Any:
         return node.open(self)
 
+    def open_chunks(self, node, state: dict | None = None):
+        return TimedChunks(node.open_chunks(self, state), self.stats(node))
+
     def open_dataset(self, ds) -> Any:
         return ds.compile().open_in(self)
+
+    def open_dataset_chunks(self, ds, state: dict | None = None):
+        return ds.compile().open_chunks_in(self, state)
 
     def make_dataset(self, node) -> Any:
         if self._make_dataset is None:
             raise FailedPreconditionError("this pipeline cannot make datasets at run time")
         return self._make_dataset(node)
+
+    def max_rows(self, spec) -> int:
+        """Rows per chunk for elements of ``spec`` (``Options().chunk_rows`` when set)."""
+        return self.options.chunk_rows or max_chunk_rows(spec)
+
+
+class ChunkedRun:
+    """The top-level iterator: elements one at a time from the root's chunks.
+
+    It asks for one element first and doubles its demand as iteration goes on, so
+    that a consumer that stops early does not pay for (or run the side effects of) a
+    whole chunk. Its state is the root's state before the current chunk and the
+    number of rows already handed out since that state.
+    """
+
+    def __init__(self, ctx: ExecContext, root, spec, state: dict | None = None):
+        self.ctx = ctx
+        self.pack = packer(spec)
+        self.limit = ctx.max_rows(spec)
+        self.want = 1
+        self.chunk = None
+        self.pos = 0
+        if state is None:
+            self.it = ctx.open_chunks(root)
+            self.before, self.base, self.ended = None, 0, False
+        else:
+            self.it = ctx.open_chunks(root, state["root"])
+            self.before, self.base, self.ended = state["root"], 0, bool(state["ended"])
+            if not self.ended:
+                self.chunk, self.base = skip_rows(self.it, int(state["skip"]))
+                self.ended = self.chunk is None and self.base < int(state["skip"])
+
+    def _pull(self) -> bool:
+        self.before = self.it.save()
+        self.base = 0
+        self.chunk = None
+        try:
+            self.chunk = self.it.next(self.want)
+        except KeyboardInterrupt:
+            self.close()
+            raise
+        self.pos = 0
+        self.want = min(self.want * 2, self.limit)
+        if self.chunk is None:
+            self.ended = True
+            return False
+        return True
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        chunk = self.chunk
+        while chunk is None or self.pos >= chunk.n:
+            if self.ended or not self._pull():
+                self.close()
+                raise StopIteration
+            chunk = self.chunk
+        j = self.pos
+        self.pos = j + 1
+        return self.pack([col_row(c, j) for c in chunk.columns])
+
+    def save(self) -> dict:
+        if self.ended:
+            return {"root": self.before, "skip": 0, "ended": True}
+        if self.chunk is None or self.pos >= self.chunk.n:
+            return {"root": self.it.save(), "skip": 0, "ended": False}
+        return {"root": self.before, "skip": self.base + self.pos, "ended": False}
+
+    def close(self) -> None:
+        self.it.close()
+
+    def __del__(self):
+        try:
+            self.it.close()
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass

@@ -1,9 +1,14 @@
-"""``FusedStage``: a compiled stage plan, run as one parallel kernel per chunk of source
-rows; chunks the kernel rejects are re-run through the steps' reference behaviour."""
+"""``FusedStage``: a compiled stage plan, run as one parallel kernel per chunk of input
+rows; chunks the kernel rejects are re-run through the steps' reference behaviour.
+
+The input is a chunk source read in place (from_tensor_slices, range, ...) or the
+chunk stream of any other stage (a fused stage may start after a shuffle, a cache, an
+interleave). The output is a chunk stream: rows, or batches when the plan ends in a
+batching terminal.
+"""
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 from typing import Any
 
@@ -11,38 +16,45 @@ import numba
 import numpy as np
 from numba import types
 
+from nbdata.chunks import Chunk, RowList, chunk_from_elements, col_row, concat_chunks
 from nbdata.compiler.kernel_cache import compile_kernel
-from nbdata.compiler.threads import kernel_section, kernel_threads
+from nbdata.compiler.threads import kernel_section
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.kernels.compact import compact, kept_rows
-from nbdata.ops.batch import raise_shape_mismatch, stack_leaves
+from nbdata.ops.batch import batch_columns, raise_shape_mismatch
 from nbdata.ops.fusion import DROP
 from nbdata.ops.node import Node
+from nbdata.ops.runtime import ChunkIter
 from nbdata.spec import flatten, pack_as, packer
-
-FIRST_CHUNK_ROWS = 1024
-MIN_CHUNK_ROWS = 64
-MAX_CHUNK_BYTES = 8 << 20
-MAX_CHUNK_ROWS = 1 << 16
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class FusedStage(Node):
-    """The physical node of a fused chain: its :class:`StagePlan` and compiled kernel."""
+    """The physical node of a fused chain: its :class:`StagePlan` and compiled kernel.
+
+    ``lazy_rows`` > 0 (a stream of unknown length) defers compiling the kernel until
+    that many rows went through the reference path: short streams never pay for it.
+    """
 
     plan: Any               # nbdata.compiler.lowering.StagePlan
     kernel: Any             # numba dispatcher of the generated source
     source_text: str
-    out_specs: tuple        # row specs of the kernel's output columns (fresh per chunk)
+    out_specs: tuple        # row specs of the kernel's output columns
     scratch_specs: tuple    # row specs of its scratch columns (reused across chunks)
     counters: tuple         # initial values of the counter steps' state slots
     compacts: bool          # outputs hold every row: kept rows are gathered after the call
     results: tuple          # the element's columns: indices into scratch + outputs
+    lazy_rows: int = 0
     op = "fused_stage"
 
     @property
     def inputs(self):
-        return ()
+        stream = self.plan.source.stream
+        return () if stream is None else (stream,)
+
+    def with_inputs(self, *inputs):
+        return self if not inputs else dataclasses.replace(
+            self, plan=dataclasses.replace(self.plan, source=self.plan.source.over(inputs[0])))
 
     @property
     def spec(self):
@@ -59,17 +71,19 @@ class FusedStage(Node):
 
     def report_lines(self) -> list[str]:
         plan = self.plan
-        lines = ["  source: " + plan.source.node.describe()]
+        lines = ["  source: " + plan.source.describe()]
         lines += [f"  op {i}: {s.label}" for i, s in enumerate(plan.steps)]
         if plan.terminal is not None:
             lines.append("  terminal: " + plan.terminal.node.describe() + " (compaction → batches)")
+        if self.lazy_rows:
+            lines.append(f"  compiled once {self.lazy_rows:,} rows have gone through (a stream "
+                         "of unknown length: shorter ones stay on the reference path)")
         lines.append("  generated source:")
         lines += ["    " + ln for ln in self.source_text.rstrip().splitlines()]
         return lines
 
-    def signature(self, reader) -> tuple:
-        """The kernel's signature for a source reader's arguments, compiled if new."""
-        args = reader.args if reader.args is not None else reader.chunk(0, min(1, reader.rows or 1))
+    def signature(self, args: list) -> tuple:
+        """The kernel's signature for these source arguments, compiled if new."""
         buffers = [np.empty((1,) + s.shape, s.dtype) for s in self.scratch_specs + self.out_specs]
         sig = (types.int64, types.int64, *[numba.typeof(a) for a in args], types.uint8[::1],
                *[numba.typeof(b) for b in buffers], types.int64[::1])
@@ -77,27 +91,83 @@ class FusedStage(Node):
             compile_kernel(self.kernel, sig)
         return sig
 
+    def open_chunks(self, ctx, state: dict | None = None):
+        return FusedChunks(self, ctx, state)
+
     def open(self, ctx):
-        return FusedStageIterator(self, ctx)
+        return ElementsOfChunks(self.open_chunks(ctx), self.spec, ctx.max_rows(self.spec))
 
 
-class FusedStageIterator:
-    def __init__(self, stage: FusedStage, ctx):
+class ElementsOfChunks:
+    """An element iterator over a chunk iterator (the element path of a fused stage)."""
+
+    def __init__(self, it, spec, limit: int):
+        self.it = it
+        self.pack = packer(spec)
+        self.limit = limit
+        self.chunk: Chunk | None = None
+        self.pos = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        while self.chunk is None or self.pos >= self.chunk.n:
+            self.chunk = self.it.next(self.limit)
+            self.pos = 0
+            if self.chunk is None:
+                raise StopIteration
+        j = self.pos
+        self.pos += 1
+        return self.pack([col_row(c, j) for c in self.chunk.columns])
+
+
+def stream_args(chunk: Chunk, leaves: list) -> list:
+    """Kernel arguments for a chunk of an input stream: C-contiguous columns of the
+    planned dtypes, plus the (rows, size) view of each array column."""
+    args = []
+    for c, leaf in zip(chunk.columns, leaves):
+        if not isinstance(c, np.ndarray) or c.dtype != leaf.spec.dtype:
+            c = np.asarray(list(c) if isinstance(c, RowList) else c, dtype=leaf.spec.dtype)
+        c = np.ascontiguousarray(c)
+        args.append(c)
+        if leaf.spec.shape:
+            args.append(c.reshape(len(c), int(np.prod(leaf.spec.shape))))
+    return args
+
+
+class FusedChunks(ChunkIter):
+    """Runs a fused stage chunk by chunk.
+
+    State: the input's position (rows read from an in-place source) or the input
+    stream's state, the counter steps' counters, a batch terminal's partial batch
+    (rows not yet batched) and an error still to be raised.
+    """
+
+    def __init__(self, stage: FusedStage, ctx, state: dict | None):
         self.stage = stage
         self.plan = stage.plan
         self.ctx = ctx
         self.stats = ctx.stats(stage)
-        self.pack = packer(stage.spec)
-        self.reader = reader = self.plan.source.open(ctx)
-        self.rows, self.row_values = reader.rows, reader.row_values
-        stage.signature(reader)
-        # One counter per counter step: elements seen so far (enumerate: the next index).
-        self.state = np.array(stage.counters, np.int64)
-        self.position = 0
-        self.finished = False
-        self.pending: collections.deque = collections.deque()
-        self.carry: list | None = None
+        source = self.plan.source
+        self.structure = source.spec
+        self.stream = source.stream is not None
+        if self.stream:
+            self.input = ctx.open_chunks(source.stream, None if state is None else state["input"])
+            self.reader = None
+            self.rows = None
+            self.row_values = None
+        else:
+            self.reader = source.open(ctx)
+            self.rows = self.reader.rows
+            self.row_values = self.reader.row_values
+        self.position = 0 if state is None else int(state["pos"])
+        self.state = np.array(stage.counters if state is None else state["counters"], np.int64)
+        self.finished = False if state is None else bool(state["finished"])
+        self.carry: Chunk | None = None if state is None else state["carry"]
         self.error: BaseException | None = None
+        self.compiled = stage.lazy_rows == 0 or (state is not None and state.get("compiled", False))
+        self.seen = 0
         term = self.plan.terminal
         self.batch_size = int(ctx.value(term.batch_size)) if term is not None else 0
         if term is not None and self.batch_size <= 0:
@@ -106,107 +176,144 @@ class FusedStageIterator:
         if ctx.options.chunk_rows < 0:
             raise InvalidArgumentError(f"Options().chunk_rows must be >= 0, got "
                                        f"{ctx.options.chunk_rows}")
-        self.max_chunk = self._chunk_rows()
-        self.chunk = min(FIRST_CHUNK_ROWS, self.max_chunk)
-        self.scratch = [np.empty((self.max_chunk,) + sp.shape, sp.dtype) for sp in stage.scratch_specs]
-        self.status = np.empty(self.max_chunk, np.uint8)
-        # Outputs of a compacting kernel are reused (kept rows are gathered into fresh
-        # arrays); otherwise each call writes fresh arrays that go out as they are.
-        self.row_outputs = ([np.empty((self.max_chunk,) + sp.shape, sp.dtype) for sp in stage.out_specs]
-                            if stage.compacts else None)
-        self.threads = kernel_threads(ctx.options)
-
-    def _chunk_rows(self) -> int:
-        """Rows per kernel call: outputs of at most MAX_CHUNK_BYTES, so that malloc reuses
-        freed chunks instead of mapping (and zeroing) fresh pages each time; a multiple
-        of the batch size when no step drops rows, so batches never straddle chunks."""
         row_bytes = sum(max(1, int(np.prod(s.shape))) * np.dtype(s.dtype).itemsize
-                        for s in self.stage.out_specs) or 1
-        rows = max(MIN_CHUNK_ROWS, min(MAX_CHUNK_ROWS, MAX_CHUNK_BYTES // row_bytes))
-        if self.ctx.options.chunk_rows > 0:
-            return self.ctx.options.chunk_rows
-        if self.batch_size and not any(s.drops for s in self.plan.steps):
-            rows = max(self.batch_size, rows // self.batch_size * self.batch_size)
-        return rows
+                        for s in stage.out_specs) or 1
+        self.max_chunk = ctx.options.chunk_rows or max(64, min(1 << 16, (8 << 20) // row_bytes))
+        self.scratch: list | None = None
+        if self.compiled and not self.stream:
+            stage.signature(self._first_args())
 
-    def __iter__(self):
-        return self
+    def _first_args(self) -> list:
+        reader = self.reader
+        return reader.args if reader.args is not None else reader.chunk(0, min(1, reader.rows or 1))
 
-    def __next__(self):
-        while not self.pending:
+    def _buffers(self):
+        if self.scratch is None:
+            stage, k = self.stage, self.max_chunk
+            self.scratch = [np.empty((k,) + sp.shape, sp.dtype) for sp in stage.scratch_specs]
+            self.status = np.empty(k, np.uint8)
+            # Outputs of a compacting kernel are reused (kept rows are gathered into fresh
+            # arrays); otherwise each call writes fresh arrays that go out as they are.
+            self.row_outputs = ([np.empty((k,) + sp.shape, sp.dtype) for sp in stage.out_specs]
+                                if stage.compacts else None)
+
+    # ------------------------------------------------------------ protocol
+    def save(self) -> dict:
+        state = {"pos": self.position, "counters": self.state.copy(), "finished": self.finished,
+                 "carry": self.carry, "compiled": self.compiled}
+        if self.stream:
+            state["input"] = self.input.save()
+        return state
+
+    def close(self) -> None:
+        if self.stream:
+            self.input.close()
+
+    def next(self, want: int) -> Chunk | None:
+        while True:
+            out = self._from_carry(want)
+            if out is not None:
+                return out
             if self.error is not None:
                 err, self.error = self.error, None
                 raise err
             if self.finished:
-                self._flush()
-                if not self.pending:
-                    raise StopIteration
-                break
-            self._run_chunk()
-        return self.pending.popleft()
+                return self._flush()
+            self._run(want)
 
-    # ------------------------------------------------------------- chunks
-    def _run_chunk(self):
-        lo = self.position
-        k = self.chunk if self.rows is None else min(self.chunk, self.rows - lo)
-        if k <= 0:
-            self.finished = True
+    # -------------------------------------------------------------- chunks
+    def _run(self, want: int) -> None:
+        """Process the next input rows, leaving output rows in ``carry``."""
+        b = self.batch_size
+        need = want * b - (self.carry.n if self.carry is not None else 0) if b else want
+        k = max(1, min(self.max_chunk, need))
+        if self.stream:
+            chunk = self.input.next(k)
+            if chunk is None:
+                self.finished = True
+                return
+            lo, k = 0, chunk.n
+            row_values = (lambda cols: lambda r: [col_row(c, r) for c in cols])(chunk.columns)
+        else:
+            lo = self.position
+            k = k if self.rows is None else min(k, self.rows - lo)
+            if k <= 0:
+                self.finished = True
+                return
+            chunk, row_values = None, self.row_values
+        if not self.compiled:
+            self.seen += k
+            self._reference(lo, k, row_values)
+            if self.seen >= self.stage.lazy_rows:
+                self.compiled = True
+                self.stats.chosen["compiled after rows"] = self.seen
             return
-        self.chunk = min(self.chunk * 4, self.max_chunk)
-        if self.chunk < self.max_chunk and self.batch_size:
-            self.chunk = max(self.batch_size, self.chunk // self.batch_size * self.batch_size)
-        saved = self.state.copy()
+        kernel_lo, reader = lo, self.reader
+        if chunk is not None:
+            args = stream_args(chunk, self.plan.source.leaves)
+        elif reader.args is not None:
+            args = reader.args
+        else:
+            kernel_lo, args = 0, reader.chunk(lo, k)
+        self._buffers()
+        if self.stream or reader.args is None:
+            self.stage.signature(args)
+        self._kernel(kernel_lo, k, args, lo, row_values)
+
+    def _kernel(self, kernel_lo: int, k: int, args: list, lo: int, row_values) -> None:
         stage = self.stage
+        saved = self.state.copy()
         outs = ([o[:k] for o in self.row_outputs] if stage.compacts else
                 [np.empty((k,) + sp.shape, sp.dtype) for sp in stage.out_specs])
-        reader = self.reader
-        first, args = (lo, reader.args) if reader.args is not None else (0, reader.chunk(lo, k))
+        start = self.position
         try:
-            with kernel_section(self.threads):
-                bad_row, done, n = stage.kernel(np.int64(first), np.int64(k), *args, self.status,
-                                                *self.scratch, *outs, self.state)
+            with kernel_section(self.ctx.budget.kernel_threads()):
+                bad_row, done, n = stage.kernel(np.int64(kernel_lo), np.int64(k), *args,
+                                                self.status, *self.scratch, *outs, self.state)
                 buffers = self.scratch + outs
                 outs = [buffers[i] for i in stage.results]
                 if bad_row < 0 and stage.compacts:
                     rows = kept_rows(self.status, k, n)
                     outs = [compact(o[:k], rows) for o in outs]
-            reason = (f"row {lo + int(bad_row)}: a function raised inside the kernel or "
+            reason = (f"row {start + int(bad_row)}: a function raised inside the kernel or "
                       f"returned a value that does not fit its column")
         except Exception as e:  # noqa: BLE001 - the reference re-run reports it precisely
             bad_row, reason = 0, f"the kernel raised {type(e).__name__}: {e}"
         if bad_row >= 0:
             self.state[:] = saved
             self.stats.fallback(k, reason)
-            self._reference_chunk(lo, k)
+            self._reference(lo, k, row_values)
             return
         self.stats.kernel(k)
-        self.position = lo + k
+        self.position += k
         if done:
             self.finished = True
         n = int(n)
-        self._accept_columns([o[:n] if n < k else o for o in outs], n)
+        self._accept(Chunk([o[:n] if n < k else o for o in outs], n))
 
-    def _reference_chunk(self, lo: int, k: int):
+    def _reference(self, lo: int, k: int, row_values) -> None:
         """Run rows ``lo..lo+k`` through the steps' reference behaviour, stopping after
         the first error (raised once the rows before it are delivered)."""
-        structure = self.plan.source.node.spec
         elements = []
-        r = lo
+        done = 0
         try:
             for r in range(lo, lo + k):
                 if self.finished:
                     break
-                element = self._reference_row(pack_as(structure, self.row_values(r)))
+                done += 1
+                element = self._reference_row(pack_as(self.structure, row_values(r)))
                 if element is not DROP:
                     elements.append(element)
-            r = lo + k
         except OpError as e:
             self.error = e
-            r += 1
-        self.position = r
-        self._accept_elements(elements)
-        if self.error is not None and self.plan.terminal is not None:
-            self.carry = None
+        self.position += done if self.error is not None else k
+        specs_of = self.plan.steps[-1].out_spec if self.plan.steps else self.structure
+        if elements:
+            self._accept(chunk_from_elements(elements, specs_of))
+        if self.error is not None and self.plan.terminal is not None and self.carry is not None:
+            # the batch holding the failed row is not delivered; full batches before it are
+            whole = self.carry.n // self.batch_size * self.batch_size
+            self.carry = self.carry.slice(0, whole) if whole else None
 
     def _reference_row(self, element) -> Any:
         """Apply the steps to one source element: the output, or DROP."""
@@ -225,57 +332,48 @@ class FusedStageIterator:
         return element
 
     # ----------------------------------------------------------- assembly
-    def _accept_elements(self, elements: list):
-        if not elements:
+    def _accept(self, chunk: Chunk) -> None:
+        if chunk.n == 0:
             return
-        if self.plan.terminal is None:
-            self.pending.extend(elements)
-            return
-        columns = list(zip(*(flatten(e) for e in elements)))
-        op = self.plan.terminal.node.label
-        cols = [stack_leaves(list(c), i, op) for i, c in enumerate(columns)]
-        self._accept_columns(cols, len(elements))
-
-    def _accept_columns(self, cols: list, n: int):
-        if n == 0:
-            return
-        term = self.plan.terminal
-        if term is None:
-            pack = self.pack
-            self.pending.extend(pack([c[j] for c in cols]) for j in range(n))
-            return
-        b = self.batch_size
-        start = 0
-        if self.carry is not None:
-            have = len(self.carry[0])
-            for i, (c, new) in enumerate(zip(self.carry, cols)):
+        if self.carry is not None and self.batch_size:
+            term = self.plan.terminal
+            for i, (c, new) in enumerate(zip(self.carry.columns, chunk.columns)):
                 if c.shape[1:] != new.shape[1:]:
-                    raise_shape_mismatch(term.node.label, i, c.shape[1:], have, new.shape[1:])
-            take = min(b - have, n)
-            self.carry = [np.concatenate([c, new[:take]]) for c, new in zip(self.carry, cols)]
-            start = take
-            if len(self.carry[0]) < b:
-                return
-            self._emit(self.carry)
-            self.carry = None
-        full = (n - start) // b
-        if full and not term.pads:
-            pack = self.pack
-            self.pending.extend(pack([c[s:s + b] for c in cols])
-                                for s in range(start, start + full * b, b))
-            start += full * b
-        while n - start >= b:
-            self._emit([c[start:start + b] for c in cols])
-            start += b
-        if start < n:
-            self.carry = [c[start:n] for c in cols]
+                    raise_shape_mismatch(term.node.label, i, c.shape[1:], self.carry.n, new.shape[1:])
+        self.carry = chunk if self.carry is None else concat_chunks([self.carry, chunk])
 
-    def _emit(self, cols: list):
-        self.pending.append(self.pack(self.plan.terminal.assemble(cols)))
+    def _from_carry(self, want: int) -> Chunk | None:
+        carry = self.carry
+        if carry is None or carry.n == 0:
+            return None
+        b = self.batch_size
+        if not b:
+            if carry.n <= want:
+                self.carry = None
+                return carry
+            self.carry = carry.slice(want, carry.n)
+            return carry.slice(0, want)
+        full = min(want, carry.n // b)
+        if full == 0:
+            return None
+        rows = full * b
+        batch = carry.slice(0, rows)
+        self.carry = carry.slice(rows, carry.n) if rows < carry.n else None
+        return Chunk(self._batches(batch.columns, full), full)
 
-    def _flush(self):
-        if self.carry is None:
-            return
+    def _batches(self, columns: list, count: int) -> list:
+        term = self.plan.terminal
+        if not term.pads:
+            return batch_columns(columns, count, self.batch_size)
+        b = self.batch_size
+        batches = [term.assemble([c[j * b:(j + 1) * b] for c in columns]) for j in range(count)]
+        return [RowList(batch[i] for batch in batches) for i in range(len(columns))]
+
+    def _flush(self) -> Chunk | None:
         carry, self.carry = self.carry, None
-        if not self.plan.terminal.drop_remainder:
-            self._emit([np.ascontiguousarray(c) for c in carry])
+        if carry is None or carry.n == 0 or not self.batch_size or self.plan.terminal.drop_remainder:
+            return None
+        cols = [np.ascontiguousarray(c) for c in carry.columns]
+        if self.plan.terminal.pads:
+            return Chunk([RowList([c]) for c in self.plan.terminal.assemble(cols)], 1)
+        return Chunk([c[None] for c in cols], 1)

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from nbdata.compiler import elementwise
-from nbdata.ops.fusion import PartlyFusable, check_structure, spec_type
-from nbdata.ops.node import INFINITE, Node, NotFusable
+from nbdata.ops.fusion import PartlyFusable, StreamSource, check_structure, spec_type
+from nbdata.ops.node import INFINITE, UNKNOWN, Node, NotFusable
 from nbdata.options import Options
 from nbdata.spec import flatten, same_structure
 
@@ -64,13 +64,14 @@ class StagePlan:
     to each row, an optional batching terminal, and the logical node whose output
     the stage produces."""
 
-    source: Any               # nbdata.ops.fusion.ChunkSource
+    source: Any               # nbdata.ops.fusion.ChunkSource (or StreamSource)
     steps: tuple              # nbdata.ops.fusion.Step, source → sink
     terminal: Any             # nbdata.ops.fusion.Terminal or None
     logical_top: Node
+    lazy_rows: int = 0        # compile once this many rows went through (streams of unknown length)
 
     def describe(self) -> str:
-        parts = [self.source.node.describe()] + [s.label for s in self.steps]
+        parts = [self.source.describe()] + [s.label for s in self.steps]
         if self.terminal is not None:
             parts.append(self.terminal.node.describe())
         return "fused_stage[" + " -> ".join(parts) + "]"
@@ -90,7 +91,12 @@ class PlannedStage(Node):
 
     @property
     def inputs(self):
-        return ()
+        stream = self.plan.source.stream
+        return () if stream is None else (stream,)
+
+    def with_inputs(self, *inputs):
+        return self if not inputs else PlannedStage(
+            dataclasses.replace(self.plan, source=self.plan.source.over(inputs[0])))
 
     @property
     def spec(self):
@@ -155,7 +161,9 @@ class Planner:
         return node.with_inputs(*[self.lower(c) for c in node.inputs])
 
     def _note(self, node: Node, reason: str, consequence: str) -> None:
-        self.notes.append(FallbackNote(node.describe(), reason, consequence))
+        note = FallbackNote(node.describe(), reason, consequence)
+        if all(n.line() != note.line() for n in self.notes):
+            self.notes.append(note)
 
     def _try_stage(self, top: Node) -> Node | None:
         terminal_node = top if top.fusion_role == "terminal" else None
@@ -167,16 +175,25 @@ class Planner:
         chain_nodes.reverse()
         if not chain_nodes and terminal_node is None:
             return None
+        lazy_rows = 0
         try:
-            source = cur.fusion_source(self)
+            try:
+                source = cur.fusion_source(self)
+            except NotFusable:
+                if not self.options.chunked:
+                    raise
+                source = StreamSource(cur)  # the stage runs over the chunks cur produces
+                if source.rows == UNKNOWN:
+                    lazy_rows = self.options.fusion_min_rows
             check_structure(cur.spec, cur.op)
             chain = Chain(cur.spec, tuple(leaf.row_type for leaf in source.leaves))
         except NotFusable as e:
             self._note(cur, str(e), f"{top.describe()} and the element-wise ops below it "
                        "run in Python (reference iterators)")
             return None
-        if source.rows is not None and source.rows != INFINITE and source.rows < self.options.fusion_min_rows:
-            self._note(cur, f"{source.rows} rows, fewer than Options().fusion_min_rows "
+        rows = source.rows
+        if rows is not None and rows not in (INFINITE, UNKNOWN) and rows < self.options.fusion_min_rows:
+            self._note(cur, f"{rows} rows, fewer than Options().fusion_min_rows "
                        f"({self.options.fusion_min_rows})", "not compiled; runs on the reference path")
             return None
         steps: list = []
@@ -214,7 +231,9 @@ class Planner:
             chain_nodes[fused_nodes - 1] if fused_nodes else cur)
         if head is not None:  # the stage ends inside a partly fused node
             logical_top = head.with_inputs(logical_top)
-        stage: Node = PlannedStage(StagePlan(source, tuple(steps), terminal, logical_top))
+        stage: Node = PlannedStage(StagePlan(source, tuple(steps), terminal, logical_top, lazy_rows))
+        if source.stream is not None:
+            stage = stage.with_inputs(self.lower(cur))
         if stop is not None:
             self._note(stop[0], stop[1], "it and the ops after it run in Python, fed by the "
                        "fused stage")

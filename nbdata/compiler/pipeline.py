@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Callable
 
+from nbdata import checkpoint
 from nbdata.compiler.backend_cpu import CpuTyper, compile_stages
-from nbdata.compiler.executor import ExecContext, RunState
+from nbdata.compiler.executor import ChunkedRun, ExecContext, RunState, StageStats
 from nbdata.compiler.lowering import plan
 from nbdata.compiler.passes import run_passes
 from nbdata.compiler.plan import plan_lines
-from nbdata.compiler.threads import serialises_kernels
+from nbdata.compiler.threads import ThreadBudget, serialises_kernels
+from nbdata.errors import InvalidArgumentError, UnimplementedError
 from nbdata.iterator import Iterator
+from nbdata.ops.function import ChainedFunction, UserFunction
 from nbdata.ops.node import Node
+from nbdata.ops.shuffle import EpochCounter
 from nbdata.options import Options
 from nbdata.placeholder import Placeholder
+
+STATE_VERSION = 1
 
 
 class PlanText(str):
@@ -23,11 +30,32 @@ class PlanText(str):
         return str(self)
 
 
+def _walk(node: Node):
+    yield node
+    for child in node.inputs:
+        yield from _walk(child)
+
+
+def _fingerprint(node: Node) -> str:
+    """Identifies a pipeline across processes: its ops, element specs, and the code of
+    its functions (so a saved state is not restored into a different pipeline)."""
+    h = hashlib.sha1()
+    for n in _walk(node):
+        h.update(f"{n.op}:{n.spec!r};".encode())
+        for value in vars(n).values():
+            fns = value.parts if isinstance(value, ChainedFunction) else [value]
+            for fn in fns:
+                if isinstance(fn, UserFunction):
+                    code = getattr(fn.fn, "__code__", None)
+                    h.update(code.co_code if code is not None else fn.name.encode())
+    return h.hexdigest()[:16]
+
+
 class Pipeline:
     """The compiled form of a dataset (``ds.compile()``).
 
     Iterating it opens a fresh :class:`nd.Iterator` each time; ``explain()`` gives
-    the physical plan and ``stats()`` what its fused stages did so far.
+    the physical plan and ``stats()`` what its stages did so far.
 
     >>> import nbdata as nd
     >>> pipe = nd.Dataset.range(6).map(lambda x: x * 2).batch(4).compile()
@@ -46,14 +74,29 @@ class Pipeline:
         planned, self.notes = plan(self.optimized, options, CpuTyper())
         self.physical = compile_stages(planned, options)
         self.element_spec = logical.spec
+        seeded = [n for n in _walk(self.optimized) if n.seeded]
+        self.op_index = {}
+        for n in seeded:
+            self.op_index.setdefault(n.resource_key, len(self.op_index))
+        self.draws_seed = any(n.seed is None for n in seeded)
+        self.fingerprint = _fingerprint(self.optimized)
 
-    def _context(self, feed: dict, options: Options | None = None) -> ExecContext:
-        return ExecContext(options or self.options, feed, self.state, self._stats,
-                           self._make_dataset)
+    def _context(self, feed: dict) -> ExecContext:
+        return ExecContext(self.options, feed, self.state, self._stats, self._make_dataset,
+                           ThreadBudget(self.options), self.op_index)
 
-    def open(self, feed_dict: dict | None = None) -> Any:
+    @staticmethod
+    def _feed(feed_dict: dict | None) -> dict:
+        feed = {}
+        for ph, value in (feed_dict or {}).items():
+            if not isinstance(ph, Placeholder):
+                raise TypeError(f"feed_dict keys must be nd.placeholder objects, got {ph!r}")
+            feed[ph] = ph.bind(value)
+        return feed
+
+    def open(self, feed_dict: dict | None = None, state: dict | None = None) -> Any:
         """The executor's raw iterator (``__next__`` raising StopIteration), with
-        placeholders bound from ``feed_dict``.
+        placeholders bound from ``feed_dict`` (and resumed from ``state``).
 
         >>> import numpy as np, nbdata as nd
         >>> n = nd.placeholder(np.int64, shape=[])
@@ -61,38 +104,76 @@ class Pipeline:
         >>> [int(x) for x in pipe.open({n: 3})]
         [0, 1, 2]
         """
-        feed = {}
-        for ph, value in (feed_dict or {}).items():
-            if not isinstance(ph, Placeholder):
-                raise TypeError(f"feed_dict keys must be nd.placeholder objects, got {ph!r}")
-            feed[ph] = ph.bind(value)
-        return self._context(feed).open(self.physical)
+        ctx = self._context(self._feed(feed_dict))
+        if not self.options.chunked:
+            if state is not None:
+                raise UnimplementedError("iterator state needs the chunk executor "
+                                         "(Options().chunked = True, the default)")
+            return ctx.open(self.physical)
+        return ChunkedRun(ctx, self.physical, self.element_spec, state)
 
     def open_in(self, outer: ExecContext) -> Any:
-        """Open this pipeline inside another one's run (a dataset made by ``flat_map`` or
-        ``interleave``): the outer feed binds placeholders, this pipeline's own options,
-        passes and run state apply."""
+        """Open this pipeline's element iterator inside another one's run (a dataset made
+        by ``flat_map`` or ``interleave``): the outer feed binds placeholders, this
+        pipeline's own options, passes and run state apply."""
         return self._context(outer.feed).open(self.physical)
+
+    def open_chunks_in(self, outer: ExecContext, state: dict | None = None):
+        """Open this pipeline's chunk iterator inside another one's run."""
+        return self._context(outer.feed).open_chunks(self.physical, state)
 
     def __iter__(self) -> Iterator:
         it = Iterator(self.element_spec)
         it._start(self, None)
         return it
 
+    # ---------------------------------------------------------- state
+    def save_state(self, run) -> bytes:
+        """The bytes of a run's state (what ``Iterator.save()`` returns)."""
+        if not isinstance(run, ChunkedRun):
+            raise UnimplementedError("iterator state needs the chunk executor "
+                                     "(Options().chunked = True, the default)")
+        epochs = {}
+        for key, index in self.op_index.items():
+            counter = self.state._find(key)
+            if isinstance(counter, EpochCounter):
+                epochs[index] = counter.next
+        doc = {"version": STATE_VERSION, "fingerprint": self.fingerprint, "run": run.save(),
+               "epochs": epochs, "seed": self.state.seed if self.draws_seed else None}
+        return checkpoint.encode(doc)
+
+    def restore_state(self, data: bytes, feed_dict: dict | None = None):
+        """A run resumed from ``save_state`` bytes."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"restore: expected the bytes of it.save(), got {type(data).__name__}")
+        doc = checkpoint.decode(bytes(data))
+        if not isinstance(doc, dict) or doc.get("version") != STATE_VERSION:
+            raise InvalidArgumentError(f"restore: unsupported iterator state version "
+                                       f"{doc.get('version') if isinstance(doc, dict) else doc!r}")
+        if doc["fingerprint"] != self.fingerprint:
+            raise InvalidArgumentError(
+                "restore: the state was saved by an iterator of a different pipeline (its "
+                f"plan fingerprint is {doc['fingerprint']}, this pipeline's is "
+                f"{self.fingerprint}); restore it into an iterator of the same dataset")
+        if doc["seed"] is not None:
+            self.state.seed = doc["seed"]
+        by_index = {index: key for key, index in self.op_index.items()}
+        for index, value in doc["epochs"].items():
+            counter = self.state._find(by_index.get(int(index), -1))
+            if isinstance(counter, EpochCounter):
+                counter.next = int(value)
+        return self.open(feed_dict, doc["run"])
+
+    # ---------------------------------------------------------- reports
     def fused_stages(self) -> list:
         """The compiled fused stages of the physical plan, sink first."""
-        found = []
-        stack = [self.physical]
-        while stack:
-            node = stack.pop()
-            if node.op == "fused_stage":
-                found.append(node)
-            stack.extend(reversed(node.inputs))
-        return found
+        return [n for n in _walk(self.physical) if n.op == "fused_stage"]
 
     def stats(self) -> "PipelineStats":
-        """What each fused stage did over every iteration so far: rows run in the
-        kernel and rows re-run on the reference path (with the first reasons).
+        """What each stage did over every iteration so far: rows and chunks, time (its
+        inputs' included) and rows/s, what AUTOTUNE chose, how long a prefetch's consumer
+        waited, and for fused stages the rows run in the kernel and the rows re-run on
+        the reference path (with the first reasons).
 
         >>> import nbdata as nd
         >>> o = nd.Options(); o.fusion_min_rows = 0
@@ -102,13 +183,20 @@ class Pipeline:
         >>> s.kernel_rows, s.fallback_rows
         (10, 0)
         """
-        context = self._context({})
-        return PipelineStats([context.stats(stage) for stage in self.fused_stages()])
+        stages = []
+        for node in _walk(self.physical):
+            found = self._stats.get(id(node))
+            if found is None and node.op == "fused_stage":
+                found = StageStats(node.title(), node)
+            if found is not None:
+                stages.append(found)
+        return PipelineStats(stages)
 
-    def explain(self) -> PlanText:
-        """The physical plan: stages from sink to source, fused stages with their
-        ops, ops left to Python with the reason, each fused stage's generated source,
-        and what the stages did so far (kernel rows, rows re-run on the reference path).
+    def explain(self, stats: bool = False) -> PlanText:
+        """The physical plan: stages from sink to source, fused stages with their ops,
+        ops left to Python with the reason, each fused stage's generated source, the
+        pipeline seed when one was drawn, and what the stages did so far (with
+        ``stats=True``: every stage's rows, time and choices).
 
         >>> import nbdata as nd
         >>> print(nd.Dataset.range(3).map(lambda x: x + 1).compile().explain())
@@ -130,19 +218,25 @@ class Pipeline:
         for stage in stages:
             lines.append(f"== {stage.title()} ==")
             lines += stage.report_lines()
-        if stages:
-            if serialises_kernels():
-                lines.append("== threads ==")
-                lines.append("  Numba's workqueue threading layer cannot run two parallel kernels "
-                             "at once: nbdata runs one kernel at a time (install tbb, or set "
-                             "NUMBA_THREADING_LAYER=omp, to overlap them)")
+        if self.draws_seed:
+            lines.append("== random seeds ==")
+            lines.append(f"  pipeline seed {self.state.seed} (drawn, as no seed and no global "
+                         "seed were set; kept in saved iterator state)")
+        if stages and serialises_kernels():
+            lines.append("== threads ==")
+            lines.append("  Numba's workqueue threading layer cannot run two parallel kernels "
+                         "at once: nbdata runs one kernel at a time (install tbb, or set "
+                         "NUMBA_THREADING_LAYER=omp, to overlap them)")
+        report = self.stats().stages if stats else [s for s in self.stats().stages
+                                                     if s.node is not None and s.node.op == "fused_stage"]
+        if report:
             lines.append("== stage statistics (all iterations so far) ==")
-            lines += ["  " + s.line() for s in self.stats().stages]
+            lines += ["  " + s.line() for s in report]
         return PlanText("\n".join(lines))
 
 
 class PipelineStats:
-    """Per fused stage counters (:class:`nbdata.compiler.executor.StageStats`), sink first."""
+    """Per stage counters (:class:`nbdata.compiler.executor.StageStats`), sink first."""
 
     def __init__(self, stages: list):
         self.stages = stages
@@ -156,4 +250,4 @@ class PipelineStats:
         return sum(s.fallback_rows for s in self.stages)
 
     def __repr__(self) -> str:
-        return "\n".join(s.line() for s in self.stages) or "no fused stages"
+        return "\n".join(s.line() for s in self.stages) or "no stages have run"

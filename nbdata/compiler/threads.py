@@ -22,18 +22,6 @@ def core_count() -> int:
         return os.cpu_count() or 1
 
 
-def kernel_threads(options) -> int:
-    """Threads one kernel call may use: ``threading.private_threadpool_size`` (0: all
-    cores), capped by ``threading.max_intra_op_parallelism`` (0: no cap) and by the
-    threads Numba started (``NUMBA_NUM_THREADS``)."""
-    threading_options = options.threading
-    budget = threading_options.private_threadpool_size or core_count()
-    cap = threading_options.max_intra_op_parallelism
-    if cap:
-        budget = min(budget, cap)
-    return max(1, min(budget, numba.config.NUMBA_NUM_THREADS))
-
-
 def threading_layer() -> str:
     """Numba's threading layer, started if it was not yet."""
     global _layer
@@ -70,3 +58,43 @@ def kernel_section(threads: int):
         finally:
             if previous != threads:
                 numba.set_num_threads(previous)
+
+
+class ThreadBudget:
+    """One budget for compiled kernels and executor threads (prefetch producers, map
+    and interleave workers): ``threading.private_threadpool_size`` threads (0: all
+    cores), at most ``autotune.cpu_budget`` when that is set. A kernel call gets the
+    budget less the executor threads busy elsewhere at that moment, at least one and
+    at most ``threading.max_intra_op_parallelism``, so the two never oversubscribe
+    the cores."""
+
+    def __init__(self, options):
+        total = options.threading.private_threadpool_size or core_count()
+        if options.autotune.cpu_budget:
+            total = min(total, options.autotune.cpu_budget)
+        self.total = max(1, total)
+        self.cap = options.threading.max_intra_op_parallelism or self.total
+        self._busy = 0
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def worker(self):
+        """Marks the calling executor thread busy while the block runs."""
+        with self._lock:
+            self._busy += 1
+        self._local.working = True
+        try:
+            yield
+        finally:
+            self._local.working = False
+            with self._lock:
+                self._busy -= 1
+
+    @property
+    def busy(self) -> int:
+        return self._busy
+
+    def kernel_threads(self) -> int:
+        others = self._busy - (1 if getattr(self._local, "working", False) else 0)
+        return max(1, min(self.cap, self.total - others, numba.config.NUMBA_NUM_THREADS))

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from nbdata.chunks import RowList, StringColumn
 from nbdata.errors import DataLossError
 
 MAGIC = b"NBCOLS\x00\x01"
@@ -37,48 +38,61 @@ def _pad(n: int) -> int:
     return (-n) % 8
 
 
-def _leaf_name(value: Any) -> str:
-    if isinstance(value, bytes) or (isinstance(value, np.ndarray) and value.dtype == object):
+def _leaf_name(column) -> str:
+    if isinstance(column, StringColumn) or (isinstance(column, np.ndarray) and column.dtype == object):
         return "string"
-    return np.asarray(value).dtype.str
-
-
-def _encode_leaf(values: list) -> tuple[dict, list[bytes]]:
-    """The header entry and buffers of one leaf over a chunk of rows."""
-    first = values[0]
+    if isinstance(column, np.ndarray):
+        return column.dtype.str
+    first = column[0] if len(column) else None
     if isinstance(first, bytes) or (isinstance(first, np.ndarray) and first.dtype == object):
-        arrays = [np.asarray(v, dtype=object) for v in values]
-        ranks = np.array([a.ndim for a in arrays], np.int64)
-        dims = np.array([d for a in arrays for d in a.shape], np.int64)
-        strings = [s for a in arrays for s in a.reshape(-1)]
-        offsets = np.zeros(len(strings) + 1, np.int64)
+        return "string"
+    return np.asarray(first).dtype.str
+
+
+def _strings(arrays: list) -> tuple[dict, list]:
+    ranks = np.array([a.ndim for a in arrays], np.int64)
+    dims = np.array([d for a in arrays for d in a.shape], np.int64)
+    strings = [s for a in arrays for s in a.reshape(-1)]
+    offsets = np.zeros(len(strings) + 1, np.int64)
+    if strings:
         np.cumsum([len(s) for s in strings], out=offsets[1:])
-        data = b"".join(strings)
-        return {"kind": "strings"}, [ranks.tobytes(), dims.tobytes(), offsets.tobytes(), data]
+    return {"kind": "strings"}, [ranks.tobytes(), dims.tobytes(), offsets.tobytes(), b"".join(strings)]
+
+
+def _encode_column(column) -> tuple[dict, list]:
+    """The header entry and buffers of one column of a chunk."""
+    if isinstance(column, StringColumn):
+        n = len(column)
+        offsets = column.offsets - column.offsets[0]
+        data = column.data[column.offsets[0]:column.offsets[-1]]
+        return {"kind": "strings"}, [np.zeros(n, np.int64).tobytes(), b"", offsets.tobytes(),
+                                     np.ascontiguousarray(data).tobytes()]
+    if isinstance(column, np.ndarray):
+        if column.dtype == object:
+            return _strings([np.asarray(column[j], dtype=object) for j in range(len(column))])
+        dense = np.ascontiguousarray(column)
+        return {"kind": "dense", "dtype": dense.dtype.str, "shape": list(dense.shape)}, [dense.tobytes()]
+    values = list(column)
+    if values and (isinstance(values[0], bytes) or
+                   (isinstance(values[0], np.ndarray) and values[0].dtype == object)):
+        return _strings([np.asarray(v, dtype=object) for v in values])
     arrays = [np.asarray(v) for v in values]
-    shape0 = arrays[0].shape
-    if all(a.shape == shape0 for a in arrays):
-        dense = np.ascontiguousarray(np.stack(arrays))
-        return ({"kind": "dense", "dtype": dense.dtype.str, "shape": list(dense.shape)},
-                [dense.tobytes()])
     ranks = np.array([a.ndim for a in arrays], np.int64)
     dims = np.array([d for a in arrays for d in a.shape], np.int64)
     data = b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)
-    return ({"kind": "ragged", "dtype": arrays[0].dtype.str},
+    return ({"kind": "ragged", "dtype": arrays[0].dtype.str if arrays else "<f8"},
             [ranks.tobytes(), dims.tobytes(), data])
 
 
 class ColumnFileWriter:
-    """Writes rows (lists of leaf values) to ``path`` in chunks; ``close()`` writes the
-    end record. The caller decides where ``path`` is (a temporary name)."""
-
-    CHUNK_ROWS = 4096
+    """Writes chunks of rows (columns in the kinds of ``nbdata.chunks``) to ``path``;
+    ``close()`` writes the end record. The caller decides where ``path`` is (a
+    temporary name)."""
 
     def __init__(self, path: str):
         self.path = path
         self.file = open(path, "wb")
         self.file.write(MAGIC)
-        self.rows: list[list] = []
         self.total = 0
         self.names: list[str] | None = None
 
@@ -90,30 +104,23 @@ class ColumnFileWriter:
             self.file.write(b)
             self.file.write(b"\0" * _pad(len(b)))
 
-    def write(self, leaves: list) -> None:
-        if self.names is None:
-            self.names = [_leaf_name(v) for v in leaves]
-            self._record({"version": VERSION, "leaves": self.names}, [])
-        self.rows.append(leaves)
-        if len(self.rows) >= self.CHUNK_ROWS:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.rows:
+    def write(self, columns: list, rows: int) -> None:
+        if rows == 0:
             return
+        if self.names is None:
+            self.names = [_leaf_name(c) for c in columns]
+            self._record({"version": VERSION, "leaves": self.names}, [])
         entries, buffers = [], []
-        for values in zip(*self.rows):
-            entry, bufs = _encode_leaf(list(values))
+        for column in columns:
+            entry, bufs = _encode_column(column)
             entry["nbuffers"] = len(bufs)
             entries.append(entry)
             buffers += bufs
-        self._record({"rows": len(self.rows), "leaves": entries}, buffers)
-        self.total += len(self.rows)
-        self.rows = []
+        self._record({"rows": rows, "leaves": entries}, buffers)
+        self.total += rows
 
     def close(self) -> None:
-        """Write the pending rows and the end record, and sync the file to disk."""
-        self.flush()
+        """Write the end record and sync the file to disk."""
         if self.names is None:
             self._record({"version": VERSION, "leaves": []}, [])
         self._record({"end": True, "rows": self.total}, [])
@@ -173,14 +180,14 @@ class ColumnFileReader:
         return header, buffers
 
     def chunks(self):
-        """Yields each chunk as a list of per-leaf row lists."""
+        """Yields each chunk of rows as (columns, rows)."""
         while True:
             start = self.offset
             header, buffers = self._read_record()
             if header.get("end"):
                 return
             try:
-                yield self._decode(header, buffers)
+                yield self._decode(header, buffers), int(header["rows"])
             except (KeyError, ValueError, TypeError, IndexError) as e:
                 raise self._error(start, f"inconsistent chunk record ({e})") from None
 
@@ -196,13 +203,22 @@ class ColumnFileReader:
                 column = np.frombuffer(bufs[0], dtype=np.dtype(entry["dtype"])).reshape(shape)
                 if len(column) != rows:
                     raise ValueError(f"{len(column)} rows where the record says {rows}")
-                columns.append([column[j] for j in range(rows)] if column.ndim > 1
-                               else list(column))
+                columns.append(column)
                 continue
             ranks = np.frombuffer(bufs[0], np.int64)
             dims = np.frombuffer(bufs[1], np.int64)
             if len(ranks) != rows or int(ranks.sum()) != len(dims) or (ranks < 0).any() or (dims < 0).any():
                 raise ValueError("row shapes do not match the record")
+            if kind == "strings":
+                offsets = np.frombuffer(bufs[2], np.int64)
+                data = np.frombuffer(bufs[3], np.uint8)
+                if len(offsets) == 0 or offsets[-1] > len(data) or (np.diff(offsets) < 0).any():
+                    raise ValueError("string offsets do not match the data")
+                if not ranks.any():
+                    if len(offsets) != rows + 1:
+                        raise ValueError("fewer strings than rows")
+                    columns.append(StringColumn(data, offsets))
+                    continue
             shapes, d = [], 0
             for r in ranks:
                 shapes.append(tuple(int(x) for x in dims[d:d + r]))
@@ -218,18 +234,15 @@ class ColumnFileReader:
                     v = data[p:p + size].reshape(shape)
                     values.append(v[()] if v.ndim == 0 else v)
                     p += size
-                columns.append(values)
+                columns.append(RowList(values))
             elif kind == "strings":
-                offsets = np.frombuffer(bufs[2], np.int64)
-                data = bytes(bufs[3])
-                if len(offsets) == 0 or offsets[-1] > len(data) or (np.diff(offsets) < 0).any():
-                    raise ValueError("string offsets do not match the data")
+                raw = data.tobytes()
                 values, s = [], 0
                 for shape in shapes:
                     count = int(np.prod(shape))
                     if s + count + 1 > len(offsets):
                         raise ValueError("fewer strings than the shapes need")
-                    items = [data[offsets[s + j]:offsets[s + j + 1]] for j in range(count)]
+                    items = [raw[offsets[s + j]:offsets[s + j + 1]] for j in range(count)]
                     s += count
                     if shape == ():
                         values.append(items[0])
@@ -237,7 +250,16 @@ class ColumnFileReader:
                         arr = np.empty(count, dtype=object)
                         arr[:] = items
                         values.append(arr.reshape(shape))
-                columns.append(values)
+                columns.append(RowList(values) if len({np.shape(v) for v in values}) > 1
+                               else _objects(values))
             else:
                 raise ValueError(f"unknown leaf kind {kind!r}")
         return columns
+
+
+def _objects(values: list) -> np.ndarray:
+    shape = np.shape(values[0]) if values else ()
+    out = np.empty((len(values),) + shape, dtype=object)
+    for j, v in enumerate(values):
+        out[j] = v
+    return out

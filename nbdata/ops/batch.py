@@ -7,9 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from nbdata.errors import InvalidArgumentError
+from nbdata.chunks import Chunk, RowList, StringColumn, col_values, concat_chunks
+from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.ops.fusion import Terminal, check_structure
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, arg_field, input_field
+from nbdata.ops.runtime import ChunkIter
 from nbdata.spec import DatasetSpec, TensorSpec, flatten, pack_as
 
 
@@ -86,6 +88,13 @@ class Batch(Node):
         return BatchIterator(ctx.open(self.input), size, self.drop_remainder,
                              lambda els: stack_elements(els, self.op))
 
+    def open_chunks(self, ctx, state=None):
+        return BatchChunks(self, ctx, state, self.batch_leaf)
+
+    def batch_leaf(self, values: list, component: int):
+        """One component of one batch from its rows' values."""
+        return stack_leaves(values, component, self.label)
+
 
 class BatchIterator:
     """Collects ``size`` elements and hands them to ``combine``; shared by padded_batch."""
@@ -113,3 +122,114 @@ class BatchIterator:
             self.done = True
             raise StopIteration
         return self.combine(elements)
+
+
+def batch_columns(columns: list, count: int, size: int, leaf=None) -> list:
+    """``count`` batches of ``size`` rows from columns of ``count * size`` rows: dense
+    columns are reshaped (views), string columns become object arrays, columns of
+    ragged rows are stacked batch by batch with ``leaf(values, component)``."""
+    out = []
+    for i, c in enumerate(columns):
+        if isinstance(c, StringColumn):
+            c = c.to_objects()
+        if isinstance(c, np.ndarray):  # a copy: batches never alias their input (user arrays)
+            out.append(np.array(c.reshape((count, size) + c.shape[1:])))
+            continue
+        values = list(c)
+        batches = [leaf(values[j * size:(j + 1) * size], i) for j in range(count)]
+        shapes = {np.shape(b) for b in batches}
+        out.append(np.stack(batches) if len(shapes) == 1 else RowList(batches))
+    return out
+
+
+class BatchChunks(ChunkIter):
+    """Batches from an input chunk stream: full batches inside one input chunk are
+    views of it; rows of a batch that straddles chunks are joined. State: the input's
+    state and the rows read but not yet batched."""
+
+    def __init__(self, node, ctx, state, leaf, pads: bool = False):
+        self.node = node
+        self.leaf = leaf
+        self.pads = pads
+        self.size = int(ctx.value(node.batch_size))
+        if self.size <= 0:
+            raise InvalidArgumentError(f"{node.label}: batch_size must be positive, got "
+                                       f"{self.size}", node.op)
+        self.drop = node.drop_remainder
+        self.it = ctx.open_chunks(node.input, None if state is None else state["input"])
+        self.pieces: list = [] if state is None else list(state["pieces"])
+        self.have = sum(p.n for p in self.pieces)
+        self.ended = False if state is None else state["ended"]
+        self.error: BaseException | None = None
+
+    def save(self) -> dict:
+        return {"input": self.it.save(), "pieces": list(self.pieces), "ended": self.ended}
+
+    def close(self) -> None:
+        self.it.close()
+
+    def _take(self, n: int) -> Chunk:
+        first = self.pieces[0]
+        if first.n >= n:
+            head = first.slice(0, n)
+            if first.n > n:
+                self.pieces[0] = first.slice(n, first.n)
+            else:
+                self.pieces.pop(0)
+        else:
+            parts, got = [], 0
+            while got < n:
+                piece = self.pieces.pop(0)
+                use = min(piece.n, n - got)
+                parts.append(piece.slice(0, use))
+                if use < piece.n:
+                    self.pieces.insert(0, piece.slice(use, piece.n))
+                got += use
+            head = concat_chunks(parts)
+        self.have -= n
+        return head
+
+    def _batches(self, rows: Chunk, count: int) -> Chunk:
+        """``count`` batches; when one cannot be built, the ones before it, and its
+        error raised by the next call."""
+        if not self.pads and not any(isinstance(c, RowList) for c in rows.columns):
+            return Chunk(batch_columns(rows.columns, count, self.size, self.leaf), count)
+        done = []
+        for j in range(count):
+            part = rows.slice(j * self.size, (j + 1) * self.size)
+            try:
+                done.append([self.leaf(col_values(c), i) for i, c in enumerate(part.columns)])
+            except OpError as e:
+                self.error = e
+                break
+        if not done:
+            err, self.error = self.error, None
+            raise err
+        columns = [RowList(batch[i] for batch in done) for i in range(len(rows.columns))]
+        return Chunk(columns, len(done))
+
+    def next(self, want: int) -> Chunk | None:
+        if self.error is not None:
+            err, self.error = self.error, None
+            raise err
+        b = self.size
+        while self.have < b * max(1, want) and not self.ended:
+            chunk = self.it.next(b * max(1, want) - self.have)
+            if chunk is None:
+                self.ended = True
+                break
+            if chunk.n:
+                self.pieces.append(chunk)
+                self.have += chunk.n
+        count = min(max(1, want), self.have // b)
+        if count:
+            return self._batches(self._take(count * b), count)
+        if self.have and not self.drop:
+            rows = self._take(self.have)
+            return self._batches_partial(rows)
+        self.pieces, self.have = [], 0
+        return None
+
+    def _batches_partial(self, rows: Chunk) -> Chunk:
+        leaves = [self.leaf(col_values(c), i) for i, c in enumerate(rows.columns)]
+        return Chunk([v[None] for v in leaves], 1)

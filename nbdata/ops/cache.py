@@ -1,4 +1,11 @@
-"""``cache``: keep the elements of the first full iteration in memory or in a file."""
+"""``cache``: keep the elements of the first complete iteration in memory or in a file.
+
+A cache counts only once an iteration reached the end: a partial iteration leaves
+none. A file cache is written to a temporary name, synced and renamed into place when
+complete, by one writer at a time (an ``flock`` that a crashed writer releases), in
+the data-only column format of ``nbdata/io/column_file.py``; re-reads are chunked and
+memory-mapped.
+"""
 
 from __future__ import annotations
 
@@ -9,21 +16,32 @@ import os
 import threading
 import uuid
 
+from nbdata.chunks import Chunk, chunk_elements, chunk_from_elements, concat_chunks
 from nbdata.errors import AlreadyExistsError, DataLossError
 from nbdata.io.column_file import ColumnFileReader, ColumnFileWriter
 from nbdata.ops.node import Node, arg_field, input_field, new_resource_key
-from nbdata.spec import flatten, is_dataset, pack_as
+from nbdata.ops.runtime import ChunkIter
+from nbdata.spec import DatasetSpec, flatten, is_dataset
 
 FILE_SUFFIX = ".nbcache"
 LOCK_SUFFIX = ".nbcache.lock"
+ELEMENT_CHUNK = 1024
 
 
 class MemoryStore:
-    """The cached elements, complete only after one iteration reached the end."""
+    """The cached chunks, complete only after one iteration reached the end, and the
+    state the input was opened with for that iteration (to rebuild the cache in
+    another process from a saved iterator state)."""
 
     def __init__(self):
-        self.elements: list | None = None
+        self.chunks: list | None = None
+        self.start: dict | None = None
         self.lock = threading.Lock()
+
+    def complete(self, chunks: list, start) -> None:
+        with self.lock:
+            if self.chunks is None:
+                self.chunks, self.start = chunks, start
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -40,27 +58,52 @@ class Cache(Node):
     def cardinality(self) -> int:
         return self.input.cardinality()
 
+    def _store(self, ctx) -> MemoryStore:
+        return ctx.resource(self.resource_key, MemoryStore)
+
     def open(self, ctx):
         if self.filename:
             path = self.filename + FILE_SUFFIX
             if os.path.exists(path):
-                return FileReader(path, self.spec)
-            writer = FileWriter(self.filename, ctx.open(self.input))
+                return iter(_file_elements(path, self.spec))
+            writer = FileWriter(self.filename, self.spec)
             if os.path.exists(path):  # another writer finished while this one waited
-                writer._abandon()
-                return FileReader(path, self.spec)
-            return writer
-        store = ctx.resource(self.resource_key, MemoryStore)
+                writer.abandon()
+                return iter(_file_elements(path, self.spec))
+            return writer.elements(ctx.open(self.input))
+        store = self._store(ctx)
         with store.lock:
-            elements = store.elements
-        if elements is not None:
-            return iter(elements)
-        return MemoryWriter(store, ctx.open(self.input))
+            chunks = store.chunks
+        if chunks is not None:
+            return iter([e for c in chunks for e in chunk_elements(c, self.spec)])
+        return MemoryWriter(store, ctx.open(self.input), self.spec)
+
+    def open_chunks(self, ctx, state=None):
+        mode = None if state is None else state["mode"]
+        if self.filename:
+            path = self.filename + FILE_SUFFIX
+            if mode != "write" and os.path.exists(path):
+                return FileChunks(path, self.spec, 0 if state is None else int(state["pos"]))
+            writer = FileWriter(self.filename, self.spec)
+            if mode != "write" and os.path.exists(path):
+                writer.abandon()
+                return FileChunks(path, self.spec, 0)
+            return CacheWriterChunks(ctx, self, writer, state)
+        store = self._store(ctx)
+        with store.lock:
+            chunks, start = store.chunks, store.start
+        if chunks is not None and mode != "write":
+            return MemoryChunks(chunks, start, 0 if state is None else int(state["pos"]))
+        if mode == "read":  # a complete cache of another process: rebuild it, then go on
+            state = {"mode": "write", "start": state["start"], "rows": state["pos"]}
+        return CacheWriterChunks(ctx, self, MemoryWriterSink(store), state)
 
 
 class MemoryWriter:
-    def __init__(self, store, source):
-        self.store, self.source = store, source
+    """The element path of a memory cache that is being filled."""
+
+    def __init__(self, store: MemoryStore, source, spec):
+        self.store, self.source, self.spec = store, source, spec
         self.elements: list = []
 
     def __iter__(self):
@@ -70,17 +113,29 @@ class MemoryWriter:
         try:
             value = next(self.source)
         except StopIteration:
-            with self.store.lock:
-                if self.store.elements is None:
-                    self.store.elements = self.elements
+            if self.elements or self.store.chunks is None:
+                self.store.complete([chunk_from_elements(self.elements, self.spec)]
+                                    if self.elements else [], None)
             raise
         self.elements.append(value)
         return value
 
 
-def _check_cacheable(value, filename):
-    if any(is_dataset(v) for v in flatten(value)):
-        raise TypeError(f"cache: cannot write elements that contain datasets to {filename!r}")
+class MemoryWriterSink:
+    """Where a memory cache being filled keeps its chunks."""
+
+    def __init__(self, store: MemoryStore):
+        self.store = store
+        self.chunks: list = []
+
+    def write(self, chunk: Chunk) -> None:
+        self.chunks.append(chunk)
+
+    def finish(self, start) -> None:
+        self.store.complete(self.chunks, start)
+
+    def abandon(self) -> None:
+        self.chunks = []
 
 
 class WriterLock:
@@ -109,15 +164,19 @@ class WriterLock:
             self.fd = None
 
 
+def _check_cacheable(spec, filename: str) -> None:
+    if any(isinstance(s, DatasetSpec) for s in flatten(spec)):
+        raise TypeError(f"cache: cannot write elements that contain datasets to {filename!r}")
+
+
 class FileWriter:
-    """Streams elements to a temporary file, renamed into place when the input ends.
+    """Writes a cache file: chunks go to a temporary file, renamed into place when the
+    input ends; an iteration abandoned before the end leaves no cache. The writer
+    holds :class:`WriterLock` (a second concurrent writer gets AlreadyExistsError);
+    temporary files of crashed writers are removed by the next writer."""
 
-    The writer holds :class:`WriterLock`; a second concurrent writer gets
-    AlreadyExistsError. An iteration abandoned before the end leaves no cache, and
-    temporary files of crashed writers are removed by the next writer.
-    """
-
-    def __init__(self, filename: str, source):
+    def __init__(self, filename: str, spec):
+        _check_cacheable(spec, filename)
         self.filename = filename
         self.final = filename + FILE_SUFFIX
         self.lock = WriterLock(filename)
@@ -127,73 +186,191 @@ class FileWriter:
             except OSError:
                 pass
         self.tmp = f"{self.final}.{uuid.uuid4().hex}.tmp"
-        self.source = source
-        self.writer = ColumnFileWriter(self.tmp)
+        self.spec = spec
+        self.file = ColumnFileWriter(self.tmp)
         self.done = False
 
-    def __iter__(self):
-        return self
+    def write(self, chunk: Chunk) -> None:
+        for c in chunk.columns:
+            if any(is_dataset(v) for v in (c if isinstance(c, list) else ())):
+                raise TypeError(f"cache: cannot write elements that contain datasets to "
+                                f"{self.filename!r}")
+        self.file.write(chunk.columns, chunk.n)
 
-    def __next__(self):
-        if self.done:
-            raise StopIteration
-        try:
-            value = next(self.source)
-        except StopIteration:
-            self._finish()
-            raise
-        except BaseException:
-            self._abandon()
-            raise
-        _check_cacheable(value, self.filename)
-        self.writer.write(flatten(value))
-        return value
-
-    def _finish(self):
-        self.done = True
-        self.writer.close()
-        os.replace(self.tmp, self.final)
-        self.lock.release()
-
-    def _abandon(self):
+    def finish(self, start=None) -> None:
         if self.done:
             return
         self.done = True
-        self.writer.abandon()
+        self.file.close()
+        os.replace(self.tmp, self.final)
+        self.lock.release()
+
+    def abandon(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.file.abandon()
         try:
             os.unlink(self.tmp)
         except FileNotFoundError:
             pass
         self.lock.release()
 
+    def elements(self, source):
+        """The element path: pass ``source``'s elements through, writing them."""
+        pending = []
+        try:
+            for value in source:
+                pending.append(value)
+                if len(pending) >= ELEMENT_CHUNK:
+                    self.write(chunk_from_elements(pending, self.spec))
+                    pending = []
+                yield value
+            if pending:
+                self.write(chunk_from_elements(pending, self.spec))
+            self.finish()
+        finally:
+            self.abandon()
+
     def __del__(self):
-        if hasattr(self, "writer"):
-            self._abandon()
+        if hasattr(self, "file"):
+            self.abandon()
 
 
-class FileReader:
-    """The elements of a complete cache file, rebuilt along the node's spec."""
+def _file_elements(path: str, spec):
+    reader = _open_file(path, spec)
+    for columns, rows in reader.chunks():
+        yield from chunk_elements(Chunk(columns, rows), spec)
 
-    def __init__(self, path: str, spec):
-        self.reader = ColumnFileReader(path)
-        self.spec = spec
-        if len(self.reader.names) != len(flatten(spec)) and self.reader.names:
-            raise DataLossError(
-                f"cache: {path} holds elements with {len(self.reader.names)} components, but "
-                f"this dataset's elements have {len(flatten(spec))}; delete the file to "
-                f"rebuild the cache", "cache")
-        self.chunks = self.reader.chunks()
-        self.rows: list = []
-        self.index = 0
 
-    def __iter__(self):
-        return self
+def _open_file(path: str, spec) -> ColumnFileReader:
+    reader = ColumnFileReader(path)
+    if reader.names and len(reader.names) != len(flatten(spec)):
+        raise DataLossError(
+            f"cache: {path} holds elements with {len(reader.names)} components, but this "
+            f"dataset's elements have {len(flatten(spec))}; delete the file to rebuild the "
+            f"cache", "cache")
+    return reader
 
-    def __next__(self):
-        while self.index >= len(self.rows):
-            columns = next(self.chunks)
-            self.rows = [pack_as(self.spec, list(leaves)) for leaves in zip(*columns)]
-            self.index = 0
-        row = self.rows[self.index]
-        self.index += 1
-        return row
+
+class CacheWriterChunks(ChunkIter):
+    """Passes the input's chunks through, writing them to the cache (memory or file);
+    the cache is complete when the input ends.
+
+    State: the input's state when this iteration opened it, and the rows passed so
+    far; restoring re-reads those rows into a new cache before going on.
+    """
+
+    def __init__(self, ctx, node: Cache, sink, state):
+        self.sink = sink
+        start = None if state is None else state["start"]
+        self.it = ctx.open_chunks(node.input, start)
+        self.start = self.it.save() if start is None else start
+        self.rows = 0
+        replay = 0 if state is None else int(state["rows"])
+        while self.rows < replay:
+            chunk = self.it.next(replay - self.rows)
+            if chunk is None:
+                break
+            sink.write(chunk)
+            self.rows += chunk.n
+        self.finished = False
+
+    def next(self, want: int):
+        if self.finished:
+            return None
+        try:
+            chunk = self.it.next(want)
+        except BaseException:
+            raise
+        if chunk is None:
+            self.finished = True
+            self.sink.finish(self.start)
+            return None
+        self.sink.write(chunk)
+        self.rows += chunk.n
+        return chunk
+
+    def save(self) -> dict:
+        if self.finished:
+            return {"mode": "read", "pos": self.rows, "start": self.start}
+        return {"mode": "write", "start": self.start, "rows": self.rows}
+
+    def close(self) -> None:
+        if not self.finished:
+            self.sink.abandon()
+        self.it.close()
+
+    def __del__(self):
+        if not self.finished:
+            self.sink.abandon()
+
+
+class MemoryChunks(ChunkIter):
+    """Chunks of a complete memory cache. State: rows read (and how the cache was made)."""
+
+    def __init__(self, chunks: list, start, pos: int):
+        self.chunks = chunks
+        self.start = start
+        self.pos = pos
+        self.index, self.offset = 0, pos
+        while self.index < len(chunks) and self.offset >= chunks[self.index].n:
+            self.offset -= chunks[self.index].n
+            self.index += 1
+
+    def next(self, want: int):
+        while self.index < len(self.chunks):
+            chunk = self.chunks[self.index]
+            if self.offset < chunk.n:
+                b = min(chunk.n, self.offset + want)
+                out = chunk.slice(self.offset, b) if (self.offset, b) != (0, chunk.n) else chunk
+                self.pos += b - self.offset
+                self.offset = b
+                return out
+            self.index += 1
+            self.offset = 0
+        return None
+
+    def save(self) -> dict:
+        return {"mode": "read", "pos": self.pos, "start": self.start}
+
+
+class FileChunks(ChunkIter):
+    """Chunks of a complete cache file, memory-mapped. State: rows read."""
+
+    def __init__(self, path: str, spec, pos: int):
+        self.reader = _open_file(path, spec)
+        self.records = self.reader.chunks()
+        self.pos = 0
+        self.current: Chunk | None = None
+        self.offset = 0
+        while self.pos < pos:
+            if not self._load():
+                break
+            take = min(pos - self.pos, self.current.n)
+            self.offset = take
+            self.pos += take
+
+    def _load(self) -> bool:
+        try:
+            columns, rows = next(self.records)
+        except StopIteration:
+            self.current = None
+            return False
+        self.current, self.offset = Chunk(columns, rows), 0
+        return True
+
+    def next(self, want: int):
+        while self.current is None or self.offset >= self.current.n:
+            if not self._load():
+                return None
+        a, b = self.offset, min(self.current.n, self.offset + want)
+        self.offset = b
+        self.pos += b - a
+        return self.current.slice(a, b) if (a, b) != (0, self.current.n) else self.current
+
+    def save(self) -> dict:
+        return {"mode": "read", "pos": self.pos}
+
+
+__all__ = ["Cache", "FileWriter", "MemoryStore", "concat_chunks"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, input_field
+from nbdata.ops.runtime import ChunkIter
 from nbdata.spec import merge_specs
 
 
@@ -29,6 +30,9 @@ class Concatenate(Node):
     def open(self, ctx):
         return ConcatenateIterator(self, ctx)
 
+    def open_chunks(self, ctx, state=None):
+        return ConcatenateChunks(self, ctx, state)
+
 
 class ConcatenateIterator:
     def __init__(self, node, ctx):
@@ -51,3 +55,30 @@ class ConcatenateIterator:
                     self.it = self.ctx.open(self.node.second)
                 else:
                     self.it = None
+
+
+class ConcatenateChunks(ChunkIter):
+    """The first input's chunks, then the second's. State: which input, and its state."""
+
+    def __init__(self, node: Concatenate, ctx, state):
+        self.node, self.ctx = node, ctx
+        self.part = 0 if state is None else int(state["part"])
+        inner = None if state is None else state["input"]
+        self.it = None if self.part > 1 else ctx.open_chunks(node.inputs[self.part], inner)
+
+    def next(self, want: int):
+        while self.it is not None:
+            chunk = self.it.next(want)
+            if chunk is not None:
+                return chunk
+            self.it.close()
+            self.part += 1
+            self.it = self.ctx.open_chunks(self.node.second) if self.part == 1 else None
+        return None
+
+    def save(self) -> dict:
+        return {"part": self.part, "input": None if self.it is None else self.it.save()}
+
+    def close(self) -> None:
+        if self.it is not None:
+            self.it.close()

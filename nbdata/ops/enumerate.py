@@ -6,7 +6,9 @@ import dataclasses
 
 import numpy as np
 
+from nbdata.chunks import Chunk
 from nbdata.ops.fusion import CounterStep
+from nbdata.ops.runtime import ChunkIter
 from nbdata.ops.node import Node, arg_field, input_field
 from nbdata.spec import TensorSpec
 
@@ -28,6 +30,10 @@ class Enumerate(Node):
     def fusion_steps(self, planner, chain) -> list:
         return [EnumerateStep(self, (TensorSpec((), np.int64), chain.structure),
                               f"enumerate({self.start})", initial=self.start)]
+
+    def open_chunks(self, ctx, state=None):
+        return EnumerateChunks(ctx.open_chunks(self.input, None if state is None else state["input"]),
+                               self.start if state is None else int(state["next"]))
 
     def open(self, ctx):
         return EnumerateIterator(ctx.open(self.input), self.start)
@@ -59,3 +65,24 @@ class EnumerateStep(CounterStep):
 
     def reference(self, element, counter):
         return (np.int64(counter), element), counter + 1, False
+
+
+class EnumerateChunks(ChunkIter):
+    """Puts an int64 index column in front of each chunk. State: the next index."""
+
+    def __init__(self, it, start: int):
+        self.it, self.index = it, start
+
+    def next(self, want: int):
+        chunk = self.it.next(want)
+        if chunk is None:
+            return None
+        index = np.arange(self.index, self.index + chunk.n, dtype=np.int64)
+        self.index += chunk.n
+        return Chunk([index] + chunk.columns, chunk.n)
+
+    def save(self) -> dict:
+        return {"next": self.index, "input": self.it.save()}
+
+    def close(self) -> None:
+        self.it.close()

@@ -10,6 +10,7 @@ from nbdata.errors import InvalidArgumentError
 from nbdata.ops.function import UserFunction, function_parts, join_parts
 from nbdata.ops.fusion import DROP, RowStep
 from nbdata.ops.node import UNKNOWN, Node, NotFusable, PartlyFusable, arg_field, input_field
+from nbdata.ops.runtime import PerElement
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -47,6 +48,18 @@ class Filter(Node):
 
     def open(self, ctx):
         return FilterIterator(ctx.open(self.input), self.predicate)
+
+    def open_chunks(self, ctx, state=None):
+        """The predicate on each row of the input's chunks (a filter that did not fuse);
+        the kept rows are gathered from the input chunk."""
+        predicate = self.predicate
+
+        def emit(rows, verdicts):
+            kept = np.flatnonzero(np.array(verdicts, dtype=bool))
+            return rows.take(kept) if len(kept) < rows.n else rows
+
+        return PerElement(ctx, self, state, lambda e: keep(predicate, e), emit, 1, True,
+                          ctx.stats(self))
 
 
 def keep(predicate: UserFunction, element) -> bool:

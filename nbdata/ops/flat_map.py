@@ -6,6 +6,7 @@ import dataclasses
 
 from nbdata.ops.function import UserFunction
 from nbdata.ops.node import UNKNOWN, Node, arg_field, input_field
+from nbdata.ops.runtime import ChunkIter, RowReader
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -24,6 +25,9 @@ class FlatMap(Node):
     def open(self, ctx):
         return FlatMapIterator(ctx, ctx.open(self.input), self.fn)
 
+    def open_chunks(self, ctx, state=None):
+        return FlatMapChunks(self, ctx, state)
+
 
 class FlatMapIterator:
     def __init__(self, ctx, source, fn):
@@ -41,3 +45,48 @@ class FlatMapIterator:
                 return next(self.current)
             except StopIteration:
                 self.current = None
+
+
+class FlatMapChunks(ChunkIter):
+    """The chunks of the dataset made from each input element, in turn.
+
+    State: the input's state before the current element and the current dataset's
+    iterator state; restoring reads that element again to remake its dataset (no
+    element is saved, so windows, whose elements are datasets, can be saved too).
+    """
+
+    def __init__(self, node: FlatMap, ctx, state):
+        self.node, self.ctx = node, ctx
+        self.reader = RowReader(ctx, node.input, None if state is None else state["input"],
+                                ctx.max_rows(node.input.spec))
+        self.element_state = None
+        self.inner = None
+        if state is not None and state["inner"] is not None:
+            self.element_state = self.reader.save()
+            ok, element = self.reader.next_element()
+            if ok:
+                self.inner = ctx.open_dataset_chunks(node.fn(element), state["inner"])
+
+    def next(self, want: int):
+        while True:
+            if self.inner is None:
+                self.element_state = self.reader.save()
+                ok, element = self.reader.next_element()
+                if not ok:
+                    return None
+                self.inner = self.ctx.open_dataset_chunks(self.node.fn(element))
+            chunk = self.inner.next(want)
+            if chunk is not None:
+                return chunk
+            self.inner.close()
+            self.inner = None
+
+    def save(self) -> dict:
+        if self.inner is None:
+            return {"input": self.reader.save(), "inner": None}
+        return {"input": self.element_state, "inner": self.inner.save()}
+
+    def close(self) -> None:
+        if self.inner is not None:
+            self.inner.close()
+        self.reader.close()

@@ -10,6 +10,7 @@ import numpy as np
 
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.ops.function import function_name
+from nbdata.ops.runtime import CollectedChunks
 from nbdata.ops.node import UNKNOWN, Node
 from nbdata.spec import (TensorSpec, cast_leaf, flatten, is_namedtuple, pack_as, same_structure,
                          string, structure_repr, to_element, to_leaf)
@@ -43,6 +44,9 @@ class FromGenerator(Node):
                 f"from_generator: calling {function_name(self.generator)} raised "
                 f"{type(e).__name__}: {e}", self.op) from e
         return GeneratorIterator(self, gen)
+
+    def open_chunks(self, ctx, state=None):
+        return GeneratorChunks(self, ctx, state)
 
 
 def _empty_nest(value: list) -> bool:
@@ -97,3 +101,33 @@ class GeneratorIterator:
                 f"{what} has structure {structure_repr(value)}, expected {structure_repr(spec)}",
                 node.op)
         return pack_as(spec, [cast_leaf(v, s, what) for v, s in zip(flatten(value), flatten(spec))])
+
+
+class GeneratorChunks(CollectedChunks):
+    """The generator's elements, gathered into chunks as the consumer asks for them.
+
+    State: how many elements were taken. A generator's own state cannot be saved, so
+    restoring calls the generator again and skips that many elements: exact for
+    generators that yield the same sequence each time they are called.
+    """
+
+    def __init__(self, node: FromGenerator, ctx, state):
+        self.source = node.open(ctx)
+        super().__init__(node.spec, self._produce)
+        for _ in range(0 if state is None else int(state["count"])):
+            try:
+                next(self.source)
+            except OpError:  # an element that was delivered as an error
+                pass
+
+    def _produce(self):
+        try:
+            return True, next(self.source)
+        except StopIteration:
+            return False, None
+
+    def next(self, want: int):
+        return self.collect(want)
+
+    def save(self) -> dict:
+        return {"count": self.source.count}

@@ -11,7 +11,9 @@ from numba import types
 
 from nbdata.errors import InvalidArgumentError
 from nbdata.ops.from_tensors import leaf_spec, resolve_structure
+from nbdata.chunks import Chunk
 from nbdata.ops.fusion import ChunkSource, SourceLeaf, SourceReader, numba_dtype
+from nbdata.ops.runtime import ChunkIter
 from nbdata.ops.node import UNKNOWN, Node, NotFusable
 from nbdata.placeholder import Placeholder
 from nbdata.spec import TensorSpec, flatten, pack_as, string
@@ -98,6 +100,13 @@ class FromTensorSlices(Node):
     def open(self, ctx):
         return SliceIterator(self.value, self.columns(ctx))
 
+    def open_chunks(self, ctx, state=None):
+        return SliceChunks(self.columns(ctx), state)
+
+    def gather(self, ctx, rows: np.ndarray) -> Chunk:
+        """The rows at ``rows`` (random access, for shuffles over indices)."""
+        return Chunk([c[rows] for c in self.columns(ctx)], len(rows))
+
     def fusion_source(self, planner) -> ChunkSource:
         leaves = []
         for v in flatten(self.value):
@@ -151,3 +160,23 @@ class SliceIterator:
             raise StopIteration
         self.i = i + 1
         return pack_as(self.structure, [c[i] for c in self.columns])
+
+
+class SliceChunks(ChunkIter):
+    """Consecutive rows of the arrays, as views. State: the next row."""
+
+    def __init__(self, columns: list, state):
+        self.columns = columns
+        self.n = len(columns[0]) if columns else 0
+        self.pos = 0 if state is None else int(state["pos"])
+
+    def next(self, want: int):
+        lo = self.pos
+        if lo >= self.n:
+            return None
+        hi = min(self.n, lo + want)
+        self.pos = hi
+        return Chunk([c[lo:hi] for c in self.columns], hi - lo)
+
+    def save(self) -> dict:
+        return {"pos": self.pos}

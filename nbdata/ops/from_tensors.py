@@ -8,7 +8,9 @@ from typing import Any
 import numba
 import numpy as np
 
+from nbdata.chunks import chunk_from_elements
 from nbdata.ops.fusion import ChunkSource, SourceLeaf, SourceReader, numba_dtype
+from nbdata.ops.runtime import ChunkIter
 from nbdata.ops.node import INFINITE, Node, NotFusable
 from nbdata.placeholder import Placeholder
 from nbdata.spec import TensorSpec, flatten, pack_as, spec_of_value, string
@@ -52,6 +54,9 @@ class FromTensors(Node):
     def open(self, ctx):
         return iter((resolve_structure(self.value, ctx),))
 
+    def open_chunks(self, ctx, state=None):
+        return TensorChunks(self, ctx, state)
+
     def repeated_source(self, planner) -> ChunkSource:
         """This element at every row, endlessly (the source of ``repeat()``)."""
         leaves = []
@@ -70,3 +75,21 @@ class FromTensors(Node):
                                 lambda r: list(values))
 
         return ChunkSource(self, leaves, INFINITE, open_reader)
+
+
+class TensorChunks(ChunkIter):
+    """The one element as a chunk of one row. State: whether it was handed out."""
+
+    def __init__(self, node: FromTensors, ctx, state):
+        self.value = resolve_structure(node.value, ctx)
+        self.spec = node.spec
+        self.done = False if state is None else bool(state["done"])
+
+    def next(self, want: int):
+        if self.done:
+            return None
+        self.done = True
+        return chunk_from_elements([self.value], self.spec)
+
+    def save(self) -> dict:
+        return {"done": self.done}

@@ -113,16 +113,60 @@ class SourceReader:
 
 class ChunkSource:
     """What a fusable source gives the planner: its leaves (planning) and ``open(ctx)``
-    (run time) giving a :class:`SourceReader`."""
+    (run time) giving a :class:`SourceReader`. ``stream`` is None: the kernel reads
+    the source's rows in place."""
+
+    stream = None
 
     def __init__(self, node, leaves: list[SourceLeaf], rows: int | None, opener):
         self.node = node
         self.leaves = leaves
-        self.rows = rows          # None: endless or known only at run time
+        self.rows = rows          # None: known only at run time
         self._opener = opener
+
+    @property
+    def spec(self):
+        return self.node.spec
+
+    def describe(self) -> str:
+        return self.node.describe()
 
     def open(self, ctx) -> SourceReader:
         return self._opener(ctx)
+
+
+class StreamLeaf(SourceLeaf):
+    """Row ``r`` of a column of an input chunk (C-contiguous, the planned dtype)."""
+
+    def __init__(self, spec: TensorSpec):
+        dt = numba_dtype(spec.dtype, "stage input")
+        super().__init__(spec, dt if not spec.shape else types.Array(dt, len(spec.shape), "C"))
+        self.arg_count = 2 if spec.shape else 1
+
+    def emit_load(self, row, args):
+        if self.spec.shape:
+            return row.row_view(self.spec, args[0], args[1])
+        return row.read(self.spec, f"{args[0]}[r]")
+
+
+class StreamSource(ChunkSource):
+    """The chunks of another stage (a shuffle, a cache, an interleave, ...) as the input
+    of a fused stage: its kernel runs once per input chunk."""
+
+    def __init__(self, node):
+        check_structure(node.spec, f"{node.op} output")
+        super().__init__(node, [StreamLeaf(s) for s in flatten(node.spec)], node.cardinality(),
+                         None)
+
+    @property
+    def stream(self):
+        return self.node
+
+    def over(self, node) -> "StreamSource":
+        return StreamSource(node)
+
+    def describe(self) -> str:
+        return f"the chunks of {self.node.describe()}"
 
 
 # --------------------------------------------------------------------- steps
@@ -197,4 +241,4 @@ class Terminal:
 
 
 __all__ = ["DROP", "ChunkSource", "CounterStep", "NotFusable", "PartlyFusable", "RowStep", "SourceLeaf",
-           "SourceReader", "Step", "Terminal", "check_structure", "numba_dtype", "spec_type"]
+           "SourceReader", "StreamLeaf", "StreamSource", "Step", "Terminal", "check_structure", "numba_dtype", "spec_type"]

@@ -8,9 +8,11 @@ import dataclasses
 import os
 from typing import Any
 
+from nbdata.chunks import chunk_from_elements
 from nbdata.ops.function import UserFunction, function_parts, join_parts
 from nbdata.ops.fusion import RowStep, check_structure
 from nbdata.ops.node import AUTOTUNE, Node, NotFusable, PartlyFusable, arg_field, input_field
+from nbdata.ops.runtime import PerElement
 
 
 def parallelism(num_parallel_calls: Any) -> int:
@@ -56,6 +58,20 @@ class Map(Node):
 
     def cardinality(self) -> int:
         return self.input.cardinality()
+
+    def open_chunks(self, ctx, state=None):
+        """The function on each row of the input's chunks (a map that did not fuse):
+        ``num_parallel_calls`` threads (AUTOTUNE: tuned within the thread budget)."""
+        calls = self.num_parallel_calls
+        if calls == AUTOTUNE:
+            threads = None if ctx.options.autotune.enabled else ctx.budget.total
+        else:
+            threads = 1 if calls is None else int(calls)
+        deterministic = ctx.options.deterministic if self.deterministic is None else bool(self.deterministic)
+        spec = self.spec
+        return PerElement(ctx, self, state, self.fn,
+                          lambda rows, values: chunk_from_elements(values, spec),
+                          threads, deterministic, ctx.stats(self))
 
     def open(self, ctx):
         threads = parallelism(self.num_parallel_calls)

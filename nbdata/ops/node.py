@@ -63,6 +63,7 @@ class Node:
 
     op: ClassVar[str] = "node"
     fusion_role: ClassVar[str | None] = None
+    seeded: ClassVar[bool] = False       # a random op with ``seed`` and ``resource_key`` fields
     name: str | None = dataclasses.field(default=None, kw_only=True, compare=False)
 
     @property
@@ -100,8 +101,16 @@ class Node:
             args.append(f"{f.name}={getattr(self, f.name)!r}")
         return f"{self.label}({', '.join(args)})"
 
+    def title(self) -> str:
+        """The stage's name in statistics."""
+        return self.describe()
+
     def open(self, ctx) -> Any:
         raise NotImplementedError
+
+    def open_chunks(self, ctx, state: dict | None = None) -> Any:
+        """The chunk iterator (``nbdata/ops/runtime.py``), resumed from ``state``."""
+        raise NotImplementedError(f"{self.op} has no chunk iterator")
 
     # ------------------------------------------------------------ fusion hooks
     def fusion_source(self, planner) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from nbdata.errors import InvalidArgumentError
-from nbdata.ops.batch import BatchIterator, batch_cardinality
+from nbdata.ops.batch import BatchChunks, BatchIterator, batch_cardinality
 from nbdata.ops.fusion import Terminal, check_structure
 from nbdata.ops.node import Node, arg_field, input_field
 from nbdata.spec import TensorSpec, flatten, pack_as, string
@@ -83,6 +83,14 @@ class PaddedBatch(Node):
         leaves = [pad_component(list(col), self.padded_shapes[k], self.padding_values[k], k, self.op)
                   for k, col in enumerate(columns)]
         return pack_as(elements[0], leaves)
+
+    def open_chunks(self, ctx, state=None):
+        return BatchChunks(self, ctx, state, self.pad_leaf, pads=True)
+
+    def pad_leaf(self, values: list, component: int):
+        """One component of one batch, padded to its padded shape."""
+        return pad_component(values, self.padded_shapes[component], self.padding_values[component],
+                             component, self.label)
 
     def fusion_terminal(self, planner, structure) -> Terminal:
         check_structure(structure, f"{self.op} input")

@@ -7,9 +7,9 @@ import queue
 import threading
 from typing import Any
 
-from nbdata.ops.node import Node, arg_field, input_field
+from nbdata.ops.node import AUTOTUNE, Node, arg_field, input_field
+from nbdata.ops.runtime import BackgroundChunks
 
-AUTOTUNE = -1
 AUTOTUNE_BUFFER = 2
 
 
@@ -25,6 +25,19 @@ class Prefetch(Node):
 
     def cardinality(self) -> int:
         return self.input.cardinality()
+
+    def open_chunks(self, ctx, state=None):
+        """The input run on a background thread, ``buffer_size`` elements ahead (at least
+        one chunk); AUTOTUNE grows the buffer while the consumer waits, within
+        ``Options().autotune.ram_budget`` (default 256 MiB)."""
+        size = int(ctx.value(self.buffer_size))
+        if size == 0:
+            return ctx.open_chunks(self.input, state)
+        autotune = size == AUTOTUNE and ctx.options.autotune.enabled
+        capacity = AUTOTUNE_BUFFER if size == AUTOTUNE else size
+        return BackgroundChunks(ctx, lambda s: ctx.open_chunks(self.input, s), self.spec, state,
+                                capacity, ctx.stats(self), self.label, autotune,
+                                ctx.options.autotune.ram_budget)
 
     def open(self, ctx):
         size = int(ctx.value(self.buffer_size))

@@ -7,9 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from nbdata.chunks import Chunk
 from nbdata.errors import InvalidArgumentError
 from nbdata.ops.fusion import ChunkSource, SourceLeaf, SourceReader, numba_dtype
 from nbdata.ops.node import UNKNOWN, Node, NotFusable, arg_field
+from nbdata.ops.runtime import ChunkIter
 from nbdata.placeholder import Placeholder
 from nbdata.spec import TensorSpec
 
@@ -48,6 +50,15 @@ class Range(Node):
         start, stop, step = self.bounds(ctx)
         return RangeIterator(start, step, range_length(start, stop, step), self.dtype.type)
 
+    def open_chunks(self, ctx, state=None):
+        start, stop, step = self.bounds(ctx)
+        return RangeChunks(start, step, range_length(start, stop, step), self.dtype, state)
+
+    def gather(self, ctx, rows: np.ndarray) -> Chunk:
+        """The values at positions ``rows`` (random access, for shuffles over indices)."""
+        start, _, step = self.bounds(ctx)
+        return Chunk([(start + rows * step).astype(self.dtype, copy=False)], len(rows))
+
     def fusion_source(self, planner) -> ChunkSource:
         if any(isinstance(v, Placeholder) for v in (self.start, self.stop, self.step)):
             raise NotFusable("range bounds are placeholders")
@@ -85,3 +96,23 @@ class RangeIterator:
             raise StopIteration
         self.i = i + 1
         return self.scalar_type(self.start + i * self.step)
+
+
+class RangeChunks(ChunkIter):
+    """Consecutive values. State: the next position."""
+
+    def __init__(self, start: int, step: int, n: int, dtype, state):
+        self.start, self.step, self.n, self.dtype = start, step, n, dtype
+        self.pos = 0 if state is None else int(state["pos"])
+
+    def next(self, want: int):
+        lo = self.pos
+        if lo >= self.n:
+            return None
+        hi = min(self.n, lo + want)
+        self.pos = hi
+        values = np.arange(lo, hi, dtype=np.int64) * self.step + self.start
+        return Chunk([values.astype(self.dtype, copy=False)], hi - lo)
+
+    def save(self) -> dict:
+        return {"pos": self.pos}

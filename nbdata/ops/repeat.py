@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, NotFusable, arg_field, input_field
+from nbdata.ops.runtime import ChunkIter
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -33,6 +34,9 @@ class Repeat(Node):
 
     def open(self, ctx):
         return RepeatIterator(ctx, self.input, int(ctx.value(self.count)))
+
+    def open_chunks(self, ctx, state=None):
+        return RepeatChunks(self, ctx, state)
 
     def is_noop(self) -> bool:
         return isinstance(self.count, int) and self.count == 1
@@ -71,3 +75,39 @@ class RepeatIterator:
                 self.yielded_this_epoch = False
                 self.it = self.ctx.open(self.input_node)
         raise StopIteration
+
+
+class RepeatChunks(ChunkIter):
+    """The input's chunks, epoch after epoch; an epoch that yields nothing ends a
+    forever-repeat. State: the epoch, the input's state, whether this epoch yielded."""
+
+    def __init__(self, node: Repeat, ctx, state):
+        self.ctx, self.input_node = ctx, node.input
+        self.count = int(ctx.value(node.count))
+        self.epoch = 0 if state is None else int(state["epoch"])
+        self.yielded = False if state is None else bool(state["yielded"])
+        done = self.count == 0 or (state is not None and state["input"] is None)
+        self.it = None if done else ctx.open_chunks(node.input, None if state is None else state["input"])
+
+    def next(self, want: int):
+        while self.it is not None:
+            chunk = self.it.next(want)
+            if chunk is not None:
+                self.yielded = True
+                return chunk
+            self.it.close()
+            self.epoch += 1
+            if (0 <= self.count <= self.epoch) or (self.count < 0 and not self.yielded):
+                self.it = None
+                break
+            self.yielded = False
+            self.it = self.ctx.open_chunks(self.input_node)
+        return None
+
+    def save(self) -> dict:
+        return {"epoch": self.epoch, "yielded": self.yielded,
+                "input": None if self.it is None else self.it.save()}
+
+    def close(self) -> None:
+        if self.it is not None:
+            self.it.close()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, arg_field, input_field
+from nbdata.ops.runtime import ChunkIter
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -23,6 +26,11 @@ class Shard(Node):
         if n in (INFINITE, UNKNOWN):
             return n
         return n // self.num_shards + (1 if self.index < n % self.num_shards else 0)
+
+    def open_chunks(self, ctx, state=None):
+        return ShardChunks(ctx.open_chunks(self.input, None if state is None else state["input"]),
+                           self.num_shards, self.index, 0 if state is None else int(state["pos"]),
+                           ctx.max_rows(self.spec))
 
     def open(self, ctx):
         return ShardIterator(ctx.open(self.input), self.num_shards, self.index)
@@ -50,3 +58,28 @@ class ShardIterator:
         except StopIteration:
             self.done = True
             raise
+
+
+class ShardChunks(ChunkIter):
+    """The rows at input positions ``index``, ``index + num_shards``, ... State: the
+    input position reached, the input's state."""
+
+    def __init__(self, it, num_shards: int, index: int, pos: int, limit: int):
+        self.it, self.n, self.index, self.pos, self.limit = it, num_shards, index, pos, limit
+
+    def next(self, want: int):
+        while True:
+            chunk = self.it.next(min(want * self.n, max(self.limit, self.n)))
+            if chunk is None:
+                return None
+            first = (self.index - self.pos) % self.n
+            self.pos += chunk.n
+            rows = np.arange(first, chunk.n, self.n)
+            if len(rows):
+                return chunk.take(rows) if self.n > 1 else chunk
+
+    def save(self) -> dict:
+        return {"pos": self.pos, "input": self.it.save()}
+
+    def close(self) -> None:
+        self.it.close()

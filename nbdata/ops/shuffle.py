@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import secrets
 import threading
 from typing import Any
 
+import numpy as np
+
 from nbdata import random as nd_random
+from nbdata.chunks import Chunk, RowList, StringColumn
 from nbdata.errors import InvalidArgumentError
+from nbdata.kernels.shuffle import drain_plan, replace_plan
 from nbdata.ops.node import Node, arg_field, input_field, new_resource_key
+from nbdata.ops.runtime import ChunkIter
+from nbdata.spec import TensorSpec, flatten, string
 
 RANDOM_BLOCK = 1024
 SHUFFLE_STREAM = 0x5348554646  # "SHUFF": keeps shuffle draws apart from other ops' streams
@@ -21,14 +25,15 @@ class EpochCounter:
 
     def __init__(self, reshuffle: bool):
         self.reshuffle = reshuffle
-        self._counter = itertools.count()
+        self.next = 0
         self._lock = threading.Lock()
 
     def next_epoch(self) -> int:
         if not self.reshuffle:
             return 0
         with self._lock:
-            return next(self._counter)
+            epoch, self.next = self.next, self.next + 1
+            return epoch
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -39,10 +44,11 @@ class Shuffle(Node):
 
     input: Node = input_field()
     buffer_size: Any = arg_field()
-    seed: int = arg_field()
+    seed: Any = arg_field()       # None: derived from the pipeline seed at run time
     reshuffle_each_iteration: bool = arg_field()
     resource_key: int = dataclasses.field(default_factory=new_resource_key, compare=False)
     op = "shuffle"
+    seeded = True
 
     @property
     def spec(self):
@@ -51,17 +57,26 @@ class Shuffle(Node):
     def cardinality(self) -> int:
         return self.input.cardinality()
 
-    def open(self, ctx):
+    def _size(self, ctx) -> int:
         size = int(ctx.value(self.buffer_size))
         if size <= 0:
             raise InvalidArgumentError(f"shuffle: buffer_size must be positive, got {size}", self.op)
-        epochs = ctx.resource(self.resource_key, lambda: EpochCounter(self.reshuffle_each_iteration))
-        key = nd_random.key(self.seed, SHUFFLE_STREAM, epochs.next_epoch())
+        return size
+
+    def epoch_key(self, ctx, epoch: int | None = None) -> tuple[int, int]:
+        """(epoch, key) of a new iteration (or of ``epoch``, when restoring)."""
+        if epoch is None:
+            epochs = ctx.resource(self.resource_key, lambda: EpochCounter(self.reshuffle_each_iteration))
+            epoch = epochs.next_epoch()
+        return epoch, int(nd_random.key(ctx.op_seed(self), SHUFFLE_STREAM, epoch))
+
+    def open(self, ctx):
+        size = self._size(ctx)
+        _, key = self.epoch_key(ctx)
         return ShuffleIterator(ctx.open(self.input), size, key)
 
-
-def random_seed() -> int:
-    return secrets.randbits(63)
+    def open_chunks(self, ctx, state=None):
+        return ShuffleChunks(self, ctx, state)
 
 
 class ShuffleIterator:
@@ -110,3 +125,136 @@ class ShuffleIterator:
         self.buffer[j] = self.buffer[-1]
         self.buffer.pop()
         return chosen
+
+
+def _store_kind(spec) -> str:
+    """How the buffer keeps a leaf: "dense" numbers of a fixed shape, else "object"."""
+    if spec.dtype is not string and spec.shape is not None and None not in spec.shape:
+        return "dense"
+    return "object"
+
+
+def _as_store(column, kind: str) -> np.ndarray:
+    if kind == "dense" or (isinstance(column, np.ndarray) and column.ndim == 1):
+        return np.asarray(column)
+    if isinstance(column, StringColumn):
+        return column.to_objects()
+    out = np.empty(len(column), dtype=object)
+    for j, v in enumerate(column):
+        out[j] = v
+    return out
+
+
+class ShuffleChunks(ChunkIter):
+    """tf.data's buffer shuffle on chunks: the same draws, and so the same order, as the
+    element iterator, computed a chunk at a time as row plans (``kernels/shuffle.py``)
+    that every column is gathered with.
+
+    State: the epoch (which fixes the draws), the draws made, the buffer's rows (at most
+    ``buffer_size``; the order of the rows left once the input ended), the input's state.
+    """
+
+    def __init__(self, node: Shuffle, ctx, state):
+        self.size = node._size(ctx)
+        self.specs = [s for s in flatten(node.spec)]
+        self.kinds = [_store_kind(s) if isinstance(s, TensorSpec) else "object" for s in self.specs]
+        self.epoch, self.key = node.epoch_key(ctx, None if state is None else int(state["epoch"]))
+        self.key = np.uint64(self.key)
+        self.it = ctx.open_chunks(node.input, None if state is None else state["input"])
+        if state is None:
+            self.store: list | None = None   # per leaf: array of capacity ``size``
+            self.filled = 0
+            self.draws = 0
+            self.ended = False
+            self.order: np.ndarray | None = None
+        else:
+            self.filled = int(state["filled"])
+            self.draws = int(state["draws"])
+            self.ended = bool(state["ended"])
+            self.store = None
+            if state["store"] is not None:
+                self._allocate(state["store"])
+                for buf, col in zip(self.store, state["store"]):
+                    buf[:self.filled] = col
+            self.order = None if state["order"] is None else np.array(state["order"], np.int64)
+
+    def _allocate(self, like: list) -> None:
+        self.store = [np.empty((self.size,) + np.shape(c)[1:], np.asarray(c).dtype) for c in like]
+
+    def save(self) -> dict:
+        store = None if self.store is None else [b[:self.filled].copy() for b in self.store]
+        return {"epoch": self.epoch, "draws": self.draws, "filled": self.filled,
+                "ended": self.ended, "store": store,
+                "order": None if self.order is None else self.order.copy(),
+                "input": self.it.save()}
+
+    def close(self) -> None:
+        self.it.close()
+
+    def _output(self, columns: list) -> Chunk:
+        out = []
+        for c, kind in zip(columns, self.kinds):
+            out.append(RowList(c.tolist()) if kind == "object" and c.dtype == object and
+                       any(isinstance(v, np.ndarray) for v in c[:1]) else c)
+        return Chunk(out, len(columns[0]) if columns else 0)
+
+    def _fill(self) -> None:
+        while self.filled < self.size and not self.ended:
+            chunk = self.it.next(self.size - self.filled)
+            if chunk is None:
+                self.ended = True
+                break
+            if chunk.n == 0:
+                continue
+            cols = [_as_store(c, k) for c, k in zip(chunk.columns, self.kinds)]
+            if self.store is None:
+                self._allocate(cols)
+            for buf, col in zip(self.store, cols):
+                buf[self.filled:self.filled + chunk.n] = col
+            self.filled += chunk.n
+
+    def next(self, want: int):
+        if self.filled < self.size and not self.ended:
+            self._fill()
+        if not self.ended:
+            chunk = self.it.next(want)
+            if chunk is not None and chunk.n:
+                return self._replace(chunk)
+            if chunk is None:
+                self.ended = True
+            else:
+                return Chunk([c[:0] for c in self.store], 0)
+        return self._drain(want)
+
+    def _replace(self, chunk: Chunk) -> Chunk:
+        """One output per incoming row, the buffer staying full."""
+        m = chunk.n
+        owner = np.arange(self.size, dtype=np.int64)
+        src = replace_plan(self.key, np.uint64(self.draws), m, owner)
+        self.draws += m
+        from_store = src < self.size
+        incoming = [_as_store(c, k) for c, k in zip(chunk.columns, self.kinds)]
+        out = []
+        for buf, col in zip(self.store, incoming):
+            o = np.empty((m,) + buf.shape[1:], buf.dtype)
+            o[from_store] = buf[src[from_store]]
+            o[~from_store] = col[src[~from_store] - self.size]
+            out.append(o)
+        replaced = owner >= self.size
+        slots = np.flatnonzero(replaced)
+        for buf, col in zip(self.store, incoming):
+            buf[slots] = col[owner[slots] - self.size]
+        return self._output(out)
+
+    def _drain(self, want: int):
+        """Outputs after the input ended: draws over the shrinking buffer."""
+        if self.order is None:
+            self.order = np.arange(self.filled, dtype=np.int64)
+        left = len(self.order) if self.order is not None else 0
+        if left == 0 or self.store is None:
+            return None
+        m = min(want, left)
+        src = drain_plan(self.key, np.uint64(self.draws), m, self.order, left)
+        self.draws += m
+        self.order = self.order[:left - m].copy()
+        return self._output([buf[src] for buf in self.store])

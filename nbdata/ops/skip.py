@@ -7,6 +7,7 @@ from typing import Any
 
 from nbdata.ops.fusion import DROP, CounterStep
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, NotFusable, arg_field, input_field
+from nbdata.ops.runtime import ChunkIter
 
 SKIP_ALL = 1 << 62  # skip(-1) as a count no row number reaches
 
@@ -38,6 +39,11 @@ class Skip(Node):
             raise NotFusable("skip count is a placeholder")
         count = SKIP_ALL if self.count < 0 else self.count
         return [SkipStep(self, chain.structure, f"skip({self.count})", count=count)]
+
+    def open_chunks(self, ctx, state=None):
+        left = int(ctx.value(self.count)) if state is None else int(state["left"])
+        return SkipChunks(ctx.open_chunks(self.input, None if state is None else state["input"]),
+                          left, ctx.max_rows(self.spec))
 
     def open(self, ctx):
         return SkipIterator(ctx.open(self.input), int(ctx.value(self.count)))
@@ -73,3 +79,31 @@ class SkipStep(CounterStep):
         if counter < self.count:
             return DROP, counter + 1, False
         return element, counter, False
+
+
+class SkipChunks(ChunkIter):
+    """Drops ``left`` rows (-1: all), then passes chunks through. State: rows still to
+    drop, the input's state."""
+
+    def __init__(self, it, left: int, limit: int):
+        self.it, self.left, self.limit = it, left, limit
+
+    def next(self, want: int):
+        while self.left != 0:
+            chunk = self.it.next(self.limit if self.left < 0 else min(self.limit, self.left + want))
+            if chunk is None:
+                self.left = 0
+                return None
+            if 0 < self.left < chunk.n:
+                chunk = chunk.slice(self.left, chunk.n)
+                self.left = 0
+                return chunk
+            if self.left > 0:
+                self.left -= chunk.n
+        return self.it.next(want)
+
+    def save(self) -> dict:
+        return {"left": self.left, "input": self.it.save()}
+
+    def close(self) -> None:
+        self.it.close()

@@ -7,6 +7,7 @@ from typing import Any
 
 from nbdata.ops.fusion import DROP, CounterStep
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, NotFusable, arg_field, input_field
+from nbdata.ops.runtime import ChunkIter, EmptyChunks
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -39,6 +40,13 @@ class Take(Node):
         if self.count < 0:
             return []
         return [TakeStep(self, chain.structure, f"take({self.count})", count=self.count)]
+
+    def open_chunks(self, ctx, state=None):
+        count = int(ctx.value(self.count))
+        left = count if state is None else int(state["left"])
+        if left == 0:
+            return EmptyChunks()
+        return TakeChunks(ctx.open_chunks(self.input, None if state is None else state["input"]), left)
 
     def open(self, ctx):
         count = int(ctx.value(self.count))
@@ -79,3 +87,31 @@ class TakeStep(CounterStep):
         if counter >= self.count:
             return DROP, counter, True
         return element, counter + 1, counter + 1 >= self.count
+
+
+class TakeChunks(ChunkIter):
+    """At most ``left`` more rows (-1: all). State: rows still to take, the input's state."""
+
+    def __init__(self, it, left: int):
+        self.it, self.left = it, left
+
+    def next(self, want: int):
+        if self.left == 0:
+            return None
+        chunk = self.it.next(want if self.left < 0 else min(want, self.left))
+        if chunk is None:
+            self.left = 0
+            return None
+        if 0 < self.left < chunk.n:
+            chunk = chunk.slice(0, self.left)
+        if self.left > 0:
+            self.left -= chunk.n
+            if self.left == 0:
+                self.it.close()
+        return chunk
+
+    def save(self) -> dict:
+        return {"left": self.left, "input": self.it.save()}
+
+    def close(self) -> None:
+        self.it.close()

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from nbdata.errors import InvalidArgumentError
+import numpy as np
+
+from nbdata.chunks import Chunk, RowList, col_values, column_from_values
+from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, input_field
+from nbdata.ops.runtime import ChunkIter
 from nbdata.spec import TensorSpec, flatten, pack_as
 
 
@@ -42,6 +46,9 @@ class Unbatch(Node):
     def open(self, ctx):
         return UnbatchIterator(ctx.open(self.input), self.input.spec)
 
+    def open_chunks(self, ctx, state=None):
+        return UnbatchChunks(self, ctx, state)
+
 
 class UnbatchIterator:
     def __init__(self, source, structure):
@@ -65,3 +72,70 @@ class UnbatchIterator:
         i = self.i
         self.i += 1
         return pack_as(self.structure, [c[i] for c in self.columns])
+
+
+def _mismatch(sizes) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"unbatch: components of an element have different leading dimensions "
+        f"{sorted(sizes)}", "unbatch")
+
+
+class UnbatchChunks(ChunkIter):
+    """Rows of the input's batches: dense batch columns are reshaped (views), batches of
+    varying sizes are joined. State: the input's state and rows not yet handed out."""
+
+    def __init__(self, node: Unbatch, ctx, state):
+        self.specs = flatten(node.spec)
+        self.it = ctx.open_chunks(node.input, None if state is None else state["input"])
+        self.pending: Chunk | None = None if state is None else state["pending"]
+        self.error: BaseException | None = None
+        first = {s.shape[0] for s in flatten(node.input.spec)
+                 if isinstance(s, TensorSpec) and s.shape and s.shape[0]}
+        self.per_batch = first.pop() if len(first) == 1 else 1
+
+    def save(self) -> dict:
+        return {"input": self.it.save(), "pending": self.pending}
+
+    def close(self) -> None:
+        self.it.close()
+
+    def _rows(self, chunk: Chunk) -> Chunk:
+        if all(isinstance(c, np.ndarray) for c in chunk.columns):
+            sizes = {c.shape[1] if c.ndim > 1 else -1 for c in chunk.columns}
+            if -1 in sizes:
+                raise InvalidArgumentError("unbatch: every component must have rank >= 1", "unbatch")
+            if len(sizes) > 1:
+                raise _mismatch(sizes)
+            size = sizes.pop() if sizes else 0
+            return Chunk([c.reshape((chunk.n * size,) + c.shape[2:]) for c in chunk.columns],
+                         chunk.n * size)
+        columns = [col_values(c) for c in chunk.columns]
+        parts: list[list] = [[] for _ in columns]
+        rows = 0
+        for j in range(chunk.n):
+            sizes = {len(col[j]) for col in columns}
+            if len(sizes) > 1:
+                if rows == 0:
+                    raise _mismatch(sizes)
+                self.error = _mismatch(sizes)
+                break
+            for part, col in zip(parts, columns):
+                part.extend(col[j][k] for k in range(len(col[j])))
+            rows += sizes.pop() if sizes else 0
+        return Chunk([column_from_values(part, s) for part, s in zip(parts, self.specs)], rows)
+
+    def next(self, want: int):
+        while self.pending is None or self.pending.n == 0:
+            if self.error is not None:
+                err, self.error = self.error, None
+                raise err
+            chunk = self.it.next(max(1, want // self.per_batch))
+            if chunk is None:
+                return None
+            self.pending = self._rows(chunk)
+        out = self.pending
+        if out.n > want:
+            self.pending = out.slice(want, out.n)
+            return out.slice(0, want)
+        self.pending = None
+        return out

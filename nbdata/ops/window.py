@@ -6,7 +6,9 @@ import collections
 import dataclasses
 from typing import Any
 
+from nbdata.chunks import Chunk, RowList, chunk_from_elements
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, arg_field, input_field
+from nbdata.ops.runtime import ChunkIter, RowReader
 from nbdata.spec import DatasetSpec, flatten, pack_as
 
 
@@ -27,6 +29,9 @@ class ListSource(Node):
 
     def open(self, ctx):
         return iter(self.values)
+
+    def open_chunks(self, ctx, state=None):
+        return ListChunks(self, 0 if state is None else int(state["pos"]))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -55,6 +60,9 @@ class Window(Node):
 
     def open(self, ctx):
         return WindowIterator(self, ctx, ctx.open(self.input))
+
+    def open_chunks(self, ctx, state=None):
+        return WindowChunks(self, ctx, state)
 
 
 class WindowIterator:
@@ -96,3 +104,95 @@ class WindowIterator:
         columns = list(zip(*(flatten(m) for m in members)))
         datasets = [self.ctx.make_dataset(ListSource(tuple(col), s)) for col, s in zip(columns, specs)]
         return pack_as(node.input.spec, datasets)
+
+
+class ListChunks(ChunkIter):
+    """The values of a window component. State: the next position."""
+
+    def __init__(self, node: ListSource, pos: int):
+        self.node, self.pos = node, pos
+
+    def next(self, want: int):
+        values = self.node.values
+        if self.pos >= len(values):
+            return None
+        part = values[self.pos:self.pos + want]
+        self.pos += len(part)
+        return chunk_from_elements(list(part), self.node.leaf_spec)
+
+    def save(self) -> dict:
+        return {"pos": self.pos}
+
+
+class WindowChunks(ChunkIter):
+    """Windows as chunks whose columns hold datasets (one per component).
+
+    State: the input's state before the first buffered element, the buffer's length
+    and the window position; restoring reads the buffered elements again.
+    """
+
+    def __init__(self, node: Window, ctx, state):
+        self.node, self.ctx = node, ctx
+        self.specs = flatten(node.input.spec)
+        start = None if state is None else state["input"]
+        self.reader = RowReader(ctx, node.input, start, ctx.max_rows(node.input.spec))
+        self.buffer: collections.deque = collections.deque()   # (state before, element)
+        self.buffer_start = 0 if state is None else int(state["buffer_start"])
+        self.window_start = 0 if state is None else int(state["window_start"])
+        self.exhausted = False
+        for _ in range(0 if state is None else int(state["buffered"])):
+            self._read()
+
+    def _read(self) -> bool:
+        before = self.reader.save()
+        ok, element = self.reader.next_element()
+        if not ok:
+            self.exhausted = True
+            return False
+        self.buffer.append((before, element))
+        return True
+
+    def _window(self):
+        node = self.node
+        start = self.window_start
+        last = start + (node.size - 1) * node.stride
+        while self.buffer and self.buffer_start < start:
+            self.buffer.popleft()
+            self.buffer_start += 1
+        while not self.exhausted and self.buffer_start + len(self.buffer) <= last:
+            if self.buffer_start < start:  # the shift is larger than the window: skip
+                ok, _ = self.reader.next_element()
+                if not ok:
+                    self.exhausted = True
+                    break
+                self.buffer_start += 1
+            elif not self._read():
+                break
+        if self.buffer_start < start:
+            return None
+        available = self.buffer_start + len(self.buffer)
+        members = [self.buffer[p - start][1] for p in range(start, min(last + 1, available), node.stride)]
+        if not members or (node.drop_remainder and len(members) < node.size):
+            return None
+        self.window_start = start + node.shift
+        columns = list(zip(*(flatten(m) for m in members)))
+        return [self.ctx.make_dataset(ListSource(tuple(col), s)) for col, s in zip(columns, self.specs)]
+
+    def next(self, want: int):
+        windows = []
+        while len(windows) < want:
+            w = self._window()
+            if w is None:
+                break
+            windows.append(w)
+        if not windows:
+            return None
+        return Chunk([RowList(w[k] for w in windows) for k in range(len(self.specs))], len(windows))
+
+    def save(self) -> dict:
+        before = self.buffer[0][0] if self.buffer else self.reader.save()
+        return {"input": before, "buffered": len(self.buffer), "buffer_start": self.buffer_start,
+                "window_start": self.window_start}
+
+    def close(self) -> None:
+        self.reader.close()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from nbdata.chunks import Chunk
 from nbdata.ops.fusion import ChunkSource, SourceReader
+from nbdata.ops.runtime import ChunkIter
 from nbdata.ops.node import INFINITE, UNKNOWN, Node
 from nbdata.spec import flatten, pack_as
 
@@ -42,6 +44,9 @@ class Zip(Node):
 
     def open(self, ctx):
         return ZipIterator(self.structure, [ctx.open(c) for c in self.children])
+
+    def open_chunks(self, ctx, state=None):
+        return ZipChunks(self, ctx, state)
 
     def fusion_source(self, planner) -> ChunkSource:
         """The children's leaves side by side, in the order the element flattens them;
@@ -80,3 +85,42 @@ class ZipIterator:
                 self.done = True
                 raise
         return pack_as(self.structure, [values[i] for i in flatten(self.structure)])
+
+
+class ZipChunks(ChunkIter):
+    """Rows of every input side by side; rows one input gave beyond the shortest wait
+    in ``carry`` for the next call. State: the inputs' states and those rows."""
+
+    def __init__(self, node: Zip, ctx, state):
+        states = [None] * len(node.children) if state is None else state["inputs"]
+        self.inputs = [ctx.open_chunks(c, s) for c, s in zip(node.children, states)]
+        self.carry = [None] * len(self.inputs) if state is None else list(state["carry"])
+        self.order = flatten(node.structure)
+        self.ended = False if state is None else state["ended"]
+
+    def next(self, want: int):
+        if self.ended:
+            return None
+        parts = []
+        for i, it in enumerate(self.inputs):
+            part = self.carry[i]
+            if part is None:
+                part = it.next(want)
+                if part is None:
+                    self.ended = True
+                    self.close()
+                    return None
+            parts.append(part)
+        n = min(want, min(p.n for p in parts))
+        self.carry = [p.slice(n, p.n) if p.n > n else None for p in parts]
+        columns = [c for i in self.order for c in (parts[i].slice(0, n) if parts[i].n > n
+                                                   else parts[i]).columns]
+        return Chunk(columns, n)
+
+    def save(self) -> dict:
+        return {"inputs": [it.save() for it in self.inputs], "carry": list(self.carry),
+                "ended": self.ended}
+
+    def close(self) -> None:
+        for it in self.inputs:
+            it.close()

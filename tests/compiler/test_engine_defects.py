@@ -160,10 +160,17 @@ def test_from_generator_empty_list_is_an_empty_string_vector():
 # ------------------------------------------------------ silent fallbacks
 
 def test_a_source_that_cannot_fuse_gets_an_explain_line():
+    ds = nd.Dataset.from_tensor_slices(np.array(["a", "b"])).map(lambda s: s + b"!")
+    text = ds.with_options(fused_options()).compile().explain()
+    assert "from_tensor_slices" in text.split("== ops left to Python ==")[1]
+    assert "strings run in Python" in text
+
+
+def test_a_stream_that_fuses_says_so():
     ds = nd.Dataset.from_generator(lambda: iter(range(3)), output_types=np.int64,
                                    output_shapes=()).map(lambda x: x + 1)
     text = ds.with_options(fused_options()).compile().explain()
-    assert "from_generator" in text.split("== ops left to Python ==")[1]
+    assert "source: the chunks of from_generator" in text
 
 
 def test_small_sources_say_why_they_are_not_compiled():
@@ -348,7 +355,7 @@ def test_max_intra_op_parallelism_caps_kernel_threads():
     o = nd.Options()
     o.threading.private_threadpool_size = 8
     o.threading.max_intra_op_parallelism = 1
-    assert nd_threads.kernel_threads(o) == 1
+    assert nd_threads.ThreadBudget(o).kernel_threads() == 1
 
 
 # ---------------------------------------------------------- parameters

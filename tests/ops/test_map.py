@@ -121,7 +121,7 @@ def test_returning_dict():
 
 
 def test_namedtuple_elements_are_unpacked():
-    # nbdata API decision (notes/API_NOTES.md): namedtuples unpack like tuples.
+    # nbdata API decision (documented in Dataset.map): namedtuples unpack like tuples.
     src = nd.Dataset.from_tensor_slices(Point(np.arange(3), np.arange(3) * 3))
     ds = src.map(lambda x, y: x * y)
     assert [int(v) for v in ds] == [0, 3, 12]

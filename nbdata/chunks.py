@@ -1,0 +1,237 @@
+"""Chunks: the unit that flows between stages. A chunk holds a run of ``n`` rows as one
+column per leaf of the element.
+
+A column is one of:
+
+- a NumPy array of shape ``(n, *row_shape)``: numbers, or an object array of ``bytes``
+  for string tensors; every row of the chunk has the same shape;
+- a :class:`StringColumn`: scalar strings (records, lines) as uint8 ``data`` and int64
+  ``offsets`` (row ``j`` is ``data[offsets[j]:offsets[j+1]]``);
+- a :class:`RowList`: one Python value per row, for leaves whose rows differ in shape
+  or are not arrays (datasets).
+
+The functions here slice, gather and join columns of any kind and turn rows into
+element values (what the user sees) and back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nbdata.kernels.strings import concat_strings, gather_strings
+from nbdata.spec import DatasetSpec, TensorSpec, flatten, pack_as, packer, string
+
+MAX_CHUNK_ROWS = 1 << 16
+MAX_CHUNK_BYTES = 8 << 20
+
+
+class StringColumn:
+    """Scalar strings: row ``j`` is ``bytes(data[offsets[j]:offsets[j+1]])``.
+
+    >>> c = StringColumn.from_values([b"ab", b"", b"xyz"])
+    >>> len(c), c.row(2), c.take(np.array([2, 0])).values()
+    (3, b'xyz', [b'xyz', b'ab'])
+    """
+
+    __slots__ = ("data", "offsets")
+
+    def __init__(self, data: np.ndarray, offsets: np.ndarray):
+        self.data = data
+        self.offsets = offsets
+
+    @classmethod
+    def from_values(cls, values) -> "StringColumn":
+        values = list(values)
+        offsets = np.zeros(len(values) + 1, np.int64)
+        if values:
+            np.cumsum([len(v) for v in values], out=offsets[1:])
+        return cls(np.frombuffer(b"".join(values), np.uint8), offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def row(self, j: int) -> bytes:
+        return self.data[self.offsets[j]:self.offsets[j + 1]].tobytes()
+
+    def values(self) -> list:
+        data, off = self.data.tobytes(), self.offsets
+        base = int(off[0])
+        return [data[int(a) - base:int(b) - base] for a, b in zip(off[:-1], off[1:])]
+
+    def slice(self, a: int, b: int) -> "StringColumn":
+        return StringColumn(self.data, self.offsets[a:b + 1])
+
+    def take(self, rows: np.ndarray) -> "StringColumn":
+        data, offsets = gather_strings(self.data, self.offsets, np.asarray(rows, np.int64))
+        return StringColumn(data, offsets)
+
+    def to_objects(self) -> np.ndarray:
+        out = np.empty(len(self), dtype=object)
+        out[:] = self.values()
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.offsets[-1] - self.offsets[0]) + 8 * len(self.offsets)
+
+
+class RowList(list):
+    """A column of arbitrary per-row values."""
+
+    def take(self, rows) -> "RowList":
+        return RowList(self[int(r)] for r in rows)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(getattr(v, "nbytes", 64) for v in self)
+
+
+class Chunk:
+    """``n`` rows as one column per leaf (in ``flatten`` order of the element)."""
+
+    __slots__ = ("columns", "n")
+
+    def __init__(self, columns: list, n: int):
+        self.columns = columns
+        self.n = n
+
+    def __repr__(self) -> str:
+        return f"Chunk(n={self.n}, columns={[type(c).__name__ for c in self.columns]})"
+
+    def slice(self, a: int, b: int) -> "Chunk":
+        a, b = max(0, a), min(self.n, b)
+        return Chunk([col_slice(c, a, b) for c in self.columns], max(0, b - a))
+
+    def take(self, rows: np.ndarray) -> "Chunk":
+        return Chunk([col_take(c, rows) for c in self.columns], len(rows))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(col_nbytes(c) for c in self.columns)
+
+
+# ----------------------------------------------------------------- columns
+
+def col_slice(c, a: int, b: int):
+    if isinstance(c, StringColumn):
+        return c.slice(a, b)
+    if isinstance(c, RowList):
+        return RowList(c[a:b])
+    return c[a:b]
+
+
+def col_take(c, rows: np.ndarray):
+    if isinstance(c, (StringColumn, RowList)):
+        return c.take(rows)
+    return c[rows]
+
+
+def col_nbytes(c) -> int:
+    return int(c.nbytes)
+
+
+def col_row(c, j: int) -> Any:
+    """Row ``j`` as an element leaf: a NumPy scalar, an array view, ``bytes``, a value."""
+    if isinstance(c, StringColumn):
+        return c.row(j)
+    if isinstance(c, RowList):
+        return c[j]
+    return c[j]
+
+
+def col_values(c) -> list:
+    """Every row of a column as element leaves."""
+    if isinstance(c, StringColumn):
+        return c.values()
+    if isinstance(c, RowList):
+        return list(c)
+    if c.ndim == 1:
+        return list(c) if c.dtype != object else c.tolist()
+    return [c[j] for j in range(len(c))]
+
+
+def col_concat(cols: list):
+    """One column of several columns' rows (kinds are unified where they differ)."""
+    if len(cols) == 1:
+        return cols[0]
+    if all(isinstance(c, StringColumn) for c in cols):
+        return StringColumn(*concat_strings([c.data for c in cols], [c.offsets for c in cols]))
+    if all(isinstance(c, np.ndarray) for c in cols):
+        shapes = {c.shape[1:] for c in cols}
+        if len(shapes) == 1 and len({c.dtype for c in cols}) == 1:
+            return np.concatenate(cols)
+    return RowList(v for c in cols for v in col_values(c))
+
+
+def column_from_values(values: list, spec) -> Any:
+    """A column holding ``values`` (element leaves of ``spec``), dense when rows agree."""
+    if isinstance(spec, DatasetSpec):
+        return RowList(values)
+    if spec.dtype is string:
+        if spec.shape == () and all(isinstance(v, bytes) for v in values):
+            return StringColumn.from_values(values)
+        shapes = {np.shape(v) for v in values}
+        if len(shapes) == 1:
+            out = np.empty((len(values),) + shapes.pop(), dtype=object)
+            for j, v in enumerate(values):
+                out[j] = v
+            return out
+        return RowList(values)
+    if not values:
+        return np.empty((0,) + tuple(d or 0 for d in (spec.shape or ())), spec.dtype)
+    first = np.shape(values[0])
+    if all(np.shape(v) == first for v in values):
+        return np.array(values, dtype=spec.dtype) if first == () else np.stack(values)
+    return RowList(values)
+
+
+# ------------------------------------------------------------------ chunks
+
+def chunk_from_elements(elements: list, spec) -> Chunk:
+    """A chunk of element values (each a nested structure of ``spec``)."""
+    specs = flatten(spec)
+    if not elements:
+        return Chunk([column_from_values([], s) for s in specs], 0)
+    rows = [flatten(e) for e in elements]
+    return Chunk([column_from_values([r[k] for r in rows], s) for k, s in enumerate(specs)],
+                 len(elements))
+
+
+def chunk_elements(chunk: Chunk, spec) -> list:
+    """The element values of a chunk's rows."""
+    pack = packer(spec)
+    columns = [col_values(c) for c in chunk.columns]
+    if not columns:
+        return [pack([]) for _ in range(chunk.n)]
+    return [pack(list(leaves)) for leaves in zip(*columns)]
+
+
+def concat_chunks(chunks: list) -> Chunk:
+    if len(chunks) == 1:
+        return chunks[0]
+    width = len(chunks[0].columns)
+    return Chunk([col_concat([c.columns[k] for c in chunks]) for k in range(width)],
+                 sum(c.n for c in chunks))
+
+
+def row_bytes(spec) -> int:
+    """An estimate of one row's size, for chunk sizing."""
+    total = 0
+    for s in flatten(spec):
+        if isinstance(s, TensorSpec) and s.dtype is not string and s.shape is not None:
+            total += int(np.prod([d if d is not None else 16 for d in s.shape])) * s.dtype.itemsize
+        else:
+            total += 64
+    return max(total, 1)
+
+
+def max_chunk_rows(spec) -> int:
+    """Rows per chunk for elements of ``spec``: at most MAX_CHUNK_BYTES of data."""
+    return max(1, min(MAX_CHUNK_ROWS, MAX_CHUNK_BYTES // row_bytes(spec)))
+
+
+__all__ = ["Chunk", "RowList", "StringColumn", "chunk_elements", "chunk_from_elements",
+           "col_concat", "col_row", "col_slice", "col_take", "col_values", "column_from_values",
+           "concat_chunks", "max_chunk_rows", "pack_as"]

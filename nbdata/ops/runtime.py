@@ -1,0 +1,484 @@
+"""The chunk-iterator protocol every op implements, and helpers shared by op modules.
+
+A node's ``open_chunks(ctx, state)`` returns a :class:`ChunkIter`:
+
+- ``next(want)`` returns a :class:`nbdata.chunks.Chunk` of at most ``want`` rows (it
+  may have none, when a filter dropped them all), or None at the end. ``want`` is the consumer's demand: sources slice exactly that much, so a
+  ``take(5)`` after a Python map calls the function five times, not a chunk's worth.
+- ``save()`` returns the iterator's state as plain data (ints, arrays, chunks of rows
+  an op holds): opening the node again with that state resumes at the next row. It is
+  called often (before every pull of a consumer that may stop mid-chunk), so it is
+  cheap: positions and references to immutable chunks, copied only when serialised.
+- ``close()`` stops background threads and releases files; it is idempotent.
+
+``ctx.open_chunks(node, state)`` opens an input (with statistics); ``state`` is None
+for a fresh start.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import threading
+import time
+from typing import Any
+
+from nbdata.chunks import Chunk, chunk_from_elements, col_row, concat_chunks, row_bytes
+from nbdata.errors import OpError
+from nbdata.spec import flatten, packer
+
+FIRST_WANT = 1
+
+
+class ChunkIter:
+    """Base class of chunk iterators (see the module docstring)."""
+
+    def next(self, want: int) -> Chunk | None:
+        raise NotImplementedError
+
+    def save(self) -> dict:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class EmptyChunks(ChunkIter):
+    """An iterator with no rows."""
+
+    def next(self, want: int) -> None:
+        return None
+
+    def save(self) -> dict:
+        return {}
+
+
+def grow(want: int, limit: int) -> int:
+    """The next demand of a consumer that reads ahead: double, up to ``limit``."""
+    return min(max(1, want * 2), limit)
+
+
+def skip_rows(it, count: int):
+    """Drop ``count`` rows of ``it``; returns (the rest of the last chunk read or None,
+    the rows dropped)."""
+    dropped = 0
+    while dropped < count:
+        chunk = it.next(count - dropped)
+        if chunk is None:
+            return None, dropped
+        if chunk.n > count - dropped:
+            rest = chunk.slice(count - dropped, chunk.n)
+            return rest, count
+        dropped += chunk.n
+    return None, dropped
+
+
+class RowReader:
+    """Reads an input chunk stream one row at a time (for per-element consumers:
+    flat_map, interleave, window, Python functions), pulling small chunks first and
+    larger ones as reading goes on. Its state is the input's state before the chunk
+    being read plus the rows already taken from it."""
+
+    def __init__(self, ctx, node, state: dict | None, limit: int):
+        self.ctx = ctx
+        self.spec = node.spec
+        self.pack = packer(node.spec)
+        self.limit = limit
+        self.before = None if state is None else state["input"]
+        self.it = ctx.open_chunks(node, self.before)
+        self.chunk: Chunk | None = None
+        self.pos = 0
+        self.base = 0
+        self.want = FIRST_WANT
+        self.ended = False
+        if state is not None and int(state["skip"]):
+            self.chunk, self.base = skip_rows(self.it, int(state["skip"]))
+
+    def _pull(self) -> bool:
+        self.before = self.it.save()
+        self.base = 0
+        self.chunk = self.it.next(self.want)
+        self.pos = 0
+        self.want = grow(self.want, self.limit)
+        if self.chunk is None:
+            self.ended = True
+            return False
+        return True
+
+    def next_element(self) -> tuple[bool, Any]:
+        """(True, element) or (False, None) at the end."""
+        while self.chunk is None or self.pos >= self.chunk.n:
+            if self.ended or not self._pull():
+                return False, None
+        chunk, j = self.chunk, self.pos
+        self.pos = j + 1
+        return True, self.pack([col_row(c, j) for c in chunk.columns])
+
+    def next_rows(self, want: int) -> Chunk | None:
+        """Up to ``want`` rows as a chunk (what is left of the current chunk first)."""
+        while self.chunk is None or self.pos >= self.chunk.n:
+            if self.ended or not self._pull():
+                return None
+        a = self.pos
+        b = min(self.chunk.n, a + want)
+        self.pos = b
+        return self.chunk if (a == 0 and b == self.chunk.n) else self.chunk.slice(a, b)
+
+    def save(self) -> dict:
+        if self.chunk is None or self.pos >= self.chunk.n:
+            return {"input": self.it.save(), "skip": 0}
+        return {"input": self.before, "skip": self.base + self.pos}
+
+    def close(self) -> None:
+        self.it.close()
+
+
+class CollectedChunks(ChunkIter):
+    """Chunks made of elements produced one at a time by ``produce()`` (which returns
+    (True, element) or (False, None) at the end); at most ``want`` per chunk. An error
+    while producing is raised after the elements produced before it were handed out."""
+
+    def __init__(self, spec, produce):
+        self.spec = spec
+        self.produce = produce
+        self.ended = False
+        self.error: BaseException | None = None
+
+    def collect(self, want: int) -> Chunk | None:
+        if self.error is not None:
+            err, self.error = self.error, None
+            raise err
+        elements = []
+        while len(elements) < want and not self.ended:
+            try:
+                ok, element = self.produce()
+            except OpError as e:
+                if not elements:
+                    raise
+                self.error = e
+                break
+            if not ok:
+                self.ended = True
+                break
+            elements.append(element)
+        return chunk_from_elements(elements, self.spec) if elements else None
+
+
+def take_rows(source, want: int) -> Chunk | None:
+    """Up to ``want`` rows from ``source.next``, joining chunks when one is short
+    (sources may return fewer rows than asked)."""
+    parts, have = [], 0
+    while have < want:
+        chunk = source.next(want - have)
+        if chunk is None:
+            break
+        parts.append(chunk)
+        have += chunk.n
+    return concat_chunks(parts) if parts else None
+
+
+def leaves_of(element) -> list:
+    return flatten(element)
+
+
+class Tuner:
+    """Chooses a parallelism for ``AUTOTUNE`` from measured rates: it starts at one,
+    adds a thread while that raises the rows/s by more than 10%, and stops at the
+    thread budget or at the first addition that does not pay."""
+
+    def __init__(self, limit: int):
+        self.limit = max(1, limit)
+        self.value = 1
+        self.best = 0.0
+        self.settled = self.limit == 1
+        self._rows = 0
+        self._seconds = 0.0
+
+    def report(self, rows: int, seconds: float) -> None:
+        if self.settled:
+            return
+        self._rows += rows
+        self._seconds += seconds
+        if self._rows < 64 or self._seconds < 0.02:
+            return
+        rate = self._rows / self._seconds
+        self._rows, self._seconds = 0, 0.0
+        if rate > self.best * 1.1:
+            self.best = rate
+            if self.value < self.limit:
+                self.value += 1
+            else:
+                self.settled = True
+        else:
+            self.value = max(1, self.value - 1)
+            self.settled = True
+
+
+class PerElement(ChunkIter):
+    """Applies a Python function to each row of the input's chunks (map and filter
+    with functions Numba cannot compile), on a thread pool when ``threads`` > 1 (or
+    AUTOTUNE), in input order unless ``deterministic`` is False (then in the order the
+    calls finish).
+
+    ``call(element)`` returns the row's result; ``emit(chunk, rows, results)`` makes
+    the output chunk from the input rows and their results. An error in one row is
+    raised after the rows before it went out; the next call continues after it.
+    State: the input's state before its current chunk and the rows of that chunk
+    already handled (restoring re-reads that chunk and skips them).
+    """
+
+    def __init__(self, ctx, node, state, call, emit, threads, deterministic: bool, stats):
+        self.ctx = ctx
+        self.spec = node.input.spec
+        self.pack = packer(self.spec)
+        self.call = call
+        self.emit = emit
+        self.deterministic = deterministic
+        self.stats = stats
+        self.autotune = threads is None
+        self.tuner = Tuner(ctx.budget.total) if self.autotune else None
+        self.threads = threads if threads is not None else 1
+        self.pool = None
+        self.before = None if state is None else state["input"]
+        self.it = ctx.open_chunks(node.input, self.before)
+        self.chunk: Chunk | None = None
+        self.done = 0           # rows of self.chunk handled
+        self.ready: list = []   # results computed ahead for rows from self.done on
+        self.skip = 0 if state is None else int(state["done"])
+
+    def _workers(self) -> int:
+        return self.tuner.value if self.autotune else self.threads
+
+    def _run(self, element):
+        with self.ctx.budget.worker():
+            return self.call(element)
+
+    def _compute(self, rows: list) -> list:
+        """(ok, value or error) per row, in output order."""
+        workers = self._workers()
+        if workers <= 1 or len(rows) == 1:
+            out = []
+            for e in rows:
+                try:
+                    out.append((True, self.call(e)))
+                except OpError as err:
+                    out.append((False, err))
+                    break  # the rows after it are computed when the consumer gets there
+            return out
+        if self.pool is None or self.pool._max_workers != workers:
+            if self.pool is not None:
+                self.pool.shutdown(wait=False)
+            self.pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="nbdata-map")
+        futures = [self.pool.submit(self._run, e) for e in rows]
+        order = futures if self.deterministic else list(concurrent.futures.as_completed(futures))
+        out = []
+        for f in order:
+            err = f.exception()
+            if err is not None and not isinstance(err, OpError):
+                raise err
+            out.append((err is None, f.result() if err is None else err))
+        return out
+
+    def next(self, want: int) -> Chunk | None:
+        while True:
+            if not self.ready and (self.chunk is None or self.done >= self.chunk.n):
+                self.before = self.it.save()
+                self.chunk = self.it.next(want)
+                self.done = 0
+                if self.chunk is None:
+                    return None
+                if self.skip:
+                    self.done = min(self.skip, self.chunk.n)
+                    self.skip -= self.done
+                continue
+            chunk = self.chunk
+            a = self.done
+            if self.ready:
+                results, self.ready = self.ready, []
+            else:
+                b = min(chunk.n, a + want)
+                rows = [self.pack([col_row(c, j) for c in chunk.columns]) for j in range(a, b)]
+                started = time.perf_counter()
+                results = self._compute(rows)
+                if self.tuner is not None:
+                    self.tuner.report(len(results), time.perf_counter() - started)
+                    self.stats.chosen["parallelism"] = self.tuner.value
+            good = 0
+            while good < len(results) and results[good][0]:
+                good += 1
+            if good == 0:
+                self.done = a + 1
+                self.ready = results[1:]
+                raise results[0][1]
+            self.done = a + good
+            self.ready = results[good:]
+            return self.emit(chunk.slice(a, a + good), [v for _, v in results[:good]])
+
+    def save(self) -> dict:
+        if self.chunk is None or self.done >= self.chunk.n:
+            return {"input": self.it.save(), "done": self.skip}
+        return {"input": self.before, "done": self.done}
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
+        self.it.close()
+
+
+class _Producer:
+    """The background half of :class:`BackgroundChunks` (the thread holds only this,
+    so the consumer side can be garbage collected, which stops the thread)."""
+
+    def __init__(self, it, capacity: int, pull_rows: int, budget, label: str, skip: int, before):
+        self.it = it
+        self.capacity = capacity
+        self.pull_rows = pull_rows
+        self.budget = budget
+        self.label = label
+        self.skip = skip
+        self.items: collections.deque = collections.deque()   # [before, offset, chunk, error]
+        self.rows = 0
+        self.cond = threading.Condition()
+        self.stopped = False
+        self.finished = False
+        self.after = before      # the input's state after the last queued chunk
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self.run, name=f"nbdata-{self.label}", daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        try:
+            while True:
+                with self.cond:
+                    while not self.stopped and self.items and self.rows >= self.capacity:
+                        self.cond.wait()
+                    if self.stopped:
+                        return
+                    before = self.after
+                offset, error, chunk = 0, None, None
+                try:
+                    with self.budget.worker():
+                        chunk = self.it.next(self.pull_rows)
+                        while chunk is not None and self.skip:
+                            drop = min(self.skip, chunk.n)
+                            self.skip -= drop
+                            offset += drop
+                            chunk = chunk.slice(drop, chunk.n) if drop < chunk.n else None
+                            if chunk is None:  # the skipped rows went on past this chunk
+                                chunk = self.it.next(self.pull_rows)
+                        after = self.it.save()
+                except BaseException as e:  # noqa: BLE001 - handed to the consumer, in order
+                    if not isinstance(e, OpError):
+                        e.add_note(f"(raised in the background thread of {self.label})")
+                    error, after = e, self.it.save()
+                with self.cond:
+                    self.items.append([before, offset, chunk, error])
+                    self.rows += chunk.n if chunk is not None else 0
+                    self.after = after
+                    if chunk is None and error is None:
+                        self.finished = True
+                    self.cond.notify_all()
+                    if self.finished:
+                        return
+        finally:
+            self.it.close()
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
+        thread = self.thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+        elif thread is None:
+            self.it.close()
+
+
+class BackgroundChunks(ChunkIter):
+    """An input run ahead on a background thread (prefetch, parallel interleave): up to
+    ``capacity`` rows wait in a queue (at least one chunk). Errors in the thread reach
+    the consumer in order. With ``autotune``, the capacity grows (within
+    ``ram_budget`` bytes) while the consumer finds the queue empty.
+
+    State: the input's state before the first row not yet handed out (the producer
+    records the state before each chunk it queues), so what was read ahead is read
+    again after a restore instead of being saved.
+    """
+
+    def __init__(self, ctx, open_input, spec, state, capacity: int, stats, label: str,
+                 autotune: bool = False, ram_budget: int = 0):
+        before = None if state is None else state["input"]
+        it = open_input(before)
+        self.pull_rows = ctx.max_rows(spec)
+        self.stats = stats
+        self.autotune = autotune
+        self.row_bytes = max(1, row_bytes(spec))
+        self.ram_budget = ram_budget or (256 << 20)
+        self.producer = _Producer(it, max(1, capacity), self.pull_rows, ctx.budget, label,
+                                  0 if state is None else int(state["skip"]), before)
+        self.base_skip = 0 if state is None else int(state["skip"])
+        if autotune:
+            stats.chosen["buffer rows"] = self.producer.capacity
+
+    def next(self, want: int):
+        p = self.producer
+        if p.thread is None:
+            if p.after is None:
+                p.after = p.it.save()
+            p.start()
+        with p.cond:
+            if not p.items:
+                started = time.perf_counter()
+                while not p.items and not p.stopped:
+                    p.cond.wait()
+                self.stats.waited(time.perf_counter() - started)
+                if self.autotune and p.capacity * self.row_bytes * 2 <= self.ram_budget:
+                    p.capacity *= 2
+                    self.stats.chosen["buffer rows"] = p.capacity
+            if not p.items:
+                return None
+            item = p.items[0]
+            chunk, error = item[2], item[3]
+            if error is not None:
+                p.items.popleft()
+                p.cond.notify_all()
+                raise error
+            if chunk is None:
+                return None
+            if chunk.n <= want:
+                p.items.popleft()
+                p.rows -= chunk.n
+                p.cond.notify_all()
+                return chunk
+            item[2] = chunk.slice(want, chunk.n)
+            item[1] += want
+            p.rows -= want
+            p.cond.notify_all()
+            return chunk.slice(0, want)
+
+    def ready(self) -> bool:
+        """True when a chunk (or the end) is waiting, so ``next`` would not block."""
+        p = self.producer
+        return p.thread is None or bool(p.items)
+
+    def save(self) -> dict:
+        p = self.producer
+        with p.cond:
+            if p.items:
+                before, offset = p.items[0][0], p.items[0][1]
+                return {"input": before, "skip": offset}
+            if p.thread is None:
+                return {"input": p.it.save(), "skip": p.skip}
+            return {"input": p.after, "skip": 0}
+
+    def close(self) -> None:
+        self.producer.stop()
+
+    def __del__(self):
+        try:
+            self.producer.stop()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
