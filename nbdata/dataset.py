@@ -29,11 +29,12 @@ from nbdata.ops.map import Map
 from nbdata.ops.node import AUTOTUNE, INFINITE, UNKNOWN, Node
 from nbdata.ops.padded_batch import PaddedBatch, default_padding
 from nbdata.ops.prefetch import Prefetch
+from nbdata.ops.random_map import RandomMap, probe_generator
 from nbdata.ops.range import Range
 from nbdata.ops.repeat import Repeat
 from nbdata.ops.shard import Shard
 from nbdata import random as nd_random
-from nbdata.ops.shuffle import EpochCounter, Shuffle
+from nbdata.ops.shuffle import EpochCounter, GlobalShuffle, Shuffle
 from nbdata.ops.skip import Skip
 from nbdata.ops.take import Take
 from nbdata.ops.unbatch import Unbatch
@@ -306,6 +307,38 @@ class Dataset(DatasetBase):
         threads = _parallel_calls(num_parallel_calls, "map")
         fn = self._fn(map_func, "map", _tupleize(output_signature) if output_signature else None, name)
         return self._derive(Map(self._node, fn, threads, deterministic, name=name))
+
+    def random_map(self, map_func: Callable, seed: int | None = None,
+                   name: str | None = None) -> "Dataset":
+        """Like ``map``, but ``map_func(*element, rng)`` also gets an
+        :class:`nd.random.Generator` whose values depend only on (seed, this op, epoch,
+        element index): the same at any thread count, fused or not, and after an
+        iterator restore. ``rng.uniform(low, high)``, ``normal(loc, scale)``,
+        ``integers(low, high)`` and ``bernoulli(p)`` work in Python and inside
+        Numba-compiled functions. Each iteration (epoch) draws new values. ``seed``
+        None: derived from ``nd.random.set_seed``'s global seed, else from the pipeline
+        seed.
+
+        >>> import nbdata as nd
+        >>> ds = nd.Dataset.range(4).random_map(lambda x, rng: x + rng.integers(0, 100), seed=3)
+        >>> a = [int(v) for v in ds.as_numpy_iterator()]
+        >>> b = [int(v) for v in nd.Dataset.range(4).random_map(
+        ...     lambda x, rng: x + rng.integers(0, 100), seed=3)]
+        >>> a == b
+        True
+        """
+        if not callable(map_func):
+            raise TypeError(f"random_map: expected a callable, got {type(map_func).__name__}")
+        probe = probe_generator()
+
+        def traced(*args):
+            return map_func(*args, probe)
+
+        traced.__qualname__ = getattr(map_func, "__qualname__", "random_map")
+        fn = self._fn(traced, "random_map", name=name)
+        node = RandomMap(self._node, map_func, fn, nd_random.op_seed(seed), name=name)
+        self._state.register(node.resource_key, EpochCounter(True))
+        return self._derive(node)
 
     def filter(self, predicate: Callable, name: str | None = None) -> "Dataset":
         """Keep the elements for which ``predicate`` returns a scalar True.
@@ -789,3 +822,31 @@ def _tupleize_shapes(shapes: Any) -> Any:
     if isinstance(shapes, Mapping):
         return {k: _tupleize_shapes(v) for k, v in shapes.items()}
     return shapes
+
+
+def global_shuffle(dataset: Dataset, seed: int | None = None,
+                   reshuffle_each_iteration: bool = True, name: str | None = None) -> Dataset:
+    """A full-epoch random permutation of ``dataset`` in O(1) memory (TF 2.15's
+    ``tf.data.experimental.global_shuffle``): every element of an epoch once, in an order
+    drawn from a keyed bijection of the positions, for datasets whose element ``i`` can
+    be computed on its own (sources, maps, batches, zips, take/skip/shard of those).
+    InvalidArgumentError names the op that does not allow it.
+
+    >>> import nbdata as nd
+    >>> ds = nd.experimental.global_shuffle(nd.Dataset.range(6), seed=1)
+    >>> sorted(int(x) for x in ds)
+    [0, 1, 2, 3, 4, 5]
+    """
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"global_shuffle: expected a Dataset, got {type(dataset).__name__}")
+    reason = dataset._node.random_access()
+    if reason is None and dataset.cardinality() < 0:
+        reason = "its length is infinite or unknown"
+    if reason is not None:
+        raise InvalidArgumentError(
+            f"global_shuffle: the dataset does not support random access ({reason}); use "
+            f"shuffle(buffer_size) instead", "global_shuffle")
+    node = GlobalShuffle(dataset._node, nd_random.op_seed(seed), bool(reshuffle_each_iteration),
+                         name=name)
+    dataset._state.register(node.resource_key, EpochCounter(bool(reshuffle_each_iteration)))
+    return dataset._derive(node)

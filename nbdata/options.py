@@ -88,7 +88,8 @@ class OptimizationOptions(_OptionGroup):
     (False, True)
     """
 
-    _defaults = {"map_fusion": True, "filter_fusion": True, "noop_elimination": True}
+    _defaults = {"map_fusion": True, "filter_fusion": True, "noop_elimination": True,
+                 "shuffle_indices": True}
 
 
 class ThreadingOptions(_OptionGroup):

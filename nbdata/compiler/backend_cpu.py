@@ -180,7 +180,8 @@ def _functions(glb: dict) -> list:
 
 
 def build_stage(plan, options: Options) -> FusedStage:
-    code = generate("fused_stage", plan.source.leaves, plan.source.node.spec, list(plan.steps))
+    code = generate("fused_stage", plan.source.leaves, plan.source.spec, list(plan.steps),
+                    plan.source.indexed)
     glb = dict(code.globals)
     glb.update({"np": np, "prange": numba.prange, "cast_to": cast_to})
     key = (code.text, tuple(sorted((k, id(v)) for k, v in glb.items() if k.startswith(("fn", "nt")))))
@@ -208,5 +209,7 @@ def build_stage(plan, options: Options) -> FusedStage:
         else:
             reader = plan.source.open(ExecContext(options))
             args = reader.args if reader.args is not None else reader.chunk(0, min(1, reader.rows or 1))
+            if plan.source.indexed:
+                args = args + [np.zeros(1, np.int64)]
         stage.signature(args)
     return stage

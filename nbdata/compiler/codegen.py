@@ -323,11 +323,13 @@ def _column_decl(ks: KernelSource, var: str, spec: TensorSpec, params: list) -> 
         ks.emit(1, f"{var}f = {var}.reshape({var}.shape[0], {int(np.prod(spec.shape))})")
 
 
-def _load_inputs(ks: KernelSource, row: RowEmitter, inputs: list[tuple]) -> list[Leaf]:
-    """Leaves for the current row: source leaves read themselves, buffers are row views."""
+def _load_inputs(ks: KernelSource, row: RowEmitter, inputs: list[tuple],
+                 indexed: bool = False) -> list[Leaf]:
+    """Leaves for the current row: source leaves read themselves (at row ``lo + i``, or
+    ``rowidx[i]`` for an indexed source), buffers are row views."""
     leaves: list[Leaf] = []
     if any(kind == "source" for kind, *_ in inputs):
-        row.emit("r = lo + i")
+        row.emit("r = rowidx[i]" if indexed else "r = lo + i")
     for kind, *rest in inputs:
         if kind == "buffer":
             col, spec = rest
@@ -358,9 +360,12 @@ class KernelText:
     results: list     # where the element's columns are: indices into scratch + outputs
 
 
-def generate(name: str, source_leaves: list, source_spec: Any, steps: list) -> KernelText:
-    """Source of ``name(lo, K, *source_args, status, *scratch, *outputs, state)`` returning
-    ``(bad_row, done, n_kept)``.
+def generate(name: str, source_leaves: list, source_spec: Any, steps: list,
+             indexed: bool = False) -> KernelText:
+    """Source of ``name(lo, K, *source_args, status, kept, *scratch, *outputs, state)``
+    returning ``(bad_row, done, n_kept)``; ``kept[:n_kept]`` (int64, at least K rows)
+    receives the positions of the kept rows, in order. An ``indexed`` kernel also takes
+    ``rowidx`` (after the source arguments) and reads source row ``rowidx[i]``.
 
     Each source leaf takes ``leaf.arg_count`` arguments. ``status`` (uint8, at least K
     rows) receives each row's fate: 1 kept, 0 dropped, 2 pending (its function raised
@@ -380,7 +385,7 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list) -> K
         args = [f"src{k}"] + [f"src{k}_{j}" for j in range(1, leaf.arg_count)]
         params += args
         inputs.append(("source", leaf, args))
-    params.append("status")
+    params += ["rowidx", "status", "kept"] if indexed else ["status", "kept"]
     scratch: list = []
     outputs: list = []
     ks.emit(1, "done = False")
@@ -419,7 +424,7 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list) -> K
                 row.emit("if status[i] != 1:")
                 row.emit("continue", 1)
             row.emit("status[i] = 2")
-            leaves = _load_inputs(ks, row, inputs)
+            leaves = _load_inputs(ks, row, inputs, indexed)
             for k, step in enumerate(phase):
                 row.more_in_phase = k + 1 < len(phase)
                 leaves = step.emit_row(row, leaves, structure)
@@ -451,6 +456,7 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list) -> K
     ks.emit(1, "n = 0")
     ks.emit(1, "for i in range(K):")
     ks.emit(2, "if status[i] == 1:")
+    ks.emit(3, "kept[n] = i")
     ks.emit(3, "n += 1")
     ks.emit(2, "elif status[i] == 2:")
     ks.emit(3, "return i, done, n")

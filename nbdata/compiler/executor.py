@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import secrets
 import threading
+
+import numpy as np
 import time
 from typing import Any, Callable
 
 from nbdata.chunks import col_row, max_chunk_rows
-from nbdata.compiler.threads import ThreadBudget
+from nbdata.compiler.threads import ThreadBudget, kernel_section
 from nbdata.ops.runtime import skip_rows
 from nbdata.errors import FailedPreconditionError
 from nbdata.options import Options
@@ -240,6 +242,10 @@ class ExecContext:
             raise FailedPreconditionError("this pipeline cannot make datasets at run time")
         return self._make_dataset(node)
 
+    def kernels(self):
+        """A section in which parallel kernels run with this run's thread budget."""
+        return kernel_section(self.budget.kernel_threads())
+
     def max_rows(self, spec) -> int:
         """Rows per chunk for elements of ``spec`` (``Options().chunk_rows`` when set)."""
         return self.options.chunk_rows or max_chunk_rows(spec)
@@ -260,6 +266,7 @@ class ChunkedRun:
         self.limit = ctx.max_rows(spec)
         self.want = 1
         self.chunk = None
+        self.dense = False
         self.pos = 0
         if state is None:
             self.it = ctx.open_chunks(root)
@@ -270,6 +277,8 @@ class ChunkedRun:
             if not self.ended:
                 self.chunk, self.base = skip_rows(self.it, int(state["skip"]))
                 self.ended = self.chunk is None and self.base < int(state["skip"])
+                self.dense = self.chunk is not None and all(
+                    type(c) is np.ndarray for c in self.chunk.columns)
 
     def _pull(self) -> bool:
         self.before = self.it.save()
@@ -297,8 +306,11 @@ class ChunkedRun:
                 self.close()
                 raise StopIteration
             chunk = self.chunk
+            self.dense = all(type(c) is np.ndarray for c in chunk.columns)
         j = self.pos
         self.pos = j + 1
+        if self.dense:
+            return self.pack([c[j] for c in chunk.columns])
         return self.pack([col_row(c, j) for c in chunk.columns])
 
     def save(self) -> dict:

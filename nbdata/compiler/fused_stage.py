@@ -16,15 +16,15 @@ import numba
 import numpy as np
 from numba import types
 
-from nbdata.chunks import Chunk, RowList, chunk_from_elements, col_row, concat_chunks
+from nbdata.chunks import Chunk, RowList, chunk_from_elements, col_row
 from nbdata.compiler.kernel_cache import compile_kernel
 from nbdata.compiler.threads import kernel_section
 from nbdata.errors import InvalidArgumentError, OpError
-from nbdata.kernels.compact import compact, kept_rows
-from nbdata.ops.batch import batch_columns, raise_shape_mismatch
+from nbdata.kernels.compact import compact
+from nbdata.ops.batch import batch_columns
 from nbdata.ops.fusion import DROP
 from nbdata.ops.node import Node
-from nbdata.ops.runtime import ChunkIter
+from nbdata.ops.runtime import ChunkIter, RowQueue
 from nbdata.spec import flatten, pack_as, packer
 
 
@@ -86,7 +86,7 @@ class FusedStage(Node):
         """The kernel's signature for these source arguments, compiled if new."""
         buffers = [np.empty((1,) + s.shape, s.dtype) for s in self.scratch_specs + self.out_specs]
         sig = (types.int64, types.int64, *[numba.typeof(a) for a in args], types.uint8[::1],
-               *[numba.typeof(b) for b in buffers], types.int64[::1])
+               types.int64[::1], *[numba.typeof(b) for b in buffers], types.int64[::1])
         if sig not in self.kernel.overloads:
             compile_kernel(self.kernel, sig)
         return sig
@@ -152,6 +152,9 @@ class FusedChunks(ChunkIter):
         source = self.plan.source
         self.structure = source.spec
         self.stream = source.stream is not None
+        self.indexed = source.indexed
+        self.indices = (source.open_indices(ctx, None if state is None else state["indices"])
+                        if self.indexed else None)
         if self.stream:
             self.input = ctx.open_chunks(source.stream, None if state is None else state["input"])
             self.reader = None
@@ -164,7 +167,7 @@ class FusedChunks(ChunkIter):
         self.position = 0 if state is None else int(state["pos"])
         self.state = np.array(stage.counters if state is None else state["counters"], np.int64)
         self.finished = False if state is None else bool(state["finished"])
-        self.carry: Chunk | None = None if state is None else state["carry"]
+        self.queue = RowQueue([] if state is None else state["pending"])
         self.error: BaseException | None = None
         self.compiled = stage.lazy_rows == 0 or (state is not None and state.get("compiled", False))
         self.seen = 0
@@ -178,20 +181,22 @@ class FusedChunks(ChunkIter):
                                        f"{ctx.options.chunk_rows}")
         row_bytes = sum(max(1, int(np.prod(s.shape))) * np.dtype(s.dtype).itemsize
                         for s in stage.out_specs) or 1
-        self.max_chunk = ctx.options.chunk_rows or max(64, min(1 << 16, (8 << 20) // row_bytes))
+        self.max_chunk = ctx.options.chunk_rows or max(64, min(1 << 17, (8 << 20) // row_bytes))
         self.scratch: list | None = None
         if self.compiled and not self.stream:
             stage.signature(self._first_args())
 
     def _first_args(self) -> list:
         reader = self.reader
-        return reader.args if reader.args is not None else reader.chunk(0, min(1, reader.rows or 1))
+        args = reader.args if reader.args is not None else reader.chunk(0, min(1, reader.rows or 1))
+        return args + [np.zeros(1, np.int64)] if self.indexed else args
 
     def _buffers(self):
         if self.scratch is None:
             stage, k = self.stage, self.max_chunk
             self.scratch = [np.empty((k,) + sp.shape, sp.dtype) for sp in stage.scratch_specs]
             self.status = np.empty(k, np.uint8)
+            self.kept = np.empty(k, np.int64)
             # Outputs of a compacting kernel are reused (kept rows are gathered into fresh
             # arrays); otherwise each call writes fresh arrays that go out as they are.
             self.row_outputs = ([np.empty((k,) + sp.shape, sp.dtype) for sp in stage.out_specs]
@@ -200,9 +205,11 @@ class FusedChunks(ChunkIter):
     # ------------------------------------------------------------ protocol
     def save(self) -> dict:
         state = {"pos": self.position, "counters": self.state.copy(), "finished": self.finished,
-                 "carry": self.carry, "compiled": self.compiled}
+                 "pending": list(self.queue.pieces), "compiled": self.compiled}
         if self.stream:
             state["input"] = self.input.save()
+        if self.indexed:
+            state["indices"] = self.indices.save()
         return state
 
     def close(self) -> None:
@@ -225,15 +232,28 @@ class FusedChunks(ChunkIter):
     def _run(self, want: int) -> None:
         """Process the next input rows, leaving output rows in ``carry``."""
         b = self.batch_size
-        need = want * b - (self.carry.n if self.carry is not None else 0) if b else want
+        need = want * b - self.queue.n if b else want
         k = max(1, min(self.max_chunk, need))
         if self.stream:
-            chunk = self.input.next(k)
+            try:
+                chunk = self.input.next(k)
+            except OpError as e:
+                self._fail(e)
+                return
             if chunk is None:
                 self.finished = True
                 return
             lo, k = 0, chunk.n
             row_values = (lambda cols: lambda r: [col_row(c, r) for c in cols])(chunk.columns)
+        elif self.indexed:
+            rows = self.indices.next(k)
+            if rows is None:
+                self.finished = True
+                return
+            idx = np.ascontiguousarray(rows.columns[0], dtype=np.int64)
+            lo, k, chunk = 0, len(idx), None
+            values = self.reader.row_values
+            row_values = (lambda idx: lambda r: values(int(idx[r])))(idx)
         else:
             lo = self.position
             k = k if self.rows is None else min(k, self.rows - lo)
@@ -251,6 +271,8 @@ class FusedChunks(ChunkIter):
         kernel_lo, reader = lo, self.reader
         if chunk is not None:
             args = stream_args(chunk, self.plan.source.leaves)
+        elif self.indexed:
+            args = reader.args + [idx]
         elif reader.args is not None:
             args = reader.args
         else:
@@ -269,11 +291,12 @@ class FusedChunks(ChunkIter):
         try:
             with kernel_section(self.ctx.budget.kernel_threads()):
                 bad_row, done, n = stage.kernel(np.int64(kernel_lo), np.int64(k), *args,
-                                                self.status, *self.scratch, *outs, self.state)
+                                                self.status, self.kept, *self.scratch, *outs,
+                                                self.state)
                 buffers = self.scratch + outs
                 outs = [buffers[i] for i in stage.results]
                 if bad_row < 0 and stage.compacts:
-                    rows = kept_rows(self.status, k, n)
+                    rows = self.kept[:n]
                     outs = [compact(o[:k], rows) for o in outs]
             reason = (f"row {start + int(bad_row)}: a function raised inside the kernel or "
                       f"returned a value that does not fit its column")
@@ -305,15 +328,26 @@ class FusedChunks(ChunkIter):
                 if element is not DROP:
                     elements.append(element)
         except OpError as e:
-            self.error = e
-        self.position += done if self.error is not None else k
+            error = e
+        else:
+            error = None
+        self.position += done if error is not None else k
         specs_of = self.plan.steps[-1].out_spec if self.plan.steps else self.structure
         if elements:
             self._accept(chunk_from_elements(elements, specs_of))
-        if self.error is not None and self.plan.terminal is not None and self.carry is not None:
-            # the batch holding the failed row is not delivered; full batches before it are
-            whole = self.carry.n // self.batch_size * self.batch_size
-            self.carry = self.carry.slice(0, whole) if whole else None
+        if error is not None:
+            self._fail(error)
+
+    def _fail(self, error: OpError) -> None:
+        """An input error: raised after what is complete (a batch terminal drops the rows
+        of the batch the failed element belonged to, as tf.data does)."""
+        if self.plan.terminal is not None and self.queue.n:
+            whole = self.queue.n // self.batch_size * self.batch_size
+            kept = self.queue.take(whole) if whole else None
+            self.queue.clear()
+            if kept is not None:
+                self.queue.add(kept)
+        self.error = error
 
     def _reference_row(self, element) -> Any:
         """Apply the steps to one source element: the output, or DROP."""
@@ -333,47 +367,35 @@ class FusedChunks(ChunkIter):
 
     # ----------------------------------------------------------- assembly
     def _accept(self, chunk: Chunk) -> None:
-        if chunk.n == 0:
-            return
-        if self.carry is not None and self.batch_size:
-            term = self.plan.terminal
-            for i, (c, new) in enumerate(zip(self.carry.columns, chunk.columns)):
-                if c.shape[1:] != new.shape[1:]:
-                    raise_shape_mismatch(term.node.label, i, c.shape[1:], self.carry.n, new.shape[1:])
-        self.carry = chunk if self.carry is None else concat_chunks([self.carry, chunk])
+        self.queue.add(chunk)
 
     def _from_carry(self, want: int) -> Chunk | None:
-        carry = self.carry
-        if carry is None or carry.n == 0:
+        queue = self.queue
+        if queue.n == 0:
             return None
         b = self.batch_size
         if not b:
-            if carry.n <= want:
-                self.carry = None
-                return carry
-            self.carry = carry.slice(want, carry.n)
-            return carry.slice(0, want)
-        full = min(want, carry.n // b)
-        if full == 0:
+            return queue.take(min(want, queue.n))
+        count = queue.whole_groups(b, want)
+        if count == 0:
             return None
-        rows = full * b
-        batch = carry.slice(0, rows)
-        self.carry = carry.slice(rows, carry.n) if rows < carry.n else None
-        return Chunk(self._batches(batch.columns, full), full)
+        rows = queue.take(count * b)
+        return Chunk(self._batches(rows.columns, count), count)
 
     def _batches(self, columns: list, count: int) -> list:
         term = self.plan.terminal
         if not term.pads:
-            return batch_columns(columns, count, self.batch_size)
+            return batch_columns(columns, count, self.batch_size, copy=False)
         b = self.batch_size
         batches = [term.assemble([c[j * b:(j + 1) * b] for c in columns]) for j in range(count)]
         return [RowList(batch[i] for batch in batches) for i in range(len(columns))]
 
     def _flush(self) -> Chunk | None:
-        carry, self.carry = self.carry, None
-        if carry is None or carry.n == 0 or not self.batch_size or self.plan.terminal.drop_remainder:
+        queue = self.queue
+        if queue.n == 0 or not self.batch_size or self.plan.terminal.drop_remainder:
+            queue.clear()
             return None
-        cols = [np.ascontiguousarray(c) for c in carry.columns]
+        cols = [np.ascontiguousarray(c) for c in queue.take(queue.n).columns]
         if self.plan.terminal.pads:
             return Chunk([RowList([c]) for c in self.plan.terminal.assemble(cols)], 1)
         return Chunk([c[None] for c in cols], 1)

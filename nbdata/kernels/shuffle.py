@@ -43,3 +43,26 @@ def drain_plan(key, start, m, order, length):
         src[t] = order[s]
         order[s] = order[left - 1]
     return src
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def draw_slots(key, start, m, n):
+    """The slots of draws ``start .. start+m`` over a full buffer of ``n`` slots (each
+    draw depends only on its counter, so they are made in parallel)."""
+    slots = np.empty(m, np.int64)
+    size = np.uint64(n)
+    for t in numba.prange(m):
+        slots[t] = np.int64(_mulhilo(_bits(key, start + np.uint64(t)), size)[0])
+    return slots
+
+
+@numba.njit(nogil=True, cache=True)
+def swap_rows(store, incoming, slots, out):
+    """For each incoming row ``t`` in order: the row in slot ``slots[t]`` goes out and
+    incoming row ``t`` takes its place ((rows, size) views of one column)."""
+    width = store.shape[1]
+    for t in range(len(slots)):
+        s = slots[t]
+        for q in range(width):
+            out[t, q] = store[s, q]
+            store[s, q] = incoming[t, q]

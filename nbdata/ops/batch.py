@@ -11,7 +11,7 @@ from nbdata.chunks import Chunk, RowList, StringColumn, col_values, concat_chunk
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.ops.fusion import Terminal, check_structure
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, arg_field, input_field
-from nbdata.ops.runtime import ChunkIter
+from nbdata.ops.runtime import ChunkIter, RowQueue
 from nbdata.spec import DatasetSpec, TensorSpec, flatten, pack_as
 
 
@@ -91,6 +91,23 @@ class Batch(Node):
     def open_chunks(self, ctx, state=None):
         return BatchChunks(self, ctx, state, self.batch_leaf)
 
+    def random_access(self) -> str | None:
+        if not isinstance(self.batch_size, int):
+            return "batch with a placeholder batch_size"
+        return self.input.random_access()
+
+    def gather(self, ctx, rows):
+        """Batches at positions ``rows``: batch ``i`` holds input rows ``i*B .. (i+1)*B``."""
+        n, b = self.input.cardinality(), self.batch_size
+        batches = []
+        for i in rows:
+            lo = int(i) * b
+            part = self.input.gather(ctx, np.arange(lo, min(n, lo + b), dtype=np.int64))
+            batches.append([self.batch_leaf(col_values(c), k) for k, c in enumerate(part.columns)])
+        columns = [[batch[k] for batch in batches] for k in range(len(flatten(self.spec)))]
+        return Chunk([np.stack(c) if len({np.shape(v) for v in c}) == 1 else RowList(c)
+                      for c in columns], len(rows))
+
     def batch_leaf(self, values: list, component: int):
         """One component of one batch from its rows' values."""
         return stack_leaves(values, component, self.label)
@@ -124,16 +141,18 @@ class BatchIterator:
         return self.combine(elements)
 
 
-def batch_columns(columns: list, count: int, size: int, leaf=None) -> list:
+def batch_columns(columns: list, count: int, size: int, leaf=None, copy: bool = True) -> list:
     """``count`` batches of ``size`` rows from columns of ``count * size`` rows: dense
-    columns are reshaped (views), string columns become object arrays, columns of
-    ragged rows are stacked batch by batch with ``leaf(values, component)``."""
+    columns are reshaped (copied unless ``copy`` is False, so that batches never alias
+    the user's arrays), string columns become object arrays, columns of ragged rows are
+    stacked batch by batch with ``leaf(values, component)``."""
     out = []
     for i, c in enumerate(columns):
         if isinstance(c, StringColumn):
             c = c.to_objects()
-        if isinstance(c, np.ndarray):  # a copy: batches never alias their input (user arrays)
-            out.append(np.array(c.reshape((count, size) + c.shape[1:])))
+        if isinstance(c, np.ndarray):
+            batches = c.reshape((count, size) + c.shape[1:])
+            out.append(np.array(batches) if copy else batches)
             continue
         values = list(c)
         batches = [leaf(values[j * size:(j + 1) * size], i) for j in range(count)]
@@ -157,37 +176,15 @@ class BatchChunks(ChunkIter):
                                        f"{self.size}", node.op)
         self.drop = node.drop_remainder
         self.it = ctx.open_chunks(node.input, None if state is None else state["input"])
-        self.pieces: list = [] if state is None else list(state["pieces"])
-        self.have = sum(p.n for p in self.pieces)
+        self.queue = RowQueue([] if state is None else state["pieces"])
         self.ended = False if state is None else state["ended"]
         self.error: BaseException | None = None
 
     def save(self) -> dict:
-        return {"input": self.it.save(), "pieces": list(self.pieces), "ended": self.ended}
+        return {"input": self.it.save(), "pieces": list(self.queue.pieces), "ended": self.ended}
 
     def close(self) -> None:
         self.it.close()
-
-    def _take(self, n: int) -> Chunk:
-        first = self.pieces[0]
-        if first.n >= n:
-            head = first.slice(0, n)
-            if first.n > n:
-                self.pieces[0] = first.slice(n, first.n)
-            else:
-                self.pieces.pop(0)
-        else:
-            parts, got = [], 0
-            while got < n:
-                piece = self.pieces.pop(0)
-                use = min(piece.n, n - got)
-                parts.append(piece.slice(0, use))
-                if use < piece.n:
-                    self.pieces.insert(0, piece.slice(use, piece.n))
-                got += use
-            head = concat_chunks(parts)
-        self.have -= n
-        return head
 
     def _batches(self, rows: Chunk, count: int) -> Chunk:
         """``count`` batches; when one cannot be built, the ones before it, and its
@@ -212,22 +209,31 @@ class BatchChunks(ChunkIter):
         if self.error is not None:
             err, self.error = self.error, None
             raise err
-        b = self.size
-        while self.have < b * max(1, want) and not self.ended:
-            chunk = self.it.next(b * max(1, want) - self.have)
+        b, queue = self.size, self.queue
+        while queue.n < b * max(1, want) and not self.ended:
+            try:
+                chunk = self.it.next(b * max(1, want) - queue.n)
+            except OpError as e:
+                # The batch the failing element belongs to fails (its rows so far are
+                # dropped, as in tf.data); the full batches before it go out first.
+                whole = queue.n // b * b
+                kept = queue.take(whole) if whole else None
+                queue.clear()
+                if kept is None:
+                    raise
+                queue.add(kept)
+                self.error = e
+                break
             if chunk is None:
                 self.ended = True
                 break
-            if chunk.n:
-                self.pieces.append(chunk)
-                self.have += chunk.n
-        count = min(max(1, want), self.have // b)
+            queue.add(chunk)
+        count = min(max(1, want), queue.n // b)
         if count:
-            return self._batches(self._take(count * b), count)
-        if self.have and not self.drop:
-            rows = self._take(self.have)
-            return self._batches_partial(rows)
-        self.pieces, self.have = [], 0
+            return self._batches(queue.take(count * b), count)
+        if queue.n and not self.drop:
+            return self._batches_partial(queue.take(queue.n))
+        queue.clear()
         return None
 
     def _batches_partial(self, rows: Chunk) -> Chunk:

@@ -31,6 +31,13 @@ class Enumerate(Node):
         return [EnumerateStep(self, (TensorSpec((), np.int64), chain.structure),
                               f"enumerate({self.start})", initial=self.start)]
 
+    def random_access(self) -> str | None:
+        return self.input.random_access()
+
+    def gather(self, ctx, rows):
+        chunk = self.input.gather(ctx, rows)
+        return Chunk([np.asarray(rows, np.int64) + self.start] + chunk.columns, chunk.n)
+
     def open_chunks(self, ctx, state=None):
         return EnumerateChunks(ctx.open_chunks(self.input, None if state is None else state["input"]),
                                self.start if state is None else int(state["next"]))

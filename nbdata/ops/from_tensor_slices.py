@@ -12,6 +12,7 @@ from numba import types
 from nbdata.errors import InvalidArgumentError
 from nbdata.ops.from_tensors import leaf_spec, resolve_structure
 from nbdata.chunks import Chunk
+from nbdata.kernels.compact import compact
 from nbdata.ops.fusion import ChunkSource, SourceLeaf, SourceReader, numba_dtype
 from nbdata.ops.runtime import ChunkIter
 from nbdata.ops.node import UNKNOWN, Node, NotFusable
@@ -103,9 +104,21 @@ class FromTensorSlices(Node):
     def open_chunks(self, ctx, state=None):
         return SliceChunks(self.columns(ctx), state)
 
+    def random_access(self) -> str | None:
+        return None if self.cardinality() >= 0 else "from_tensor_slices of placeholders"
+
+    def cheap_gather(self) -> bool:
+        return self.random_access() is None
+
     def gather(self, ctx, rows: np.ndarray) -> Chunk:
-        """The rows at ``rows`` (random access, for shuffles over indices)."""
-        return Chunk([c[rows] for c in self.columns(ctx)], len(rows))
+        """The rows at ``rows`` (random access, for shuffles over indices): a parallel
+        gather where a column's rows are contiguous, NumPy's indexing elsewhere."""
+        out = []
+        with ctx.kernels():
+            for c in self.columns(ctx):
+                flat = flat_rows(c) if c.ndim > 1 else c.reshape(len(c), 1)
+                out.append(compact(c, rows, flat) if flat is not None else c[rows])
+        return Chunk(out, len(rows))
 
     def fusion_source(self, planner) -> ChunkSource:
         leaves = []
@@ -118,7 +131,9 @@ class FromTensorSlices(Node):
             row = TensorSpec(v.shape[1:], v.dtype)
             layout = "C" if v.flags.c_contiguous else "A"
             leaves.append(ColumnLeaf(row, dt if v.ndim == 1 else types.Array(dt, v.ndim - 1, layout)))
-        return ChunkSource(self, leaves, self.cardinality(), self._reader)
+        source = ChunkSource(self, leaves, self.cardinality(), self._reader)
+        source.in_place = all(flat_rows(v) is not None for v in flatten(self.value) if v.ndim > 1)
+        return source
 
     def _reader(self, ctx) -> SourceReader:
         cols = self.columns(ctx)

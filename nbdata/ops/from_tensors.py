@@ -57,6 +57,13 @@ class FromTensors(Node):
     def open_chunks(self, ctx, state=None):
         return TensorChunks(self, ctx, state)
 
+    def random_access(self) -> str | None:
+        return None
+
+    def gather(self, ctx, rows):
+        value = resolve_structure(self.value, ctx)
+        return chunk_from_elements([value] * len(rows), self.spec)
+
     def repeated_source(self, planner) -> ChunkSource:
         """This element at every row, endlessly (the source of ``repeat()``)."""
         leaves = []

@@ -117,6 +117,8 @@ class ChunkSource:
     the source's rows in place."""
 
     stream = None
+    indexed = False
+    in_place = True   # its reader has kernel arguments over all rows (reader.args)
 
     def __init__(self, node, leaves: list[SourceLeaf], rows: int | None, opener):
         self.node = node
@@ -133,6 +135,22 @@ class ChunkSource:
 
     def open(self, ctx) -> SourceReader:
         return self._opener(ctx)
+
+
+class IndexedSource(ChunkSource):
+    """A chunk source read at given row numbers: the rows of ``source`` (read in place)
+    in the order of an index stream (a shuffle over row numbers, a global shuffle). The
+    kernel reads row ``rowidx[i]``, so no row is copied before it runs."""
+
+    indexed = True
+
+    def __init__(self, node, source: ChunkSource, open_indices):
+        super().__init__(node, source.leaves, source.rows, source._opener)
+        self.source = source
+        self.open_indices = open_indices   # (ctx, state) -> chunk iterator of int64 rows
+
+    def describe(self) -> str:
+        return f"{self.source.describe()} at the row numbers of {self.node.describe()}"
 
 
 class StreamLeaf(SourceLeaf):
@@ -240,5 +258,5 @@ class Terminal:
         return columns
 
 
-__all__ = ["DROP", "ChunkSource", "CounterStep", "NotFusable", "PartlyFusable", "RowStep", "SourceLeaf",
-           "SourceReader", "StreamLeaf", "StreamSource", "Step", "Terminal", "check_structure", "numba_dtype", "spec_type"]
+__all__ = ["DROP", "ChunkSource", "CounterStep", "IndexedSource", "NotFusable", "PartlyFusable",
+           "RowStep", "SourceLeaf", "SourceReader", "StreamLeaf", "StreamSource", "Step", "Terminal", "check_structure", "numba_dtype", "spec_type"]

@@ -8,7 +8,7 @@ import dataclasses
 import os
 from typing import Any
 
-from nbdata.chunks import chunk_from_elements
+from nbdata.chunks import chunk_elements, chunk_from_elements
 from nbdata.ops.function import UserFunction, function_parts, join_parts
 from nbdata.ops.fusion import RowStep, check_structure
 from nbdata.ops.node import AUTOTUNE, Node, NotFusable, PartlyFusable, arg_field, input_field
@@ -58,6 +58,13 @@ class Map(Node):
 
     def cardinality(self) -> int:
         return self.input.cardinality()
+
+    def random_access(self) -> str | None:
+        return self.input.random_access()
+
+    def gather(self, ctx, rows):
+        elements = chunk_elements(self.input.gather(ctx, rows), self.input.spec)
+        return chunk_from_elements([self.fn(e) for e in elements], self.spec)
 
     def open_chunks(self, ctx, state=None):
         """The function on each row of the input's chunks (a map that did not fuse):

@@ -116,6 +116,20 @@ class Node:
     def fusion_source(self, planner) -> Any:
         raise NotFusable(f"{self.op} does not hand out rows in chunks")
 
+    # ------------------------------------------------------- random access
+    def random_access(self) -> str | None:
+        """None when row ``i`` can be computed on its own (``gather``), else why not."""
+        return f"{self.op} does not support random access"
+
+    def gather(self, ctx, rows) -> Any:
+        """The rows at positions ``rows`` (an int64 array) as a Chunk."""
+        raise NotImplementedError(self.random_access())
+
+    def cheap_gather(self) -> bool:
+        """True when ``gather`` only indexes arrays (no per-row Python): a shuffle of this
+        node's rows can shuffle row numbers and gather them."""
+        return False
+
     def repeated_source(self, planner) -> Any:
         """The chunk source of an endless repeat of this node (from_tensors: a constant)."""
         raise NotFusable(f"an endless repeat of {self.op} is not a chunk source")

@@ -26,6 +26,12 @@ class Prefetch(Node):
     def cardinality(self) -> int:
         return self.input.cardinality()
 
+    def random_access(self) -> str | None:
+        return self.input.random_access()
+
+    def gather(self, ctx, rows):
+        return self.input.gather(ctx, rows)
+
     def open_chunks(self, ctx, state=None):
         """The input run on a background thread, ``buffer_size`` elements ahead (at least
         one chunk); AUTOTUNE grows the buffer while the consumer waits, within

@@ -54,6 +54,12 @@ class Range(Node):
         start, stop, step = self.bounds(ctx)
         return RangeChunks(start, step, range_length(start, stop, step), self.dtype, state)
 
+    def random_access(self) -> str | None:
+        return None if self.cardinality() >= 0 else "range with placeholder bounds"
+
+    def cheap_gather(self) -> bool:
+        return self.random_access() is None
+
     def gather(self, ctx, rows: np.ndarray) -> Chunk:
         """The values at positions ``rows`` (random access, for shuffles over indices)."""
         start, _, step = self.bounds(ctx)

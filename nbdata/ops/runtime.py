@@ -73,6 +73,52 @@ def skip_rows(it, count: int):
     return None, dropped
 
 
+class RowQueue:
+    """Rows read but not handed out yet, as a list of chunks (views of what was read)."""
+
+    def __init__(self, pieces=()):
+        self.pieces = [p for p in pieces if p.n]
+        self.n = sum(p.n for p in self.pieces)
+
+    def add(self, chunk: Chunk) -> None:
+        if chunk.n:
+            self.pieces.append(chunk)
+            self.n += chunk.n
+
+    def clear(self) -> None:
+        self.pieces, self.n = [], 0
+
+    def take(self, n: int) -> Chunk:
+        """The next ``n`` rows: a view when they lie in one chunk, else joined."""
+        first = self.pieces[0]
+        if first.n >= n:
+            head = first.slice(0, n) if first.n > n else first
+            if first.n > n:
+                self.pieces[0] = first.slice(n, first.n)
+            else:
+                self.pieces.pop(0)
+        else:
+            parts, got = [], 0
+            while got < n:
+                piece = self.pieces.pop(0)
+                use = min(piece.n, n - got)
+                parts.append(piece.slice(0, use) if use < piece.n else piece)
+                if use < piece.n:
+                    self.pieces.insert(0, piece.slice(use, piece.n))
+                got += use
+            head = concat_chunks(parts)
+        self.n -= n
+        return head
+
+    def whole_groups(self, size: int, most: int) -> int:
+        """How many groups of ``size`` rows to take next (at most ``most``): as many as
+        the first chunk holds, so they are views; one (joined) when it holds none."""
+        if self.n < size or most < 1:
+            return 0
+        inside = self.pieces[0].n // size
+        return min(most, inside) if inside else 1
+
+
 class RowReader:
     """Reads an input chunk stream one row at a time (for per-element consumers:
     flat_map, interleave, window, Python functions), pulling small chunks first and
@@ -164,19 +210,6 @@ class CollectedChunks(ChunkIter):
         return chunk_from_elements(elements, self.spec) if elements else None
 
 
-def take_rows(source, want: int) -> Chunk | None:
-    """Up to ``want`` rows from ``source.next``, joining chunks when one is short
-    (sources may return fewer rows than asked)."""
-    parts, have = [], 0
-    while have < want:
-        chunk = source.next(want - have)
-        if chunk is None:
-            break
-        parts.append(chunk)
-        have += chunk.n
-    return concat_chunks(parts) if parts else None
-
-
 def leaves_of(element) -> list:
     return flatten(element)
 
@@ -227,8 +260,11 @@ class PerElement(ChunkIter):
     already handled (restoring re-reads that chunk and skips them).
     """
 
-    def __init__(self, ctx, node, state, call, emit, threads, deterministic: bool, stats):
+    def __init__(self, ctx, node, state, call, emit, threads, deterministic: bool, stats,
+                 indexed: bool = False):
         self.ctx = ctx
+        self.indexed = indexed   # call(element, index): the row's position in the input
+        self.index = 0 if state is None else int(state.get("index", 0))
         self.spec = node.input.spec
         self.pack = packer(self.spec)
         self.call = call
@@ -249,18 +285,18 @@ class PerElement(ChunkIter):
     def _workers(self) -> int:
         return self.tuner.value if self.autotune else self.threads
 
-    def _run(self, element):
+    def _run(self, args):
         with self.ctx.budget.worker():
-            return self.call(element)
+            return self.call(*args)
 
     def _compute(self, rows: list) -> list:
         """(ok, value or error) per row, in output order."""
         workers = self._workers()
         if workers <= 1 or len(rows) == 1:
             out = []
-            for e in rows:
+            for args in rows:
                 try:
-                    out.append((True, self.call(e)))
+                    out.append((True, self.call(*args)))
                 except OpError as err:
                     out.append((False, err))
                     break  # the rows after it are computed when the consumer gets there
@@ -269,7 +305,7 @@ class PerElement(ChunkIter):
             if self.pool is not None:
                 self.pool.shutdown(wait=False)
             self.pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="nbdata-map")
-        futures = [self.pool.submit(self._run, e) for e in rows]
+        futures = [self.pool.submit(self._run, args) for args in rows]
         order = futures if self.deterministic else list(concurrent.futures.as_completed(futures))
         out = []
         for f in order:
@@ -283,6 +319,8 @@ class PerElement(ChunkIter):
         while True:
             if not self.ready and (self.chunk is None or self.done >= self.chunk.n):
                 self.before = self.it.save()
+                if self.chunk is not None:
+                    self.index += self.chunk.n
                 self.chunk = self.it.next(want)
                 self.done = 0
                 if self.chunk is None:
@@ -297,7 +335,8 @@ class PerElement(ChunkIter):
                 results, self.ready = self.ready, []
             else:
                 b = min(chunk.n, a + want)
-                rows = [self.pack([col_row(c, j) for c in chunk.columns]) for j in range(a, b)]
+                rows = [(self.pack([col_row(c, j) for c in chunk.columns]),) + (
+                    (self.index + j,) if self.indexed else ()) for j in range(a, b)]
                 started = time.perf_counter()
                 results = self._compute(rows)
                 if self.tuner is not None:
@@ -316,8 +355,9 @@ class PerElement(ChunkIter):
 
     def save(self) -> dict:
         if self.chunk is None or self.done >= self.chunk.n:
-            return {"input": self.it.save(), "done": self.skip}
-        return {"input": self.before, "done": self.done}
+            index = self.index + (self.chunk.n if self.chunk is not None else 0)
+            return {"input": self.it.save(), "done": self.skip, "index": index}
+        return {"input": self.before, "done": self.done, "index": self.index}
 
     def close(self) -> None:
         if self.pool is not None:

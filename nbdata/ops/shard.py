@@ -27,6 +27,12 @@ class Shard(Node):
             return n
         return n // self.num_shards + (1 if self.index < n % self.num_shards else 0)
 
+    def random_access(self) -> str | None:
+        return self.input.random_access()
+
+    def gather(self, ctx, rows):
+        return self.input.gather(ctx, rows * self.num_shards + self.index)
+
     def open_chunks(self, ctx, state=None):
         return ShardChunks(ctx.open_chunks(self.input, None if state is None else state["input"]),
                            self.num_shards, self.index, 0 if state is None else int(state["pos"]),

@@ -11,8 +11,9 @@ import numpy as np
 from nbdata import random as nd_random
 from nbdata.chunks import Chunk, RowList, StringColumn
 from nbdata.errors import InvalidArgumentError
-from nbdata.kernels.shuffle import drain_plan, replace_plan
-from nbdata.ops.node import Node, arg_field, input_field, new_resource_key
+from nbdata.kernels.shuffle import drain_plan, draw_slots, replace_plan, swap_rows
+from nbdata.ops.fusion import IndexedSource
+from nbdata.ops.node import Node, NotFusable, arg_field, input_field, new_resource_key
 from nbdata.ops.runtime import ChunkIter
 from nbdata.spec import TensorSpec, flatten, string
 
@@ -154,13 +155,15 @@ class ShuffleChunks(ChunkIter):
     ``buffer_size``; the order of the rows left once the input ended), the input's state.
     """
 
-    def __init__(self, node: Shuffle, ctx, state):
+    def __init__(self, node, ctx, state, spec=None, open_input=None):
+        self.ctx = ctx
         self.size = node._size(ctx)
-        self.specs = [s for s in flatten(node.spec)]
+        self.specs = [s for s in flatten(node.spec if spec is None else spec)]
         self.kinds = [_store_kind(s) if isinstance(s, TensorSpec) else "object" for s in self.specs]
         self.epoch, self.key = node.epoch_key(ctx, None if state is None else int(state["epoch"]))
         self.key = np.uint64(self.key)
-        self.it = ctx.open_chunks(node.input, None if state is None else state["input"])
+        inner = None if state is None else state["input"]
+        self.it = ctx.open_chunks(node.input, inner) if open_input is None else open_input(inner)
         if state is None:
             self.store: list | None = None   # per leaf: array of capacity ``size``
             self.filled = 0
@@ -227,23 +230,34 @@ class ShuffleChunks(ChunkIter):
         return self._drain(want)
 
     def _replace(self, chunk: Chunk) -> Chunk:
-        """One output per incoming row, the buffer staying full."""
+        """One output per incoming row, the buffer staying full: numeric columns swap
+        rows through the buffer in one pass; object columns follow a row plan."""
         m = chunk.n
-        owner = np.arange(self.size, dtype=np.int64)
-        src = replace_plan(self.key, np.uint64(self.draws), m, owner)
-        self.draws += m
-        from_store = src < self.size
         incoming = [_as_store(c, k) for c, k in zip(chunk.columns, self.kinds)]
-        out = []
+        start = np.uint64(self.draws)
+        self.draws += m
+        out, plan = [], None
         for buf, col in zip(self.store, incoming):
-            o = np.empty((m,) + buf.shape[1:], buf.dtype)
+            if buf.dtype != object:
+                width = int(np.prod(buf.shape[1:]))
+                if plan is None:
+                    with self.ctx.kernels():
+                        plan = (draw_slots(self.key, start, m, self.size),)
+                slots = plan[0]
+                o = np.empty((m,) + buf.shape[1:], buf.dtype)
+                swap_rows(buf.reshape(self.size, width), np.ascontiguousarray(col).reshape(m, width),
+                          slots, o.reshape(m, width))
+                out.append(o)
+                continue
+            owner = np.arange(self.size, dtype=np.int64)
+            src = replace_plan(self.key, start, m, owner)
+            from_store = src < self.size
+            o = np.empty(m, dtype=object)
             o[from_store] = buf[src[from_store]]
             o[~from_store] = col[src[~from_store] - self.size]
+            slots_taken = np.flatnonzero(owner >= self.size)
+            buf[slots_taken] = col[owner[slots_taken] - self.size]
             out.append(o)
-        replaced = owner >= self.size
-        slots = np.flatnonzero(replaced)
-        for buf, col in zip(self.store, incoming):
-            buf[slots] = col[owner[slots] - self.size]
         return self._output(out)
 
     def _drain(self, want: int):
@@ -258,3 +272,135 @@ class ShuffleChunks(ChunkIter):
         self.draws += m
         self.order = self.order[:left - m].copy()
         return self._output([buf[src] for buf in self.store])
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class IndexShuffle(Shuffle):
+    """A shuffle over an input whose rows can be fetched by position (arrays, a range):
+    the buffer shuffles row numbers, whose rows are then gathered. Same order as the
+    buffer shuffle of the rows themselves; its state saves row numbers, not rows.
+    Made by the ``shuffle_indices`` rewrite pass."""
+
+    op = "shuffle"
+
+    def describe(self) -> str:
+        return super().describe()[:-1] + ", over row numbers)"
+
+    def _rows(self, ctx) -> int:
+        return self.input.cardinality()
+
+    def open(self, ctx):
+        n = self._rows(ctx)
+        rows = (np.int64(i) for i in range(n))
+        order = ShuffleIterator(rows, self._size(ctx), self.epoch_key(ctx)[1])
+        spec = self.spec
+        return (_first_row(self.input.gather(ctx, np.array([r], np.int64)), spec) for r in order)
+
+    def open_chunks(self, ctx, state=None):
+        return IndexShuffleChunks(self, ctx, state)
+
+    fusion_role = "source"
+
+    def fusion_source(self, planner):
+        return _indexed(self, planner, lambda ctx, state: IndexShuffleChunks(self, ctx, state).order)
+
+
+def _first_row(chunk: Chunk, spec):
+    from nbdata.chunks import chunk_elements
+    return chunk_elements(chunk, spec)[0]
+
+
+class IndexShuffleChunks(ChunkIter):
+    """Shuffled row numbers (a :class:`ShuffleChunks` over ``range(n)``), gathered."""
+
+    def __init__(self, node: IndexShuffle, ctx, state):
+        from nbdata.ops.range import RangeChunks
+        n = node._rows(ctx)
+        self.node, self.ctx = node, ctx
+        self.order = ShuffleChunks(node, ctx, state, TensorSpec((), np.int64),
+                                   lambda s: RangeChunks(0, 1, n, np.dtype(np.int64), s))
+
+    def next(self, want: int):
+        rows = self.order.next(want)
+        if rows is None:
+            return None
+        return self.node.input.gather(self.ctx, rows.columns[0])
+
+    def save(self) -> dict:
+        return self.order.save()
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GlobalShuffle(Node):
+    """A full-epoch random permutation of a random-access input, in O(1) memory: output
+    ``i`` is input row ``permutation(key, i)``, computed on its own (a keyed Feistel
+    bijection of ``range(n)``)."""
+
+    input: Node = input_field()
+    seed: Any = arg_field()
+    reshuffle_each_iteration: bool = arg_field()
+    resource_key: int = dataclasses.field(default_factory=new_resource_key, compare=False)
+    op = "global_shuffle"
+    seeded = True
+
+    @property
+    def spec(self):
+        return self.input.spec
+
+    def cardinality(self) -> int:
+        return self.input.cardinality()
+
+    def epoch_key(self, ctx, epoch: int | None = None) -> tuple[int, int]:
+        if epoch is None:
+            epochs = ctx.resource(self.resource_key, lambda: EpochCounter(self.reshuffle_each_iteration))
+            epoch = epochs.next_epoch()
+        return epoch, int(nd_random.key(ctx.op_seed(self), GLOBAL_STREAM, epoch))
+
+    def open(self, ctx):
+        _, key = self.epoch_key(ctx)
+        n = self.cardinality()
+        spec = self.spec
+        return (_first_row(self.input.gather(ctx, nd_random.permutation(key, i, 1, n)), spec)
+                for i in range(n))
+
+    def open_chunks(self, ctx, state=None):
+        return GlobalShuffleChunks(self, ctx, state)
+
+    fusion_role = "source"
+
+    def fusion_source(self, planner):
+        return _indexed(self, planner, lambda ctx, state: GlobalShuffleChunks(self, ctx, state, False))
+
+
+GLOBAL_STREAM = 0x474C4F42  # "GLOB"
+
+
+class GlobalShuffleChunks(ChunkIter):
+    """Consecutive positions of the permutation, gathered (or, for a fused stage reading
+    the input in place, the row numbers only). State: epoch and position."""
+
+    def __init__(self, node: GlobalShuffle, ctx, state, gather: bool = True):
+        self.node, self.ctx, self.gather = node, ctx, gather
+        self.epoch, self.key = node.epoch_key(ctx, None if state is None else int(state["epoch"]))
+        self.n = node.cardinality()
+        self.pos = 0 if state is None else int(state["pos"])
+
+    def next(self, want: int):
+        if self.pos >= self.n:
+            return None
+        k = min(want, self.n - self.pos)
+        rows = nd_random.permutation(self.key, self.pos, k, self.n)
+        self.pos += k
+        return self.node.input.gather(self.ctx, rows) if self.gather else Chunk([rows], k)
+
+    def save(self) -> dict:
+        return {"epoch": self.epoch, "pos": self.pos}
+
+
+def _indexed(node, planner, open_indices) -> IndexedSource:
+    """The fused-stage source of a shuffle over row numbers: its input read in place at
+    the shuffled rows (NotFusable when the input is not a source read in place)."""
+    source = node.input.fusion_source(planner)
+    if not source.in_place or source.indexed:
+        raise NotFusable(f"{node.input.op} is not read in place")
+    return IndexedSource(node, source, open_indices)

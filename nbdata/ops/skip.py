@@ -31,6 +31,14 @@ class Skip(Node):
             return 0
         return max(0, n - self.count)
 
+    def random_access(self) -> str | None:
+        if not isinstance(self.count, int):
+            return "skip with a placeholder count"
+        return self.input.random_access()
+
+    def gather(self, ctx, rows):
+        return self.input.gather(ctx, rows + max(0, self.count))
+
     def is_noop(self) -> bool:
         return isinstance(self.count, int) and self.count == 0
 

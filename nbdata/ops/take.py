@@ -31,6 +31,14 @@ class Take(Node):
             return self.count
         return min(n, self.count)
 
+    def random_access(self) -> str | None:
+        if not isinstance(self.count, int):
+            return "take with a placeholder count"
+        return self.input.random_access()
+
+    def gather(self, ctx, rows):
+        return self.input.gather(ctx, rows)
+
     def is_noop(self) -> bool:
         return isinstance(self.count, int) and self.count < 0
 

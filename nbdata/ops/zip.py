@@ -48,6 +48,20 @@ class Zip(Node):
     def open_chunks(self, ctx, state=None):
         return ZipChunks(self, ctx, state)
 
+    def random_access(self) -> str | None:
+        for c in self.children:
+            reason = c.random_access()
+            if reason:
+                return reason
+        return None if self.cardinality() >= 0 else "zip of datasets of unknown length"
+
+    def cheap_gather(self) -> bool:
+        return all(c.cheap_gather() for c in self.children)
+
+    def gather(self, ctx, rows) -> Chunk:
+        parts = [c.gather(ctx, rows) for c in self.children]
+        return Chunk([col for i in flatten(self.structure) for col in parts[i].columns], len(rows))
+
     def fusion_source(self, planner) -> ChunkSource:
         """The children's leaves side by side, in the order the element flattens them;
         rows end with the shortest child."""
@@ -62,7 +76,9 @@ class Zip(Node):
             readers = [s.open(ctx) for s in sources]
             return SourceReader.combine([readers[i] for i in order])
 
-        return ChunkSource(self, leaves, rows, open_reader)
+        source = ChunkSource(self, leaves, rows, open_reader)
+        source.in_place = all(s.in_place for s in sources)
+        return source
 
 
 class ZipIterator:

@@ -177,9 +177,11 @@ def test_generated_kernel_runs_on_its_own():
     scratch = [np.empty((10,) + s.shape, s.dtype) for s in code.scratch_specs]
     outs = [np.empty((10,) + s.shape, s.dtype) for s in code.out_specs]
     state = np.array(code.counters, np.int64)
-    bad, done, n = kernel(np.int64(0), np.int64(10), np.array([0, 1], np.int64), status,
+    kept_at = np.empty(10, np.int64)
+    bad, done, n = kernel(np.int64(0), np.int64(10), np.array([0, 1], np.int64), status, kept_at,
                           *scratch, *outs, state)
     assert (bad, done, n) == (-1, False, 5)
+    assert kept_at[:n].tolist() == np.flatnonzero(status == 1).tolist()
     kept = status == 1
     index, value = [(scratch + outs)[i] for i in code.results]  # enumerate's index first
     assert index[kept].tolist() == [5, 6, 7, 8, 9]
@@ -203,7 +205,7 @@ def test_take_reports_done_and_skip_counts_across_calls():
         outs = [np.empty((2,) + s.shape, s.dtype) for s in code.out_specs]
         scratch = [np.empty((2,) + s.shape, s.dtype) for s in code.scratch_specs]
         bad, done, n = kernel(np.int64(lo), np.int64(2), np.array([0, 1], np.int64), status,
-                              *scratch, *outs, state)
+                              np.empty(2, np.int64), *scratch, *outs, state)
         seen += (scratch + outs)[code.results[0]][status == 1].tolist()
         if done:
             break

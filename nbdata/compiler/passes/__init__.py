@@ -5,10 +5,11 @@ from __future__ import annotations
 from nbdata.compiler.passes.filter_fusion import FilterFusion
 from nbdata.compiler.passes.map_fusion import MapFusion
 from nbdata.compiler.passes.noop_elimination import NoopElimination
+from nbdata.compiler.passes.shuffle_indices import ShuffleIndices
 from nbdata.ops.node import Node
 from nbdata.options import Options
 
-PASSES = (NoopElimination(), MapFusion(), FilterFusion())
+PASSES = (NoopElimination(), MapFusion(), FilterFusion(), ShuffleIndices())
 
 
 class PassError(RuntimeError):
