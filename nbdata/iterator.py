@@ -167,11 +167,11 @@ class Iterator:
         if self._pipeline is None:
             raise FailedPreconditionError("restore: the iterator has not been initialized "
                                           "(run its initializer first)")
-        old, self._raw = self._raw, self._pipeline.restore_state(state, self._feed)
-        self._finished = False
-        close = getattr(old, "close", None)
-        if close is not None:
+        close = getattr(self._raw, "close", None)
+        if close is not None:  # first: the old run may hold a cache writer's lock
             close()
+        self._raw = self._pipeline.restore_state(state, self._feed)
+        self._finished = False
 
     @property
     def initializer(self) -> Initializer:

@@ -18,6 +18,9 @@ from nbdata.errors import FailedPreconditionError
 from nbdata.options import Options
 from nbdata.placeholder import Placeholder
 from nbdata.random import derive_seed
+from nbdata.random import key as random_key
+
+REPEAT_STREAM = 0x52455045  # "REPE": epochs of repeat() derive from the iteration's
 from nbdata.spec import packer
 
 
@@ -191,7 +194,8 @@ class ExecContext:
 
     def __init__(self, options: Options, feed: dict | None = None, state: RunState | None = None,
                  stats: dict | None = None, make_dataset: Callable | None = None,
-                 budget: ThreadBudget | None = None, op_index: dict | None = None):
+                 budget: ThreadBudget | None = None, op_index: dict | None = None,
+                 epochs: dict | None = None, path: tuple = ()):
         self.options = options
         self.feed = feed or {}
         self.state = state if state is not None else RunState()
@@ -199,6 +203,25 @@ class ExecContext:
         self._make_dataset = make_dataset
         self.budget = budget if budget is not None else ThreadBudget(options)
         self.op_index = op_index or {}
+        self.epochs = epochs or {}
+        self.path = path
+
+    def with_path(self, epoch: int) -> "ExecContext":
+        """This context for epoch ``epoch`` of a ``repeat`` (random ops below it draw anew)."""
+        return ExecContext(self.options, self.feed, self.state, self._stats, self._make_dataset,
+                           self.budget, self.op_index, self.epochs, self.path + (epoch,))
+
+    def epoch(self, node, reshuffle: bool) -> int:
+        """The epoch a random op's draws are keyed on: the iteration of the pipeline this
+        run is (each iteration of a dataset reshuffles) and the repeat epochs above the
+        op; 0 when it does not reshuffle. It depends only on the run's position, so an
+        iterator restored from saved state draws the same values."""
+        if not reshuffle:
+            return 0
+        epoch = self.epochs.get(node.resource_key, 0)
+        for e in self.path:
+            epoch = int(random_key(epoch, REPEAT_STREAM, e))
+        return epoch
 
     def op_seed(self, node) -> int:
         """A random op's seed: its own (or the global seed's), else one derived from the

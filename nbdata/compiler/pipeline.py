@@ -81,9 +81,20 @@ class Pipeline:
         self.draws_seed = any(n.seed is None for n in seeded)
         self.fingerprint = _fingerprint(self.optimized)
 
-    def _context(self, feed: dict) -> ExecContext:
+    def _context(self, feed: dict, epochs: dict | None = None) -> ExecContext:
+        """A context for one run; ``epochs`` (by op index) restores a saved run's, else
+        each random op gets its next iteration number."""
+        if epochs is None:
+            bases = {key: self.state.resource(key, lambda: EpochCounter(True)).next_epoch()
+                     for key in self.op_index}
+        else:
+            by_index = {index: key for key, index in self.op_index.items()}
+            bases = {by_index[int(i)]: int(e) for i, e in epochs.items() if int(i) in by_index}
         return ExecContext(self.options, feed, self.state, self._stats, self._make_dataset,
-                           ThreadBudget(self.options), self.op_index)
+                           ThreadBudget(self.options), self.op_index, bases)
+
+    def _epochs_by_index(self, ctx: ExecContext) -> dict:
+        return {index: ctx.epochs.get(key, 0) for key, index in self.op_index.items()}
 
     @staticmethod
     def _feed(feed_dict: dict | None) -> dict:
@@ -104,13 +115,14 @@ class Pipeline:
         >>> [int(x) for x in pipe.open({n: 3})]
         [0, 1, 2]
         """
-        ctx = self._context(self._feed(feed_dict))
+        ctx = self._context(self._feed(feed_dict), None if state is None else state["epochs"])
         if not self.options.chunked:
             if state is not None:
                 raise UnimplementedError("iterator state needs the chunk executor "
                                          "(Options().chunked = True, the default)")
             return ctx.open(self.physical)
-        return ChunkedRun(ctx, self.physical, self.element_spec, state)
+        return ChunkedRun(ctx, self.physical, self.element_spec,
+                          None if state is None else state["run"])
 
     def open_in(self, outer: ExecContext) -> Any:
         """Open this pipeline's element iterator inside another one's run (a dataset made
@@ -133,13 +145,9 @@ class Pipeline:
         if not isinstance(run, ChunkedRun):
             raise UnimplementedError("iterator state needs the chunk executor "
                                      "(Options().chunked = True, the default)")
-        epochs = {}
-        for key, index in self.op_index.items():
-            counter = self.state._find(key)
-            if isinstance(counter, EpochCounter):
-                epochs[index] = counter.next
-        doc = {"version": STATE_VERSION, "fingerprint": self.fingerprint, "run": run.save(),
-               "epochs": epochs, "seed": self.state.seed if self.draws_seed else None}
+        doc = {"version": STATE_VERSION, "fingerprint": self.fingerprint,
+               "run": {"run": run.save(), "epochs": self._epochs_by_index(run.ctx)},
+               "seed": self.state.seed if self.draws_seed else None}
         return checkpoint.encode(doc)
 
     def restore_state(self, data: bytes, feed_dict: dict | None = None):
@@ -157,11 +165,6 @@ class Pipeline:
                 f"{self.fingerprint}); restore it into an iterator of the same dataset")
         if doc["seed"] is not None:
             self.state.seed = doc["seed"]
-        by_index = {index: key for key, index in self.op_index.items()}
-        for index, value in doc["epochs"].items():
-            counter = self.state._find(by_index.get(int(index), -1))
-            if isinstance(counter, EpochCounter):
-                counter.next = int(value)
         return self.open(feed_dict, doc["run"])
 
     # ---------------------------------------------------------- reports

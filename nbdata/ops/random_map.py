@@ -10,7 +10,6 @@ from nbdata.chunks import chunk_from_elements
 from nbdata.ops.function import UserFunction, call_unpacked, canonical_output, conform
 from nbdata.ops.node import Node, arg_field, input_field, new_resource_key
 from nbdata.ops.runtime import PerElement
-from nbdata.ops.shuffle import EpochCounter
 
 RANDOM_MAP_STREAM = 0x524D4150  # "RMAP": keeps these draws apart from other ops' streams
 
@@ -49,7 +48,7 @@ class RandomMap(Node):
 
     def _key(self, ctx, epoch: int | None = None) -> tuple[int, int]:
         if epoch is None:
-            epoch = ctx.resource(self.resource_key, lambda: EpochCounter(True)).next_epoch()
+            epoch = ctx.epoch(self, True)
         return epoch, int(nd_random.key(ctx.op_seed(self), RANDOM_MAP_STREAM, epoch))
 
     def _call(self, fn, key: int):

@@ -55,7 +55,7 @@ class RepeatIterator:
     def __init__(self, ctx, input_node, count):
         self.ctx, self.input_node, self.count = ctx, input_node, count
         self.epoch = 0
-        self.it = ctx.open(input_node) if count != 0 else None
+        self.it = ctx.with_path(0).open(input_node) if count != 0 else None
         self.yielded_this_epoch = False
 
     def __iter__(self):
@@ -73,7 +73,7 @@ class RepeatIterator:
                     self.it = None
                     break
                 self.yielded_this_epoch = False
-                self.it = self.ctx.open(self.input_node)
+                self.it = self.ctx.with_path(self.epoch).open(self.input_node)
         raise StopIteration
 
 
@@ -87,7 +87,8 @@ class RepeatChunks(ChunkIter):
         self.epoch = 0 if state is None else int(state["epoch"])
         self.yielded = False if state is None else bool(state["yielded"])
         done = self.count == 0 or (state is not None and state["input"] is None)
-        self.it = None if done else ctx.open_chunks(node.input, None if state is None else state["input"])
+        self.it = None if done else ctx.with_path(self.epoch).open_chunks(
+            node.input, None if state is None else state["input"])
 
     def next(self, want: int):
         while self.it is not None:
@@ -101,7 +102,7 @@ class RepeatChunks(ChunkIter):
                 self.it = None
                 break
             self.yielded = False
-            self.it = self.ctx.open_chunks(self.input_node)
+            self.it = self.ctx.with_path(self.epoch).open_chunks(self.input_node)
         return None
 
     def save(self) -> dict:

@@ -22,7 +22,8 @@ SHUFFLE_STREAM = 0x5348554646  # "SHUFF": keeps shuffle draws apart from other o
 
 
 class EpochCounter:
-    """Hands out the epoch number of each new iteration (a shuffle's run-state resource)."""
+    """Hands out the iteration number of each new iteration of a pipeline holding a random
+    op (the op's run-state resource): each iteration of a dataset reshuffles."""
 
     def __init__(self, reshuffle: bool):
         self.reshuffle = reshuffle
@@ -65,10 +66,9 @@ class Shuffle(Node):
         return size
 
     def epoch_key(self, ctx, epoch: int | None = None) -> tuple[int, int]:
-        """(epoch, key) of a new iteration (or of ``epoch``, when restoring)."""
+        """(epoch, key) of this run of the shuffle (or of ``epoch``, when restoring)."""
         if epoch is None:
-            epochs = ctx.resource(self.resource_key, lambda: EpochCounter(self.reshuffle_each_iteration))
-            epoch = epochs.next_epoch()
+            epoch = ctx.epoch(self, self.reshuffle_each_iteration)
         return epoch, int(nd_random.key(ctx.op_seed(self), SHUFFLE_STREAM, epoch))
 
     def open(self, ctx):
@@ -352,8 +352,7 @@ class GlobalShuffle(Node):
 
     def epoch_key(self, ctx, epoch: int | None = None) -> tuple[int, int]:
         if epoch is None:
-            epochs = ctx.resource(self.resource_key, lambda: EpochCounter(self.reshuffle_each_iteration))
-            epoch = epochs.next_epoch()
+            epoch = ctx.epoch(self, self.reshuffle_each_iteration)
         return epoch, int(nd_random.key(ctx.op_seed(self), GLOBAL_STREAM, epoch))
 
     def open(self, ctx):
