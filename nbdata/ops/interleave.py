@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from typing import Any
 
@@ -114,6 +115,9 @@ class InterleaveChunks(ChunkIter):
         self.reader = RowReader(ctx, node.input, None if state is None else state["input"], self.limit)
         cycle = node.cycle(ctx)
         self.slots: list = [None] * cycle          # (state before element, chunk iterator)
+        # With parallel reads, the datasets of the next input elements are opened (and
+        # start reading) before their turn: (state before element, chunk iterator).
+        self.future: collections.deque = collections.deque()
         self.cycle_index = 0 if state is None else int(state["cycle_index"])
         self.block_index = 0 if state is None else int(state["block_index"])
         self.end_of_input = False if state is None else bool(state["end_of_input"])
@@ -132,8 +136,26 @@ class InterleaveChunks(ChunkIter):
         if self.parallel:
             ctx = self.ctx
             return BackgroundChunks(ctx, lambda s: ctx.open_dataset_chunks(ds, s), ds.element_spec,
-                                    state, self.block, ctx.stats(self.node), self.node.label)
+                                    state, self.block, ctx.stats(self.node), self.node.label,
+                                    start=True)
         return self.ctx.open_dataset_chunks(ds, state)
+
+    def _read(self):
+        before = self.reader.save()
+        ok, element = self.reader.next_element()
+        return (before, self._open(element)) if ok else None
+
+    def _next_dataset(self):
+        """The dataset of the next input element (already reading, when parallel)."""
+        if self.parallel:
+            while not self.end_of_input and len(self.future) < len(self.slots):
+                opened = self._read()
+                if opened is None:
+                    self.end_of_input = True
+                    break
+                self.future.append(opened)
+            return self.future.popleft() if self.future else None
+        return None if self.end_of_input else self._read()
 
     def _advance(self) -> None:
         self.block_index = 0
@@ -143,19 +165,18 @@ class InterleaveChunks(ChunkIter):
         parts, have = [], 0
         skipped = 0
         while have < want:
-            if self.end_of_input and all(s is None for s in self.slots):
+            if self.end_of_input and not self.future and all(s is None for s in self.slots):
                 break
             slot = self.slots[self.cycle_index]
             if slot is None:
-                if self.end_of_input:
+                if self.end_of_input and not self.future:
                     self._advance()
                     continue
-                before = self.reader.save()
-                ok, element = self.reader.next_element()
-                if not ok:
+                opened = self._next_dataset()
+                if opened is None:
                     self.end_of_input = True
                     continue
-                self.slots[self.cycle_index] = (before, self._open(element))
+                self.slots[self.cycle_index] = opened
                 continue
             if (self.parallel and not self.deterministic and parts and not slot[1].ready()
                     and skipped < len(self.slots)):
@@ -177,12 +198,15 @@ class InterleaveChunks(ChunkIter):
         return concat_chunks(parts) if parts else None
 
     def save(self) -> dict:
-        return {"input": self.reader.save(), "cycle_index": self.cycle_index,
-                "block_index": self.block_index, "end_of_input": self.end_of_input,
+        # datasets opened ahead are not part of the state: their elements are read again
+        reader = self.future[0][0] if self.future else self.reader.save()
+        return {"input": reader, "cycle_index": self.cycle_index,
+                "block_index": self.block_index,
+                "end_of_input": self.end_of_input and not self.future,
                 "slots": [None if s is None else (s[0], s[1].save()) for s in self.slots]}
 
     def close(self) -> None:
-        for s in self.slots:
+        for s in list(self.slots) + list(self.future):
             if s is not None:
                 s[1].close()
         self.reader.close()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
+
 from nbdata import random as nd_random
 from nbdata.chunks import chunk_from_elements
 from nbdata.ops.function import UserFunction, call_unpacked, canonical_output, conform
@@ -54,8 +56,10 @@ class RandomMap(Node):
     def _call(self, fn, key: int):
         spec, label, name = self.spec, self.traced.op, self.traced.name
 
+        key = np.uint64(key)
+
         def call(element, index):
-            generator = nd_random.Generator(key, index)
+            generator = nd_random.Generator(key, np.uint64(index))
             try:
                 out = with_generator(fn, element, generator)
             except Exception as e:  # noqa: BLE001 - reported naming the op, as map does

@@ -449,7 +449,7 @@ class BackgroundChunks(ChunkIter):
     """
 
     def __init__(self, ctx, open_input, spec, state, capacity: int, stats, label: str,
-                 autotune: bool = False, ram_budget: int = 0):
+                 autotune: bool = False, ram_budget: int = 0, start: bool = False):
         before = None if state is None else state["input"]
         it = open_input(before)
         self.pull_rows = ctx.max_rows(spec)
@@ -462,13 +462,19 @@ class BackgroundChunks(ChunkIter):
         self.base_skip = 0 if state is None else int(state["skip"])
         if autotune:
             stats.chosen["buffer rows"] = self.producer.capacity
+        if start:
+            self._start()
 
-    def next(self, want: int):
+    def _start(self) -> None:
         p = self.producer
         if p.thread is None:
             if p.after is None:
                 p.after = p.it.save()
             p.start()
+
+    def next(self, want: int):
+        p = self.producer
+        self._start()
         with p.cond:
             if not p.items:
                 started = time.perf_counter()

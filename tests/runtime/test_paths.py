@@ -1,0 +1,102 @@
+"""The three executors give the same output for random pipelines: the chunk executor
+(with fused kernels), the element-at-a-time executor (``Options().chunked = False``)
+and every op's reference implementation (``Options().fusion = False``), at one and
+two threads and small chunk sizes, shuffles included.
+
+``NBDATA_HYPOTHESIS_EXAMPLES=1000 python -m pytest tests/runtime/test_paths.py`` runs
+more examples than CI does.
+"""
+
+import os
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import nbdata as nd
+
+EXAMPLES = max(10, int(os.environ.get("NBDATA_HYPOTHESIS_EXAMPLES", "200")) // 3)
+
+
+def _python_map(x, y):
+    return np.int64(int(str(int(x))[::-1])), y
+
+
+def _mark(x, y):
+    return nd.Dataset.from_tensors((x, y)).repeat(2)
+
+
+OPS = {
+    "map": lambda ds, a: ds.map(lambda x, y: (x * 2 + 1, y * 0.5)),
+    "map_python": lambda ds, a: ds.map(_python_map, num_parallel_calls=a % 3 + 1),
+    "filter": lambda ds, a: ds.filter(lambda x, y: x % 3 != 0),
+    "shuffle": lambda ds, a: ds.shuffle(a % 17 + 1, seed=a),
+    "batch_unbatch": lambda ds, a: ds.batch(a % 5 + 1).unbatch(),
+    "take": lambda ds, a: ds.take(a * 3),
+    "skip": lambda ds, a: ds.skip(a),
+    "shard": lambda ds, a: ds.shard(a % 3 + 1, a % (a % 3 + 1)),
+    "enumerate": lambda ds, a: ds.enumerate(a).map(lambda i, e: (e[0] + i, e[1])),
+    "repeat": lambda ds, a: ds.repeat(2),
+    "prefetch": lambda ds, a: ds.prefetch(a % 3 + 1),
+    "cache": lambda ds, a: ds.cache(),
+    "concatenate": lambda ds, a: ds.concatenate(nd.Dataset.from_tensor_slices(
+        (np.arange(a, dtype=np.int64), np.ones((a, 2))))),
+    "interleave": lambda ds, a: ds.interleave(_mark, cycle_length=a % 3 + 1,
+                                              num_parallel_calls=None if a % 2 else 2),
+    "random_map": lambda ds, a: ds.random_map(lambda x, y, rng: (x + rng.integers(0, 5), y),
+                                              seed=a),
+    "zip_range": lambda ds, a: nd.Dataset.zip((ds, nd.Dataset.range(1000))).map(
+        lambda e, r: (e[0] + r, e[1])),
+}
+
+
+def build(n: int, ops: list, terminal):
+    x = np.arange(n, dtype=np.int64) * 7 % 23
+    y = np.stack([np.arange(n) * 0.25, np.ones(n)], axis=1)
+    ds = nd.Dataset.from_tensor_slices((x, y))
+    for name, a in ops:
+        ds = OPS[name](ds, a)
+    if terminal:
+        ds = ds.batch(terminal)
+    return ds
+
+
+def plain(e):
+    if isinstance(e, tuple):
+        return tuple(plain(v) for v in e)
+    a = np.asarray(e)
+    return (type(e).__name__, str(a.dtype), a.shape, a.tolist())
+
+
+def outcome(ds, **options):
+    o = nd.Options()
+    for k, v in options.items():
+        if k == "threads":
+            o.threading.private_threadpool_size = v
+        else:
+            setattr(o, k, v)
+    got, error = [], None
+    try:
+        for e in ds.with_options(o):
+            got.append(plain(e))
+    except nd.errors.OpError as e:
+        error = type(e)
+    return got, error
+
+
+@settings(max_examples=EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(n=st.integers(0, 300),
+       ops=st.lists(st.tuples(st.sampled_from(sorted(OPS)), st.integers(0, 40)), max_size=4),
+       terminal=st.sampled_from([None, 1, 7]),
+       chunk_rows=st.sampled_from([0, 1, 7]),
+       threads=st.sampled_from([1, 2]),
+       compile_kernels=st.booleans())
+def test_chunk_element_and_reference_paths_agree(n, ops, terminal, chunk_rows, threads,
+                                                 compile_kernels):
+    reference = outcome(build(n, ops, terminal), fusion=False)
+    elements = outcome(build(n, ops, terminal), chunked=False)
+    chunks = outcome(build(n, ops, terminal), chunk_rows=chunk_rows, threads=threads,
+                     fusion_min_rows=0 if compile_kernels else 4096)
+    assert elements == reference
+    assert chunks == reference
