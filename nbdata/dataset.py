@@ -290,6 +290,12 @@ class Dataset(DatasetBase):
         these dtypes. ``output_signature`` (an nbdata extension) skips tracing for
         functions that cannot run on synthetic inputs.
 
+        A function that fuses runs inside the stage's parallel kernel, whatever
+        ``num_parallel_calls`` says. A function that runs in Python is called on
+        ``num_parallel_calls`` threads (AUTOTUNE: tuned from measured rates within the
+        thread budget), results in input order unless ``deterministic`` is False
+        (default: ``Options().deterministic``), when they come as the calls finish.
+
         Values: position-wise arithmetic is lifted into the fused kernel with
         NumPy's exact rules, so fused and reference results are bit-identical.
         A function Numba compiles as a whole computes as Numba does: results are
@@ -368,7 +374,14 @@ class Dataset(DatasetBase):
                    name: str | None = None) -> "Dataset":
         """Interleave the datasets ``map_func`` makes from ``cycle_length`` input
         elements at a time, ``block_length`` consecutive elements from each, in
-        tf.data's exact order. ``cycle_length=None`` uses the number of cores.
+        tf.data's exact order. ``cycle_length=None`` (or AUTOTUNE) uses the thread
+        budget (the number of cores by default).
+
+        ``num_parallel_calls`` > 1 (or AUTOTUNE) reads each open dataset on its own
+        background thread and opens the datasets of the next input elements ahead;
+        the order stays tf.data's. ``deterministic=False`` (default:
+        ``Options().deterministic``) lets a dataset whose rows are not ready yet give
+        its turn to the next one.
 
         >>> import nbdata as nd
         >>> ds = nd.Dataset.range(1, 4).interleave(
@@ -392,15 +405,20 @@ class Dataset(DatasetBase):
         """Stack ``batch_size`` consecutive elements; the last batch may be smaller
         unless ``drop_remainder``. Strings batch into object arrays of bytes.
 
+        Rows are copied into batches by parallel kernels with threads from the run's
+        budget; ``num_parallel_calls`` caps them (AUTOTUNE: the budget).
+        ``deterministic`` is accepted for tf.data compatibility: batches always come
+        in order, which ``deterministic=False`` allows but does not require.
+
         >>> import nbdata as nd
         >>> [b.tolist() for b in nd.Dataset.range(5).batch(2, drop_remainder=True)]
         [[0, 1], [2, 3]]
         """
         size = _int_arg(batch_size, "batch", "batch_size", minimum=1)
         _bool_arg(drop_remainder, "batch", "drop_remainder")
-        _parallel_calls(num_parallel_calls, "batch")
         batched_spec(self.element_spec, None, "batch")
-        return self._derive(Batch(self._node, size, bool(drop_remainder), name=name))
+        calls = _parallel_calls(num_parallel_calls, "batch")
+        return self._derive(Batch(self._node, size, bool(drop_remainder), calls, name=name))
 
     def padded_batch(self, batch_size: Any, padded_shapes: Any = None, padding_values: Any = None,
                      drop_remainder: bool = False, name: str | None = None) -> "Dataset":
@@ -598,8 +616,12 @@ class Dataset(DatasetBase):
         return self._derive(Enumerate(self._node, start, name=name))
 
     def prefetch(self, buffer_size: Any, name: str | None = None) -> "Dataset":
-        """Produce up to ``buffer_size`` elements ahead on a background thread
-        (``nd.AUTOTUNE`` picks the size; 0 disables prefetching).
+        """Produce up to ``buffer_size`` elements ahead on a background thread (at least
+        one chunk of rows); 0 disables prefetching. With ``nd.AUTOTUNE`` the buffer
+        starts small and doubles while the consumer finds it empty, within
+        ``Options().autotune.ram_budget`` (``pipe.stats()`` shows the size chosen and
+        how long the consumer waited). ``iter``, ``save`` and ``restore`` work across
+        it: rows read ahead are read again after a restore.
 
         >>> import nbdata as nd
         >>> [int(x) for x in nd.Dataset.range(3).prefetch(nd.AUTOTUNE)]

@@ -1,4 +1,11 @@
-"""CPU image ops that compile inside fused map stages."""
+"""CPU image ops that compile inside fused map stages.
+
+Each op is a Python function that runs its Numba implementation; inside compiled
+functions the implementation is called directly (an overload). Traced with symbolic
+inputs (a fused map whose function only crops, flips and normalizes), the ops build
+expressions instead: the fused kernel then reads each output pixel straight from the
+source image, with no intermediate arrays, and computes the same values.
+"""
 
 import numba
 import numpy as np
@@ -15,7 +22,7 @@ _FLIP_STREAM = 0x666C69705F6C5F72  # b"flip_l_r"
 
 
 @numba.njit(nogil=True, cache=True)
-def random_crop(image, size, seed):
+def _random_crop(image, size, seed):
     """Crops a random (h, w) window out of an HWC image.
 
     Stateless, like ``tf.image.stateless_random_crop``: the window depends
@@ -75,7 +82,7 @@ def random_crop(image, size, seed):
 
 
 @numba.njit(nogil=True, cache=True)
-def flip_left_right(image):
+def _flip_left_right(image):
     """Mirrors an HWC image along its width axis.
 
     Args:
@@ -95,7 +102,7 @@ def flip_left_right(image):
 
 
 @numba.njit(nogil=True, cache=True)
-def random_flip_left_right(image, seed):
+def _random_flip_left_right(image, seed):
     """Mirrors an HWC image along its width axis with probability 1/2.
 
     Stateless, like ``tf.image.stateless_random_flip_left_right``: whether
@@ -155,7 +162,7 @@ def _per_channel(values, channels):
 
 
 @numba.njit(nogil=True, cache=True)
-def normalize(image, mean, std):
+def _normalize(image, mean, std):
     """Standardizes an HWC image: ``(image - mean) / std`` in float32.
 
     The image, ``mean`` and ``std`` are each rounded to float32 first and
@@ -203,3 +210,78 @@ def normalize(image, mean, std):
                 value = np.float32(image[y, x, c])
                 out[y, x, c] = (value - mean_c[c]) / std_c[c]
     return out
+
+
+# ---------------------------------------------------------------- dispatch
+
+def _symbolic(*values) -> bool:
+    from nbdata.compiler.elementwise import Sym
+    return any(isinstance(v, Sym) for v in values)
+
+
+def _draw_window(image, size, seed):
+    from nbdata.compiler import elementwise as ew
+    height, width, channels = image.expr.shape if image.expr.kind != "window" else image.expr.shape
+    crop_height, crop_width, crop_channels = (int(v) for v in size)
+    if crop_channels != channels or crop_height > height or crop_width > width:
+        raise ew.NotElementwise("a crop that does not fit")
+    top = ew.draw("randint", seed[0], seed[1], _CROP_TOP_STREAM, 0, height - crop_height + 1)
+    left = ew.draw("randint", seed[0], seed[1], _CROP_LEFT_STREAM, 0, width - crop_width + 1)
+    return ew.window(image, (crop_height, crop_width, channels), top, left, False)
+
+
+def random_crop(image, size, seed):
+    return _draw_window(image, size, seed) if _symbolic(image, *seed) else _random_crop(image, size, seed)
+
+
+def flip_left_right(image):
+    if _symbolic(image):
+        from nbdata.compiler import elementwise as ew
+        return ew.flipped(image, True)
+    return _flip_left_right(image)
+
+
+def random_flip_left_right(image, seed):
+    if _symbolic(image, *seed):
+        from nbdata.compiler import elementwise as ew
+        flip = ew.draw("uniform", seed[0], seed[1], _FLIP_STREAM) < 0.5
+        return ew.flipped(image, flip)
+    return _random_flip_left_right(image, seed)
+
+
+def normalize(image, mean, std):
+    if _symbolic(image):
+        from nbdata.compiler import elementwise as ew
+        shape = image.expr.shape
+        if image.expr.dtype.kind not in "biuf" or len(shape) != 3 or _symbolic(mean, std):
+            raise ew.NotElementwise("normalize of a non-image or with symbolic constants")
+        channels = shape[2]
+        m = ew.channel_constant(_per_channel(np.asarray(mean, np.float64), channels), shape)
+        s = ew.channel_constant(_per_channel(np.asarray(std, np.float64), channels), shape)
+        return (image.astype(np.float32) - m) / s
+    return _normalize(image, mean, std)
+
+
+for _public, _impl in ((random_crop, _random_crop), (flip_left_right, _flip_left_right),
+                       (random_flip_left_right, _random_flip_left_right), (normalize, _normalize)):
+    _public.__doc__ = _impl.__doc__
+
+
+@overload(random_crop, jit_options={"nogil": True})
+def _random_crop_nopython(image, size, seed):
+    return lambda image, size, seed: _random_crop(image, size, seed)
+
+
+@overload(flip_left_right, jit_options={"nogil": True})
+def _flip_left_right_nopython(image):
+    return lambda image: _flip_left_right(image)
+
+
+@overload(random_flip_left_right, jit_options={"nogil": True})
+def _random_flip_left_right_nopython(image, seed):
+    return lambda image, seed: _random_flip_left_right(image, seed)
+
+
+@overload(normalize, jit_options={"nogil": True})
+def _normalize_nopython(image, mean, std):
+    return lambda image, mean, std: _normalize(image, mean, std)

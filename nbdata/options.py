@@ -93,15 +93,23 @@ class OptimizationOptions(_OptionGroup):
 
 
 class ThreadingOptions(_OptionGroup):
-    """Thread settings: ``private_threadpool_size`` (0 = all cores) bounds the threads
-    that fused stages and parallel maps use; ``max_intra_op_parallelism`` is accepted
-    for tf.data compatibility."""
+    """Thread settings: ``private_threadpool_size`` (0 = all cores) is the one budget of
+    threads that compiled kernels and executor threads (prefetch producers, Python map
+    workers, parallel interleave readers) share: a kernel gets the budget less the
+    executor threads busy at that moment. ``max_intra_op_parallelism`` (0 = no cap)
+    caps the threads of any single kernel call (1 runs every kernel on one thread)."""
 
     _defaults = {"private_threadpool_size": 0, "max_intra_op_parallelism": 0}
 
 
 class AutotuneOptions(_OptionGroup):
-    """Autotuning of ``AUTOTUNE`` parameters (``enabled``) and its memory budget (``ram_budget``)."""
+    """Autotuning of ``AUTOTUNE`` parameters.
+
+    ``enabled`` (default True): AUTOTUNE map parallelism is tuned from measured rates
+    and AUTOTUNE prefetch buffers grow while the consumer waits; False fixes them (the
+    thread budget, two elements). ``ram_budget`` (bytes, 0 = 256 MiB) bounds an
+    autotuned prefetch buffer. ``cpu_budget`` (0 = no cap) caps the thread budget.
+    """
 
     _defaults = {"enabled": True, "ram_budget": 0, "cpu_budget": 0}
 
@@ -110,7 +118,9 @@ class Options(_OptionGroup):
     """Options of a dataset, attached with ``ds.with_options(options)``.
 
     Attributes:
-        deterministic: produce elements in a deterministic order (default True).
+        deterministic: the default of ``map`` and ``interleave``'s ``deterministic``
+            (default True): False lets a parallel Python map or interleave hand out
+            elements in the order they are ready.
         fusion: compile element-wise chains into fused Numba loops (default
             True); ``False`` runs every op's plain reference implementation.
         fusion_min_rows: sources with fewer rows than this (default 4096) run on

@@ -4,6 +4,7 @@ import numba
 import numpy as np
 import pytest
 
+import nbdata as nd
 from nbdata import image, random
 
 MEAN = np.array([0.485, 0.456, 0.406]) * 255
@@ -214,3 +215,56 @@ def test_normalize_rejects_a_wrong_number_of_channel_values():
     with pytest.raises(ValueError, match=r"one value per channel \(3\), got "
                                          r"2 values"):
         image.normalize(img, np.array([1.0, 2.0]), 1.0)
+
+
+# ------------------------------------------------- lifted into fused kernels
+
+def _fused_and_reference(fn, images):
+    o_fused, o_ref = nd.Options(), nd.Options()
+    o_fused.fusion_min_rows = 0
+    o_ref.fusion = False
+    ds = nd.Dataset.from_tensor_slices(images).enumerate().map(fn).batch(16)
+    pipe = ds.with_options(o_fused).compile()
+    got = list(pipe)
+    want = list(ds.with_options(o_ref))
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+    assert pipe.stats().fallback_rows == 0
+    return pipe.explain()
+
+
+@pytest.mark.parametrize("case", [
+    lambda i, x: image.random_crop(x, (5, 6, 3), seed=(1, i)),
+    lambda i, x: image.random_flip_left_right(x, seed=(2, i)),
+    lambda i, x: image.flip_left_right(x),
+    lambda i, x: image.normalize(x, 127.5, 64.0),
+    lambda i, x: image.normalize(image.random_crop(x, (5, 6, 3), seed=(1, i)), MEAN, STD),
+    lambda i, x: image.normalize(image.random_flip_left_right(
+        image.random_crop(x, (5, 6, 3), seed=(1, i)), seed=(2, i)), MEAN, STD),
+    lambda i, x: image.random_crop(image.random_crop(x, (7, 8, 3), seed=(1, i)), (4, 4, 3), seed=(3, i)),
+    lambda i, x: image.normalize(image.flip_left_right(image.random_flip_left_right(x, (4, i))), MEAN, STD) * 2.0,
+])
+def test_image_ops_lift_into_fused_kernels_bit_for_bit(case):
+    images = np.random.default_rng(3).integers(0, 256, (100, 9, 10, 3), dtype=np.uint8)
+    text = _fused_and_reference(case, images)
+    assert "elementwise, inlined" in text
+
+
+def test_image_ops_that_do_not_lift_still_fuse_as_compiled_calls():
+    images = np.random.default_rng(4).integers(0, 256, (50, 9, 10, 3), dtype=np.uint8)
+    # a crop of a flipped image reads a mirrored window: called as compiled code instead
+    text = _fused_and_reference(
+        lambda i, x: image.random_crop(image.random_flip_left_right(x, (1, i)), (5, 5, 3), (2, i)),
+        images)
+    assert "Numba-compiled call" in text
+
+
+@pytest.mark.parametrize("dtype,channels", [(np.float32, 1), (np.uint16, 4), (np.int8, 3)])
+def test_lifted_image_ops_on_other_dtypes_and_channel_counts(dtype, channels):
+    rng = np.random.default_rng(5)
+    images = (rng.random((40, 8, 7, channels)) * 100).astype(dtype)
+    mean, std = np.arange(1, channels + 1, dtype=np.float64), np.full(channels, 3.0)
+    _fused_and_reference(lambda i, x: image.normalize(
+        image.random_flip_left_right(image.random_crop(x, (6, 5, channels), (9, i)), (8, i)),
+        mean, std), images)

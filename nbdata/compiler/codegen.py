@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from nbdata.compiler.elementwise import Expr, ExprRenderer, substitute
+from nbdata.compiler.elementwise import Expr, ExprRenderer, positional, substitute
 from nbdata.spec import TensorSpec, flatten, is_namedtuple
 
 
@@ -129,9 +129,12 @@ class RowEmitter:
         return renderer
 
     def _bind_helpers(self, renderer: ExprRenderer) -> None:
+        from nbdata import random as nd_random
         from nbdata.kernels import arith
+        named = {"nd_key": nd_random.key, "nd_randint": nd_random.randint,
+                 "nd_uniform": nd_random.uniform}
         for name in renderer.helpers:
-            self.ks.globals[name] = getattr(arith, name)
+            self.ks.globals[name] = named[name] if name in named else getattr(arith, name)
 
     def scalar(self, leaf: Leaf) -> Leaf:
         """Compute a scalar expression leaf into a variable (one statement per node)."""
@@ -171,9 +174,14 @@ class RowEmitter:
         for dest, leaf in targets:
             if leaf.expr is None:
                 self.flat_view(leaf)
-            key = (leaf.size, id(leaf.env) if leaf.expr is not None else None)
+            image = leaf.expr is not None and positional([leaf.expr])
+            key = (leaf.spec.shape if image else leaf.size,
+                   id(leaf.env) if leaf.expr is not None else None, image)
             groups.setdefault(key, []).append((dest, leaf))
-        for (size, _), items in groups.items():
+        for (size, _, image), items in groups.items():
+            if image:
+                self._store_image(items)
+                continue
             self.emit(f"for q in range({size}):")
             renderer = None
             for dest, leaf in items:
@@ -185,6 +193,95 @@ class RowEmitter:
                 self.emit(f"{dest} = {text}", 1)
             if renderer is not None:
                 self._bind_helpers(renderer)
+
+    @staticmethod
+    def _flat_at(leaf: Leaf, index: str) -> str:
+        return f"{leaf.flat}, {index}]" if leaf.flat is not None else f"{leaf.var}f[{index}]"
+
+    def _store_image(self, items: list) -> None:
+        """Store (h, w, C) expressions that read image windows (crops, flips) and
+        per-channel constants, each output pixel straight from its source pixel: per
+        output row, one contiguous loop over w*C values when not flipped (it
+        vectorizes, with the constants tiled along the row) and a pixel loop when
+        flipped."""
+        h, w, c = items[0][1].spec.shape
+        env = items[0][1].env
+        windows, channels, seen = [], [], set()
+        stack = [leaf.expr for _, leaf in items]
+        while stack:
+            e = stack.pop()
+            if id(e) in seen:
+                continue
+            seen.add(id(e))
+            if e.kind == "window":
+                windows.append(e)
+            elif e.kind == "channel":
+                channels.append(e)
+            stack.extend(e.args)
+        rows = self._renderer(env, 0)
+        scalars = {}
+        for k, win in enumerate(windows):
+            base_leaf = env[int(win.args[0].name)]
+            if base_leaf.expr is None and base_leaf.var is not None:
+                self.flat_view(base_leaf)
+            top, left, flip = (rows.value(a) for a in win.args[1:])
+            scalars[id(win)] = (base_leaf, top, left, flip, win.value)
+        self._bind_helpers(rows)
+        names = {}
+        for ch in channels:
+            values = np.array(ch.value, np.float32)
+            names[id(ch)] = (self.ks.global_name("chan", values),
+                             self.ks.global_name("chan", np.tile(values, w)))
+        flip_nodes = {id(win.args[3]) for win in windows}
+        shared = len(flip_nodes) == 1
+        branches = []   # (condition, loops, window index text, channel text)
+        if not windows or shared:
+            flip = windows[0].args[3] if windows else None
+            never = flip is None or (flip.kind == "const" and not flip.value)
+            always = flip is not None and flip.kind == "const" and bool(flip.value)
+            if not always:
+                branches.append(("straight", lambda k: f"b{k} + j", lambda ch: f"{names[id(ch)][1]}[j]"))
+            if not never:
+                branches.append(("flipped", lambda k: f"b{k} + ({w - 1} - x) * {c} + cc",
+                                 lambda ch: f"{names[id(ch)][0]}[cc]"))
+        else:
+            branches.append(("any", None, lambda ch: f"{names[id(ch)][0]}[cc]"))
+        self.emit(f"for y in range({h}):")
+        for k, win in enumerate(windows):
+            base_leaf, top, left, flip, (src_h, src_w, _) = scalars[id(win)]
+            self.emit(f"b{k} = (({top} + y) * {src_w} + {left}) * {c}", 1)
+        for n, (kind, window_text, channel_text) in enumerate(branches):
+            depth = 1
+            if len(branches) == 2:
+                flip_text = scalars[id(windows[0])][3]
+                self.emit(f"if not {flip_text}:" if n == 0 else "else:", 1)
+                depth = 2
+            if kind == "straight":
+                self.emit(f"for j in range({w * c}):", depth)
+                self.emit(f"q = y * {w * c} + j", depth + 1)
+                inner = depth + 1
+            else:
+                self.emit(f"for x in range({w}):", depth)
+                self.emit(f"for cc in range({c}):", depth + 1)
+                self.emit(f"q = (y * {w} + x) * {c} + cc", depth + 2)
+                inner = depth + 2
+
+            def position(e, renderer, kind=kind, window_text=window_text, channel_text=channel_text):
+                if e.kind == "channel":
+                    return channel_text(e)
+                k = windows.index(e)
+                base_leaf, top, left, flip, (src_h, src_w, _) = scalars[id(e)]
+                if kind == "any":
+                    x = f"({w - 1} - x if {flip} else x)"
+                    return self._flat_at(base_leaf, f"(({top} + y) * {src_w} + {left} + {x}) * {c} + cc")
+                return self._flat_at(base_leaf, window_text(k))
+
+            renderer = ExprRenderer(lambda line, d=inner: self.emit(line, d), self.ks.fresh,
+                                    self.ks.dtype_name, lambda k: self.at(env[k]), position)
+            for dest, leaf in items:
+                text = renderer.value(leaf.expr, leaf.spec.dtype)
+                self.emit(f"{dest} = {text}", inner)
+            self._bind_helpers(renderer)
 
     def store(self, cols: list[str], leaves: list[Leaf]) -> None:
         """Write leaves into row ``i`` of columns (arrays through their flat views, by
@@ -198,8 +295,7 @@ class RowEmitter:
         self._store_positions(positions)
 
     # -------------------------------------------------------------- steps
-    @staticmethod
-    def _compose(lifted: Any, leaves: list[Leaf], specs: list[TensorSpec]) -> list[Leaf]:
+    def _compose(self, lifted: Any, leaves: list[Leaf], specs: list[TensorSpec]) -> list[Leaf]:
         """Leaves for a lifted function's outputs over the current leaves: expression
         inputs are substituted (the DAG grows, nothing is computed yet)."""
         env: list[Leaf] = []
@@ -214,6 +310,9 @@ class RowEmitter:
 
         inputs = []
         memo: dict = {}
+        for k in _window_bases(lifted):   # windows read their image in place: compute it first
+            if leaves[k].expr is not None:
+                self.value(leaves[k])
         for leaf in leaves:
             if leaf.expr is None:
                 inputs.append(base(leaf))
@@ -291,6 +390,21 @@ class RowEmitter:
         self.emit(f"if not {test}:")
         self.emit("status[i] = 0", 1)
         self.emit("continue", 1)
+
+
+def _window_bases(lifted: Any) -> list[int]:
+    """The inputs that image windows in a lifted function read."""
+    found, seen = set(), set()
+    stack = list(flatten(lifted))
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if e.kind == "window" and e.args[0].kind == "input":
+            found.add(int(e.args[0].name))
+        stack.extend(e.args)
+    return sorted(found)
 
 
 class CounterEmitter:

@@ -27,7 +27,7 @@ class NotElementwise(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Expr:
-    kind: str               # "input", "const", "op", "cast", "where"
+    kind: str               # "input", "const", "op", "cast", "where", "window", "draw", "channel"
     dtype: np.dtype
     is_array: bool
     args: tuple = ()
@@ -72,6 +72,8 @@ def _sample(x) -> Any:
 def _as_expr(x) -> Expr:
     if isinstance(x, Sym):
         return x.expr
+    if isinstance(x, Expr):
+        return x
     if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
         return Expr("const", None, False, value=x)   # weak Python scalar: takes the other side's dtype
     if isinstance(x, np.generic) and x.dtype.kind in "biuf":
@@ -241,6 +243,97 @@ def output_specs(out: Any) -> list[TensorSpec]:
     return [TensorSpec(e.shape, e.dtype) for e in flatten(out)]
 
 
+# -------------------------------------------------------------- image views
+
+def window(image: "Sym", shape: tuple, top, left, flip) -> "Sym":
+    """A (h, w, C) window of an (H, W, C) input image: position (y, x, c) reads
+    ``image[top + y, left + (w - 1 - x if flip else x), c]``. ``top``/``left`` are
+    int64 scalars and ``flip`` a bool scalar (Syms or Python values). Windows of
+    windows compose while the outer one is not flipped."""
+    if not isinstance(image, Sym) or not image.expr.is_array or len(image.expr.shape) != 3:
+        raise NotElementwise("an image window needs an (H, W, C) array input")
+    e = image.expr
+    top, left, flip = _as_expr(top), _as_expr(left), _bool(_as_expr(flip))
+    if e.kind == "window":
+        base, t0, l0, f0 = e.args
+        if not (f0.kind == "const" and not f0.value):
+            raise NotElementwise("a window of a flipped window")
+        top = _apply(np.add, Sym(t0), Sym(top)).expr
+        left = _apply(np.add, Sym(l0), Sym(left)).expr
+        e = base
+    if e.kind != "input":
+        raise NotElementwise("a window of a computed image")
+    return Sym(Expr("window", e.dtype, True, (e, _int64(top), _int64(left), flip),
+                    shape=tuple(shape), value=tuple(e.shape)))
+
+
+def flipped(image: "Sym", flip) -> "Sym":
+    """``image`` mirrored along its width when the bool scalar ``flip`` holds."""
+    e = image.expr if isinstance(image, Sym) else None
+    if e is None or not e.is_array or len(e.shape) != 3:
+        raise NotElementwise("a flip needs an (H, W, C) array")
+    if e.kind == "input":
+        return window(image, e.shape, 0, 0, flip)
+    if e.kind != "window":
+        raise NotElementwise("a flip of a computed image")
+    base, top, left, f0 = e.args
+    flip = _bool(_as_expr(flip))
+    if f0.kind == "const" and not f0.value:
+        both = flip
+    else:
+        both = _apply(np.logical_xor, Sym(f0), Sym(flip)).expr
+    return Sym(dataclasses.replace(e, args=(base, top, left, both)))
+
+
+def draw(kind: str, seed, counter, stream: int, low: int = 0, high: int = 0) -> "Sym":
+    """A counter-based random draw as a scalar expression: ``kind`` "randint" (int64 in
+    [low, high)) or "uniform" (float64 in [0, 1)), as ``nbdata.random`` draws it from
+    ``key(seed, stream, 0)`` and ``counter``."""
+    args = (_int64(_as_expr(seed)), _int64(_as_expr(counter)))
+    dtype = np.dtype(np.int64) if kind == "randint" else np.dtype(np.float64)
+    return Sym(Expr("draw", dtype, False, args, name=kind, value=(int(stream), int(low), int(high))))
+
+
+def channel_constant(values, shape: tuple) -> "Sym":
+    """A float32 array of ``shape`` whose value at (..., c) is ``values[c]``."""
+    values = tuple(float(np.float32(v)) for v in values)
+    if len(values) != shape[-1]:
+        raise NotElementwise("one constant per channel")
+    return Sym(Expr("channel", np.dtype(np.float32), True, value=values, shape=tuple(shape)))
+
+
+def _bool(e: Expr) -> Expr:
+    if e.kind == "const":
+        return Expr("const", np.dtype(np.bool_), False, value=bool(e.value))
+    if e.dtype != np.bool_ or e.is_array:
+        raise NotElementwise("a flip condition must be a bool scalar")
+    return e
+
+
+def _int64(e: Expr) -> Expr:
+    if e.kind == "const":
+        return Expr("const", np.dtype(np.int64), False, value=int(e.value))
+    if e.dtype is None or e.dtype.kind not in "iu" or e.is_array:
+        raise NotElementwise("a seed, offset or counter must be an integer scalar")
+    return e if e.dtype == np.int64 else Expr("cast", np.dtype(np.int64), False, (e,))
+
+
+def positional(exprs: list) -> bool:
+    """True when a DAG holds image windows or channel constants (its positions are
+    (y, x, c), not flat)."""
+    seen: set = set()
+    stack = list(exprs)
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if e.kind in ("window", "channel"):
+            return True
+        stack.extend(e.args)
+    return False
+
+
 # ------------------------------------------------------------- composition
 
 def substitute(expr: Expr, inputs: list[Expr], memo: dict | None = None) -> Expr:
@@ -295,11 +388,12 @@ class ExprRenderer:
     helper functions the text calls (``floordiv_int64``).
     """
 
-    def __init__(self, emit, fresh, dtype_name, input_text):
+    def __init__(self, emit, fresh, dtype_name, input_text, position_text=None):
         self.emit = emit
         self.fresh = fresh
         self.dtype_name = dtype_name
         self.input_text = input_text
+        self.position_text = position_text   # window / channel node -> text at this position
         self.memo: dict[int, str] = {}
         self.helpers: set[str] = set()
 
@@ -322,6 +416,21 @@ class ExprRenderer:
             text = self.input_text(int(e.name))
             self.memo[key] = text
             return text
+        if e.kind in ("window", "channel"):
+            text = self.position_text(e, self)
+            self.memo[key] = text
+            return text
+        if e.kind == "draw":
+            self.helpers.update(("nd_key", "nd_randint", "nd_uniform"))
+            stream, low, high = e.value
+            seed, counter = (self.value(a) for a in e.args)
+            k = f"nd_key({seed}, np.int64({stream}), np.int64(0))"
+            rhs = (f"nd_randint({k}, {counter}, np.int64({low}), np.int64({high}))"
+                   if e.name == "randint" else f"nd_uniform({k}, {counter})")
+            var = self.fresh("e")
+            self.emit(f"{var} = {rhs}")
+            self.memo[key] = var
+            return var
         if e.kind == "cast":
             rhs = f"{self.dtype_name(e.dtype)}({self.value(e.args[0])})"
         elif e.kind == "where":
@@ -343,5 +452,5 @@ class ExprRenderer:
         return var
 
 
-__all__ = ["Expr", "ExprRenderer", "NotElementwise", "Sym", "literal", "node_count",
-           "output_specs", "substitute", "trace"]
+__all__ = ["Expr", "ExprRenderer", "NotElementwise", "Sym", "channel_constant", "draw", "flipped",
+           "literal", "node_count", "output_specs", "positional", "substitute", "trace", "window"]

@@ -265,9 +265,11 @@ class ExecContext:
             raise FailedPreconditionError("this pipeline cannot make datasets at run time")
         return self._make_dataset(node)
 
-    def kernels(self):
-        """A section in which parallel kernels run with this run's thread budget."""
-        return kernel_section(self.budget.kernel_threads())
+    def kernels(self, cap: int | None = None):
+        """A section in which parallel kernels run with this run's thread budget (at most
+        ``cap`` threads when given)."""
+        threads = self.budget.kernel_threads()
+        return kernel_section(min(threads, cap) if cap else threads)
 
     def max_rows(self, spec) -> int:
         """Rows per chunk for elements of ``spec`` (``Options().chunk_rows`` when set)."""

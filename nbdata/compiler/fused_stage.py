@@ -181,7 +181,13 @@ class FusedChunks(ChunkIter):
                                        f"{ctx.options.chunk_rows}")
         row_bytes = sum(max(1, int(np.prod(s.shape))) * np.dtype(s.dtype).itemsize
                         for s in stage.out_specs) or 1
+        # Rows per kernel call: outputs of at most 8 MiB, so that malloc reuses freed
+        # chunks instead of mapping (and zeroing) fresh pages each time; a multiple of
+        # the batch size when no step drops rows, so that batches never straddle calls.
         self.max_chunk = ctx.options.chunk_rows or max(64, min(1 << 17, (8 << 20) // row_bytes))
+        b = self.batch_size
+        if b and not ctx.options.chunk_rows and not any(s.drops for s in self.plan.steps):
+            self.max_chunk = max(b, self.max_chunk // b * b)
         self.scratch: list | None = None
         if self.compiled and not self.stream:
             stage.signature(self._first_args())

@@ -8,6 +8,25 @@ import numba
 import numpy as np
 
 
+_COMPILES: dict = {}
+
+
+def _compiles(dtype) -> bool:
+    """True for dtypes Numba computes with (not object, not float16)."""
+    found = _COMPILES.get(dtype)
+    if found is None and np.dtype(dtype).kind not in "biufc":
+        found = _COMPILES[dtype] = False
+    if found is None:
+        try:
+            from numba.core.datamodel import default_manager
+            default_manager.lookup(numba.from_dtype(dtype))
+            found = True
+        except Exception:  # noqa: BLE001 - any refusal means "gather with NumPy"
+            found = False
+        _COMPILES[dtype] = found
+    return found
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
 def gather_rows(src, rows, out):
     """``out[j] = src[rows[j]]`` for (rows, size) views, rows in parallel."""
@@ -25,7 +44,7 @@ def compact(column: np.ndarray, rows: np.ndarray, flat: np.ndarray | None = None
     >>> compact(np.arange(10).reshape(5, 2), np.array([0, 3])).tolist()
     [[0, 1], [6, 7]]
     """
-    if column.dtype == object:
+    if not _compiles(column.dtype):
         return column[rows]
     out = np.empty((len(rows),) + column.shape[1:], column.dtype)
     if len(rows):

@@ -10,7 +10,8 @@ import numpy as np
 from nbdata.chunks import Chunk, RowList, StringColumn, col_values, concat_chunks
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.ops.fusion import Terminal, check_structure
-from nbdata.ops.node import INFINITE, UNKNOWN, Node, arg_field, input_field
+from nbdata.ops.node import AUTOTUNE, INFINITE, UNKNOWN, Node, arg_field, input_field
+from nbdata.kernels.compact import compact
 from nbdata.ops.runtime import ChunkIter, RowQueue
 from nbdata.spec import DatasetSpec, TensorSpec, flatten, pack_as
 
@@ -66,6 +67,7 @@ class Batch(Node):
     input: Node = input_field()
     batch_size: Any = arg_field()
     drop_remainder: bool = arg_field()
+    num_parallel_calls: Any = None     # caps the threads copying rows into batches
     op = "batch"
     fusion_role = "terminal"
 
@@ -89,7 +91,9 @@ class Batch(Node):
                              lambda els: stack_elements(els, self.op))
 
     def open_chunks(self, ctx, state=None):
-        return BatchChunks(self, ctx, state, self.batch_leaf)
+        calls = self.num_parallel_calls
+        return BatchChunks(self, ctx, state, self.batch_leaf,
+                           threads=None if calls in (None, AUTOTUNE) else int(calls))
 
     def random_access(self) -> str | None:
         if not isinstance(self.batch_size, int):
@@ -143,16 +147,17 @@ class BatchIterator:
 
 def batch_columns(columns: list, count: int, size: int, leaf=None, copy: bool = True) -> list:
     """``count`` batches of ``size`` rows from columns of ``count * size`` rows: dense
-    columns are reshaped (copied unless ``copy`` is False, so that batches never alias
-    the user's arrays), string columns become object arrays, columns of ragged rows are
-    stacked batch by batch with ``leaf(values, component)``."""
+    columns are reshaped (copied, by a parallel kernel, unless ``copy`` is False, so
+    that batches never alias the user's arrays), string columns become object arrays,
+    columns of ragged rows are stacked batch by batch with ``leaf(values, component)``."""
     out = []
     for i, c in enumerate(columns):
         if isinstance(c, StringColumn):
             c = c.to_objects()
         if isinstance(c, np.ndarray):
-            batches = c.reshape((count, size) + c.shape[1:])
-            out.append(np.array(batches) if copy else batches)
+            if copy:
+                c = compact(c, np.arange(len(c), dtype=np.int64))
+            out.append(c.reshape((count, size) + c.shape[1:]))
             continue
         values = list(c)
         batches = [leaf(values[j * size:(j + 1) * size], i) for j in range(count)]
@@ -166,7 +171,7 @@ class BatchChunks(ChunkIter):
     views of it; rows of a batch that straddles chunks are joined. State: the input's
     state and the rows read but not yet batched."""
 
-    def __init__(self, node, ctx, state, leaf, pads: bool = False):
+    def __init__(self, node, ctx, state, leaf, pads: bool = False, threads: int | None = None):
         self.node = node
         self.leaf = leaf
         self.pads = pads
@@ -176,6 +181,8 @@ class BatchChunks(ChunkIter):
                                        f"{self.size}", node.op)
         self.drop = node.drop_remainder
         self.it = ctx.open_chunks(node.input, None if state is None else state["input"])
+        self.ctx = ctx
+        self.threads = threads     # caps the kernel threads copying rows (None: the budget)
         self.queue = RowQueue([] if state is None else state["pieces"])
         self.ended = False if state is None else state["ended"]
         self.error: BaseException | None = None
@@ -190,7 +197,8 @@ class BatchChunks(ChunkIter):
         """``count`` batches; when one cannot be built, the ones before it, and its
         error raised by the next call."""
         if not self.pads and not any(isinstance(c, RowList) for c in rows.columns):
-            return Chunk(batch_columns(rows.columns, count, self.size, self.leaf), count)
+            with self.ctx.kernels(self.threads):
+                return Chunk(batch_columns(rows.columns, count, self.size, self.leaf), count)
         done = []
         for j in range(count):
             part = rows.slice(j * self.size, (j + 1) * self.size)
