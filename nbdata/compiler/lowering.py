@@ -25,7 +25,7 @@ from nbdata.spec import flatten, same_structure
 
 @dataclasses.dataclass
 class FallbackNote:
-    """Why (part of) a chain runs in Python, for ``explain()``."""
+    """Why (part of) a chain is not fused, for ``explain()``."""
 
     op: str
     reason: str
@@ -188,13 +188,13 @@ class Planner:
             check_structure(cur.spec, cur.op)
             chain = Chain(cur.spec, tuple(leaf.row_type for leaf in source.leaves))
         except NotFusable as e:
-            self._note(cur, str(e), f"{top.describe()} and the element-wise ops below it "
-                       "run in Python (reference iterators)")
+            self._note(cur, str(e), f"not fused: {top.describe()} and the element-wise ops "
+                       "below it run op by op")
             return None
         rows = source.rows
         if rows is not None and rows not in (INFINITE, UNKNOWN) and rows < self.options.fusion_min_rows:
             self._note(cur, f"{rows} rows, fewer than Options().fusion_min_rows "
-                       f"({self.options.fusion_min_rows})", "not compiled; runs on the reference path")
+                       f"({self.options.fusion_min_rows})", "not compiled: the ops above it run op by op")
             return None
         steps: list = []
         fused_nodes = 0
@@ -225,7 +225,7 @@ class Planner:
                 stop = (terminal_node, str(e))
         if not any(s.kind == "row" for s in steps) and terminal is None:
             if stop is not None:
-                self._note(stop[0], stop[1], "runs in Python (reference iterator)")
+                self._note(stop[0], stop[1], "not fused: runs op by op")
             return None
         logical_top = terminal_node if terminal is not None else (
             chain_nodes[fused_nodes - 1] if fused_nodes else cur)
@@ -235,7 +235,7 @@ class Planner:
         if source.stream is not None:
             stage = stage.with_inputs(self.lower(cur))
         if stop is not None:
-            self._note(stop[0], stop[1], "it and the ops after it run in Python, fed by the "
+            self._note(stop[0], stop[1], "it and the ops after it run op by op, fed by the "
                        "fused stage")
         if logical_top is top:
             return stage

@@ -197,7 +197,8 @@ class Pipeline:
 
     def explain(self, stats: bool = False) -> PlanText:
         """The physical plan: stages from sink to source, fused stages with their ops,
-        ops left to Python with the reason, each fused stage's generated source, the
+        what is not fused and why, which stages handle elements one at a time in Python
+        (everything else moves chunks of rows), each fused stage's generated source, the
         pipeline seed when one was drawn, and what the stages did so far (with
         ``stats=True``: every stage's rows, time and choices).
 
@@ -206,8 +207,10 @@ class Pipeline:
         == physical plan (sink first) ==
         map(fn=<lambda>)
           range(start=0, stop=3, step=1, dtype=dtype('int64'))
-        == ops left to Python ==
-          range(start=0, stop=3, step=1, dtype=dtype('int64')): 3 rows, fewer than Options().fusion_min_rows (4096) -> not compiled; runs on the reference path
+        == not fused ==
+          range(start=0, stop=3, step=1, dtype=dtype('int64')): 3 rows, fewer than Options().fusion_min_rows (4096) -> not compiled: the ops above it run op by op
+        == execution: chunks of rows through every stage, except ==
+          map(fn=<lambda>): per element: calls <lambda> in Python for each element
         """
         lines = ["== physical plan (sink first) =="]
         lines += plan_lines(self.physical)
@@ -215,8 +218,15 @@ class Pipeline:
             lines.append("== rewrite passes applied ==")
             lines += [f"  {name}" for name in self.applied_passes]
         if self.notes:
-            lines.append("== ops left to Python ==")
+            lines.append("== not fused ==")
             lines += [f"  {note.line()}" for note in self.notes]
+        per_element = [(n, n.per_element()) for n in _walk(self.physical)
+                       if n.per_element() is not None]
+        if per_element and self.options.chunked:
+            lines.append("== execution: chunks of rows through every stage, except ==")
+            lines += [f"  {n.describe()}: per element: {why}" for n, why in per_element]
+        elif not self.options.chunked:
+            lines.append("== execution: one element at a time (Options().chunked = False) ==")
         stages = self.fused_stages()
         for stage in stages:
             lines.append(f"== {stage.title()} ==")

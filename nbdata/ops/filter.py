@@ -49,6 +49,9 @@ class Filter(Node):
     def open(self, ctx):
         return FilterIterator(ctx.open(self.input), self.predicate)
 
+    def per_element(self) -> str | None:
+        return f"calls {self.predicate.name} in Python for each element"
+
     def open_chunks(self, ctx, state=None):
         """The predicate on each row of the input's chunks (a filter that did not fuse);
         the kept rows are gathered from the input chunk."""

@@ -28,6 +28,9 @@ class FlatMap(Node):
     def open_chunks(self, ctx, state=None):
         return FlatMapChunks(self, ctx, state)
 
+    def per_element(self) -> str | None:
+        return "makes a dataset from each input element (their rows flow as chunks)"
+
 
 class FlatMapIterator:
     def __init__(self, ctx, source, fn):

@@ -48,6 +48,9 @@ class FromGenerator(Node):
     def open_chunks(self, ctx, state=None):
         return GeneratorChunks(self, ctx, state)
 
+    def per_element(self) -> str | None:
+        return "a Python generator yields one element at a time"
+
 
 def _empty_nest(value: list) -> bool:
     """A (nested) list holding no value at all: ``[]``, ``[[], []]``."""

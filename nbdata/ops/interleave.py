@@ -43,6 +43,9 @@ class Interleave(Node):
     def open_chunks(self, ctx, state=None):
         return InterleaveChunks(self, ctx, state)
 
+    def per_element(self) -> str | None:
+        return "makes a dataset from each input element (their rows flow as chunks)"
+
 
 class InterleaveIterator:
     """tf.data's order: slot by slot, ``block_length`` elements from each open dataset;

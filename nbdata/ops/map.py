@@ -59,6 +59,9 @@ class Map(Node):
     def cardinality(self) -> int:
         return self.input.cardinality()
 
+    def per_element(self) -> str | None:
+        return f"calls {self.fn.name} in Python for each element"
+
     def random_access(self) -> str | None:
         return self.input.random_access()
 

@@ -105,6 +105,11 @@ class Node:
         """The stage's name in statistics."""
         return self.describe()
 
+    def per_element(self) -> str | None:
+        """Why this node, when it runs outside a fused stage, handles one element at a
+        time in Python (None: it works on whole chunks)."""
+        return None
+
     def open(self, ctx) -> Any:
         raise NotImplementedError
 

@@ -71,6 +71,9 @@ class RandomMap(Node):
             return conform(canonical_output(out, label, name), spec, label, name)
         return call
 
+    def per_element(self) -> str | None:
+        return f"calls {self.traced.name} with a generator for each element"
+
     def open(self, ctx):
         _, key = self._key(ctx)
         call = self._call(self.fn, key)

@@ -64,6 +64,9 @@ class Window(Node):
     def open_chunks(self, ctx, state=None):
         return WindowChunks(self, ctx, state)
 
+    def per_element(self) -> str | None:
+        return "makes datasets of each window's elements"
+
 
 class WindowIterator:
     def __init__(self, node: Window, ctx, source):

@@ -303,8 +303,9 @@ def test_non_compilable_function_runs_in_python_and_explain_says_why():
           .map(lambda v: np.int64(table[int(v)]))
           .filter(lambda v: v > 10).batch(64))
     text = ds.with_options(options(True)).compile().explain()
-    assert "ops left to Python" in text
-    assert "Numba cannot compile" in text and "Untyped global name" in text and "in Python" in text
+    assert "== not fused ==" in text
+    assert "Numba cannot compile" in text and "Untyped global name" in text and "op by op" in text
+    assert "per element: calls" in text
     assert "fused stage" in text
     expected = outcome(ds.with_options(options(False)))
     got, pipe = check_fused_run(ds, 2, 0, False)
