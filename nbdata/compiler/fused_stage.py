@@ -23,20 +23,19 @@ from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.kernels.compact import compact
 from nbdata.ops.batch import batch_columns
 from nbdata.ops.fusion import DROP
-from nbdata.ops.node import Node
+from nbdata.compiler.lowering import StageNode
 from nbdata.ops.runtime import ChunkIter, RowQueue
 from nbdata.spec import flatten, pack_as, packer
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class FusedStage(Node):
-    """The physical node of a fused chain: its :class:`StagePlan` and compiled kernel.
+class FusedStage(StageNode):
+    """A compiled fused stage: its :class:`StagePlan` and kernel.
 
     ``lazy_rows`` > 0 (a stream of unknown length) defers compiling the kernel until
     that many rows went through the reference path: short streams never pay for it.
     """
 
-    plan: Any               # nbdata.compiler.lowering.StagePlan
     kernel: Any             # numba dispatcher of the generated source
     source_text: str
     out_specs: tuple        # row specs of the kernel's output columns
@@ -45,29 +44,6 @@ class FusedStage(Node):
     compacts: bool          # outputs hold every row: kept rows are gathered after the call
     results: tuple          # the element's columns: indices into scratch + outputs
     lazy_rows: int = 0
-    op = "fused_stage"
-
-    @property
-    def inputs(self):
-        stream = self.plan.source.stream
-        return () if stream is None else (stream,)
-
-    def with_inputs(self, *inputs):
-        return self if not inputs else dataclasses.replace(
-            self, plan=dataclasses.replace(self.plan, source=self.plan.source.over(inputs[0])))
-
-    @property
-    def spec(self):
-        return self.plan.logical_top.spec
-
-    def cardinality(self) -> int:
-        return self.plan.logical_top.cardinality()
-
-    def describe(self) -> str:
-        return self.plan.describe()
-
-    def title(self) -> str:
-        return self.plan.title()
 
     def report_lines(self) -> list[str]:
         plan = self.plan

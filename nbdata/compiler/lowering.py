@@ -83,8 +83,9 @@ class StagePlan:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class PlannedStage(Node):
-    """A fused stage in a physical plan that no backend has compiled yet."""
+class StageNode(Node):
+    """A fused stage in a physical plan: its plan, and the stream it reads (if any) as
+    its input."""
 
     plan: StagePlan
     op = "fused_stage"
@@ -95,8 +96,8 @@ class PlannedStage(Node):
         return () if stream is None else (stream,)
 
     def with_inputs(self, *inputs):
-        return self if not inputs else PlannedStage(
-            dataclasses.replace(self.plan, source=self.plan.source.over(inputs[0])))
+        return self if not inputs else dataclasses.replace(
+            self, plan=dataclasses.replace(self.plan, source=self.plan.source.over(inputs[0])))
 
     @property
     def spec(self):
@@ -107,6 +108,14 @@ class PlannedStage(Node):
 
     def describe(self) -> str:
         return self.plan.describe()
+
+    def title(self) -> str:
+        return self.plan.title()
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PlannedStage(StageNode):
+    """A fused stage that no backend has compiled yet."""
 
     def open(self, ctx):
         raise RuntimeError("a planned stage must be compiled by a backend before it runs")

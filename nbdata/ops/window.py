@@ -68,18 +68,29 @@ class Window(Node):
         return "makes datasets of each window's elements"
 
 
-class WindowIterator:
-    def __init__(self, node: Window, ctx, source):
-        self.node, self.ctx, self.source = node, ctx, source
-        self.buffer: collections.deque = collections.deque()
-        self.buffer_start = 0  # input position of buffer[0]
-        self.window_start = 0
+class Windows:
+    """The window algorithm over elements read one at a time: ``read()`` returns
+    (ok, tag, element), the tag of an element (the chunk path keeps the input's state
+    before it) staying with it in the buffer."""
+
+    def __init__(self, node: Window, read, buffer_start: int = 0, window_start: int = 0):
+        self.node, self.read = node, read
+        self.buffer: collections.deque = collections.deque()   # (tag, element)
+        self.buffer_start = buffer_start   # input position of buffer[0]
+        self.window_start = window_start
         self.exhausted = False
 
-    def __iter__(self):
-        return self
+    def fill(self, count: int) -> None:
+        """Read ``count`` elements into the buffer (restoring a saved buffer)."""
+        for _ in range(count):
+            ok, tag, element = self.read()
+            if not ok:
+                self.exhausted = True
+                return
+            self.buffer.append((tag, element))
 
-    def __next__(self):
+    def members(self) -> list | None:
+        """The elements of the next window, or None when there is none."""
         node = self.node
         start = self.window_start
         last = start + (node.size - 1) * node.stride
@@ -87,26 +98,51 @@ class WindowIterator:
             self.buffer.popleft()
             self.buffer_start += 1
         while not self.exhausted and self.buffer_start + len(self.buffer) <= last:
-            try:
-                value = next(self.source)
-            except StopIteration:
+            ok, tag, element = self.read()
+            if not ok:
                 self.exhausted = True
                 break
             if self.buffer_start < start:  # the shift is larger than the window: skip
                 self.buffer_start += 1
             else:
-                self.buffer.append(value)
+                self.buffer.append((tag, element))
         if self.buffer_start < start:
-            raise StopIteration
+            return None
         available = self.buffer_start + len(self.buffer)
-        members = [self.buffer[p - start] for p in range(start, min(last + 1, available), node.stride)]
+        members = [self.buffer[p - start][1] for p in range(start, min(last + 1, available), node.stride)]
         if not members or (node.drop_remainder and len(members) < node.size):
-            raise StopIteration
+            return None
         self.window_start = start + node.shift
-        specs = flatten(node.input.spec)
-        columns = list(zip(*(flatten(m) for m in members)))
-        datasets = [self.ctx.make_dataset(ListSource(tuple(col), s)) for col, s in zip(columns, specs)]
-        return pack_as(node.input.spec, datasets)
+        return members
+
+
+def window_datasets(ctx, node: Window, members: list) -> list:
+    """One dataset per component of the element, holding the members' values."""
+    specs = flatten(node.input.spec)
+    columns = list(zip(*(flatten(m) for m in members)))
+    return [ctx.make_dataset(ListSource(tuple(col), s)) for col, s in zip(columns, specs)]
+
+
+class WindowIterator:
+    def __init__(self, node: Window, ctx, source):
+        self.node, self.ctx = node, ctx
+
+        def read():
+            try:
+                return True, None, next(source)
+            except StopIteration:
+                return False, None, None
+
+        self.windows = Windows(node, read)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        members = self.windows.members()
+        if members is None:
+            raise StopIteration
+        return pack_as(self.node.input.spec, window_datasets(self.ctx, self.node, members))
 
 
 class ListChunks(ChunkIter):
@@ -136,66 +172,35 @@ class WindowChunks(ChunkIter):
 
     def __init__(self, node: Window, ctx, state):
         self.node, self.ctx = node, ctx
-        self.specs = flatten(node.input.spec)
+        self.width = len(flatten(node.input.spec))
         start = None if state is None else state["input"]
         self.reader = RowReader(ctx, node.input, start, ctx.max_rows(node.input.spec))
-        self.buffer: collections.deque = collections.deque()   # (state before, element)
-        self.buffer_start = 0 if state is None else int(state["buffer_start"])
-        self.window_start = 0 if state is None else int(state["window_start"])
-        self.exhausted = False
-        for _ in range(0 if state is None else int(state["buffered"])):
-            self._read()
 
-    def _read(self) -> bool:
-        before = self.reader.save()
-        ok, element = self.reader.next_element()
-        if not ok:
-            self.exhausted = True
-            return False
-        self.buffer.append((before, element))
-        return True
+        def read():
+            before = self.reader.save()
+            ok, element = self.reader.next_element()
+            return ok, before, element
 
-    def _window(self):
-        node = self.node
-        start = self.window_start
-        last = start + (node.size - 1) * node.stride
-        while self.buffer and self.buffer_start < start:
-            self.buffer.popleft()
-            self.buffer_start += 1
-        while not self.exhausted and self.buffer_start + len(self.buffer) <= last:
-            if self.buffer_start < start:  # the shift is larger than the window: skip
-                ok, _ = self.reader.next_element()
-                if not ok:
-                    self.exhausted = True
-                    break
-                self.buffer_start += 1
-            elif not self._read():
-                break
-        if self.buffer_start < start:
-            return None
-        available = self.buffer_start + len(self.buffer)
-        members = [self.buffer[p - start][1] for p in range(start, min(last + 1, available), node.stride)]
-        if not members or (node.drop_remainder and len(members) < node.size):
-            return None
-        self.window_start = start + node.shift
-        columns = list(zip(*(flatten(m) for m in members)))
-        return [self.ctx.make_dataset(ListSource(tuple(col), s)) for col, s in zip(columns, self.specs)]
+        self.windows = Windows(node, read, 0 if state is None else int(state["buffer_start"]),
+                               0 if state is None else int(state["window_start"]))
+        self.windows.fill(0 if state is None else int(state["buffered"]))
 
     def next(self, want: int):
         windows = []
         while len(windows) < want:
-            w = self._window()
-            if w is None:
+            members = self.windows.members()
+            if members is None:
                 break
-            windows.append(w)
+            windows.append(window_datasets(self.ctx, self.node, members))
         if not windows:
             return None
-        return Chunk([RowList(w[k] for w in windows) for k in range(len(self.specs))], len(windows))
+        return Chunk([RowList(w[k] for w in windows) for k in range(self.width)], len(windows))
 
     def save(self) -> dict:
-        before = self.buffer[0][0] if self.buffer else self.reader.save()
-        return {"input": before, "buffered": len(self.buffer), "buffer_start": self.buffer_start,
-                "window_start": self.window_start}
+        w = self.windows
+        before = w.buffer[0][0] if w.buffer else self.reader.save()
+        return {"input": before, "buffered": len(w.buffer), "buffer_start": w.buffer_start,
+                "window_start": w.window_start}
 
     def close(self) -> None:
         self.reader.close()
