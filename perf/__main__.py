@@ -1,4 +1,4 @@
-"""Command line: `python -m perf [--quick] [--workload w1,w4,w5,w6,pymap,compile] [--repeats N] [--threads N]`."""
+"""Command line: `python -m perf [--quick] [--workload w1,w4,w5,w6,pymap,pymap_nogil,compile] [--repeats N] [--threads N]`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORKLOADS = ("w1", "w4", "w5", "w6", "pymap", "compile")
+WORKLOADS = ("w1", "w4", "w5", "w6", "pymap", "pymap_nogil", "compile")
 
 
 def _parse(argv):

@@ -1,4 +1,9 @@
-"""pymap: range(N).map(f) with a Python function of ~20 us per element that Numba cannot compile."""
+"""pymap and pymap_nogil: range(N).map(f) with a Python function Numba cannot compile.
+
+pymap's f holds the GIL (a busy loop and string formatting, ~20 us); pymap_nogil's f
+spends its time in hashlib on a 256 KB buffer, which releases the GIL, as NumPy,
+file reads and most C extensions do: there parallel calls can overlap.
+"""
 
 from __future__ import annotations
 
@@ -24,14 +29,45 @@ def slow_digits(x) -> np.int64:
     return np.int64(int(x) * 100 + digits + (busy & 0))
 
 
-def expected(n: int) -> np.ndarray:
+# pymap_nogil: bytes hashed per call (hashlib releases the GIL above 2 KB).
+HASH_BYTES = 256 * 1024
+_BLOCK = np.arange(HASH_BYTES, dtype=np.uint64).astype(np.uint8).tobytes()
+
+
+def hashed(x) -> np.int64:
+    """A per-element Python function that spends its time with the GIL released:
+    SHA-256 of a 256 KB buffer salted with x. Returns ``100 * x`` plus a digest
+    byte so that the check also sees the order."""
+    import hashlib
+    h = hashlib.sha256(int(x).to_bytes(8, "little"))
+    h.update(_BLOCK)
+    digest = h.digest()
+    return np.int64(int(x) * 100 + digest[0] % 100)
+
+
+def expected(n: int, f=slow_digits) -> np.ndarray:
     """What every row delivers over range(n), in order."""
-    return np.array([slow_digits(i) for i in range(n)], np.int64)
+    return np.array([f(i) for i in range(n)], np.int64)
 
 
 def build(quick: bool) -> Workload:
-    """The pymap table: every implementation's row and the output check."""
+    """The pymap table (f holds the GIL)."""
+    return _build(quick, slow_digits, "pymap", "a ~20 us Python function holding the GIL",
+                  "f holds the GIL throughout, so parallel calls can overlap only the "
+                  "engines' own work around it; time s / N is the cost per element.")
+
+
+def build_nogil(quick: bool) -> Workload:
+    """The pymap_nogil table (f releases the GIL in hashlib)."""
+    return _build(quick, hashed, "pymap_nogil",
+                  "a ~150 us Python function that releases the GIL (hashlib)",
+                  "f spends most of its time in hashlib with the GIL released, so calls on "
+                  "different threads overlap; time s / N is the cost per element.")
+
+
+def _build(quick: bool, f, name: str, what: str, notes: str) -> Workload:
     n_rows = QUICK_ROWS if quick else FULL_ROWS
+    slow_digits = f
 
     def nbdata_map(parallel):
         def prepare(n):
@@ -75,20 +111,18 @@ def build(quick: bool) -> Workload:
                        "tf.data", tf_py_function(True), "tensorflow", prefix=slow),
         Implementation("plain Python loop: f(i) for i in range(N)", "python", python_loop),
     ]
-    notes = ("f holds the GIL throughout, so parallel calls can overlap only the engines' own "
-             "work around it; time s / N is the cost per element.")
-    return Workload(f"pymap: range({n_rows:,}).map(f), f a ~20 us Python function "
+    return Workload(f"{name}: range({n_rows:,}).map(f), f {what} "
                     "(not Numba-compilable), no batching", "rows", n_rows, impls,
-                    _checker(), notes, baseline_group="nbdata",
+                    _checker(f), notes, baseline_group="nbdata",
                     baseline_label="vs nbdata sequential")
 
 
-def _checker():
+def _checker(f):
     cache = {}
 
     def check(elements: list, n: int, full_batches: bool) -> Optional[str]:
         if n not in cache:
-            cache[n] = expected(n)
+            cache[n] = expected(n, f)
         want = cache[n]
         got = np.array([np.asarray(e).reshape(()) for e in elements], np.int64)
         if len(got) != n:

@@ -20,6 +20,7 @@ WORKLOAD_MODULES = {
     "w5": "perf.w5_shuffle_batch",
     "w6": "perf.w6_shuffle_map_batch",
     "pymap": "perf.pymap_python_map",
+    "pymap_nogil": "perf.pymap_python_map:build_nogil",
 }
 ROW_TIMEOUT_S = 300
 
@@ -27,7 +28,8 @@ ROW_TIMEOUT_S = 300
 def build(workload: str, quick: bool):
     """The Workload named `workload` (a WORKLOAD_MODULES key); cheap, its data is made on first use."""
     import importlib
-    return importlib.import_module(WORKLOAD_MODULES[workload]).build(quick)
+    module, _, function = WORKLOAD_MODULES[workload].partition(":")
+    return getattr(importlib.import_module(module), function or "build")(quick)
 
 
 def run_row(workload: str, index: int, threads: int, repeats: int, quick: bool):
