@@ -1,4 +1,5 @@
-"""``python -m nbdata demo``: build a small dataset, run a fused pipeline, print plan and speed."""
+"""``python -m nbdata demo``: build a small dataset, run a fused pipeline, print plan and speed.
+``python -m nbdata inspect FILE``: record count and first Examples of a TFRecord/text file."""
 
 from __future__ import annotations
 
@@ -45,9 +46,26 @@ def main(argv: list[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("demo", help="run a small fused pipeline and print its plan and speed")
     run.add_argument("--rows", type=int, default=500_000)
+    look = sub.add_parser("inspect", help="count the records of a TFRecord or text file and "
+                                          "show the first Examples' features")
+    look.add_argument("file")
+    look.add_argument("--compression", choices=["", "GZIP", "ZLIB"], default=None,
+                      help="default: guessed from the file's first bytes")
+    look.add_argument("--format", choices=["tfrecord", "text"], default=None,
+                      help="default: tfrecord when the first record's checksum holds")
+    look.add_argument("--records", type=int, default=3, help="how many records to show")
+    fz = sub.add_parser("fuzz", help="mutation-fuzz the readers and decoders")
+    fz.add_argument("--cases", type=int, default=100_000)
+    fz.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.command == "fuzz":
+        from nbdata.io.fuzz import fuzz
+        raise SystemExit(1 if fuzz(args.cases, args.seed) else 0)
     if args.command == "demo":
         demo(args.rows)
+    elif args.command == "inspect":
+        from nbdata.io.inspect import inspect_file
+        inspect_file(args.file, args.compression, args.format, args.records)
 
 
 if __name__ == "__main__":

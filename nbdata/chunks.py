@@ -33,6 +33,8 @@ class StringColumn:
     >>> c = StringColumn.from_values([b"ab", b"", b"xyz"])
     >>> len(c), c.row(2), c.take(np.array([2, 0])).values()
     (3, b'xyz', [b'xyz', b'ab'])
+    >>> c.slice(1, 3).values(), c.slice(2, 3).to_objects().tolist()
+    ([b'', b'xyz'], [b'xyz'])
     """
 
     __slots__ = ("data", "offsets")
@@ -56,8 +58,9 @@ class StringColumn:
         return self.data[self.offsets[j]:self.offsets[j + 1]].tobytes()
 
     def values(self) -> list:
-        data, off = self.data.tobytes(), self.offsets
+        off = self.offsets
         base = int(off[0])
+        data = self.data[base:int(off[-1])].tobytes()
         return [data[int(a) - base:int(b) - base] for a, b in zip(off[:-1], off[1:])]
 
     def slice(self, a: int, b: int) -> "StringColumn":
@@ -167,7 +170,7 @@ def col_concat(cols: list):
 
 def column_from_values(values: list, spec) -> Any:
     """A column holding ``values`` (element leaves of ``spec``), dense when rows agree."""
-    if isinstance(spec, DatasetSpec):
+    if not isinstance(spec, TensorSpec):  # datasets, sparse tensors
         return RowList(values)
     if spec.dtype is string:
         if spec.shape == () and all(isinstance(v, bytes) for v in values):

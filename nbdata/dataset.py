@@ -23,6 +23,7 @@ from nbdata.ops.from_tensor_slices import FromTensorSlices, check_sliceable
 from nbdata.ops.from_tensors import FromTensors
 from nbdata.ops.function import (UserFunction, canonical_output, check_dataset_spec,
                                  check_predicate_spec, conform)
+from nbdata.ops.ignore_errors import IgnoreErrors
 from nbdata.ops.interleave import Interleave
 from nbdata.ops.list_files import match_files
 from nbdata.ops.map import Map
@@ -630,6 +631,25 @@ class Dataset(DatasetBase):
         size = _int_arg(buffer_size, "prefetch", "buffer_size", minimum=0, allow=(AUTOTUNE,))
         return self._derive(Prefetch(self._node, size, name=name))
 
+    def ignore_errors(self, log_warning: bool = False, name: str | None = None) -> "Dataset":
+        """Drops the elements whose production raised an error (a corrupt record, a
+        map function that raised) and keeps every other one, in order. A file reader
+        that hits corruption gives that file up and goes on with the next file, as
+        tf.data's readers do. With ``log_warning`` each dropped error is logged (logger
+        ``nbdata``).
+
+        >>> import numpy as np, nbdata as nd
+        >>> def check(x):
+        ...     if x == 0:
+        ...         raise nd.errors.InvalidArgumentError("zero")
+        ...     return 1 / x
+        >>> ds = nd.Dataset.from_tensor_slices(np.array([1.0, 0.0, 2.0])).map(check)
+        >>> [float(x) for x in ds.ignore_errors()]
+        [1.0, 0.5]
+        """
+        return self._derive(IgnoreErrors(self._node, _bool_arg(log_warning, "ignore_errors",
+                                                               "log_warning"), name=name))
+
     def cache(self, filename: str = "", name: str | None = None) -> "Dataset":
         """Cache elements in memory (``filename=""``) or in a file, written during the
         first complete iteration and read by later ones (also by other processes
@@ -739,13 +759,16 @@ class Dataset(DatasetBase):
 
     @property
     def output_classes(self) -> Any:
-        """TF1-style classes: ``np.ndarray`` for dense leaves, ``Dataset`` for window leaves.
+        """TF1-style classes: ``np.ndarray`` for dense leaves, ``nd.SparseTensor`` for sparse
+        ones (``VarLenFeature``), ``Dataset`` for window leaves.
 
         >>> import nbdata as nd
         >>> nd.Dataset.range(3).output_classes
         <class 'numpy.ndarray'>
         """
-        return map_structure(lambda s: np.ndarray if isinstance(s, TensorSpec) else Dataset,
+        from nbdata.sparse import SparseTensor, SparseTensorSpec
+        return map_structure(lambda s: np.ndarray if isinstance(s, TensorSpec) else
+                             SparseTensor if isinstance(s, SparseTensorSpec) else Dataset,
                              self.element_spec)
 
     def cardinality(self) -> int:

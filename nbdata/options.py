@@ -80,7 +80,11 @@ class _OptionGroup:
 
 
 class OptimizationOptions(_OptionGroup):
-    """Switches for each rewrite pass of the compiler (all on by default).
+    """Switches for each rewrite pass of the compiler (all on by default):
+    ``noop_elimination``, ``decode_lifting`` (a map that decodes records runs the
+    decoder as a kernel over record columns), ``decode_vectorization``
+    (``map(parse_single_example).batch(n)`` → ``batch(n).map(parse_example)``),
+    ``map_fusion``, ``filter_fusion``, ``shuffle_indices``.
 
     >>> import nbdata as nd
     >>> o = nd.Options(); o.optimization.map_fusion = False
@@ -89,7 +93,7 @@ class OptimizationOptions(_OptionGroup):
     """
 
     _defaults = {"map_fusion": True, "filter_fusion": True, "noop_elimination": True,
-                 "shuffle_indices": True}
+                 "shuffle_indices": True, "decode_lifting": True, "decode_vectorization": True}
 
 
 class ThreadingOptions(_OptionGroup):

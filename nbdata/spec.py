@@ -428,6 +428,9 @@ def spec_of_value(value: Any):
         return DatasetSpec(value.element_spec)
     if isinstance(value, bytes):
         return TensorSpec((), string)
+    from nbdata.sparse import SparseTensor, SparseTensorSpec
+    if isinstance(value, SparseTensor):
+        return SparseTensorSpec(value.shape, value.dtype)
     if isinstance(value, np.ndarray):
         return TensorSpec(value.shape, as_dtype(value.dtype))
     if isinstance(value, np.generic):
@@ -483,6 +486,9 @@ def to_leaf(value: Any, what: str = "value") -> Any:
         return to_leaf(arr, what)
     if is_dataset(value):
         return value
+    from nbdata.sparse import SparseTensor
+    if isinstance(value, SparseTensor):
+        return value
     if hasattr(value, "__array__"):
         return to_leaf(np.asarray(value), what)
     raise TypeError(f"{what}: cannot convert {type(value).__name__} {value!r:.80} to a tensor")
@@ -536,6 +542,13 @@ def cast_leaf(value: Any, spec, what: str) -> Any:
                 f"{spec.element_spec} when traced; every dataset must have the same structure "
                 f"and dtypes")
         return value
+    from nbdata.sparse import SparseTensor, SparseTensorSpec
+    if isinstance(spec, SparseTensorSpec) or isinstance(value, SparseTensor):
+        if not (isinstance(spec, SparseTensorSpec) and isinstance(value, SparseTensor)
+                and spec.is_compatible_with(value)):
+            raise InvalidArgumentError(f"{what}: expected {spec}, got {type(value).__name__} "
+                                       f"{getattr(value, 'shape', '')}")
+        return value
     if spec.dtype is string:
         if isinstance(value, bytes):
             shape = ()
@@ -578,6 +591,10 @@ def dummy_leaf(spec, variant: int, make_dataset: Callable | None = None):
                                     [dummy_leaf(s, variant, make_dataset) for s in flatten(spec.element_spec)]))
     unknown = (8, 9, 3)[variant % 3]
     shape = (unknown,) if spec.shape is None else tuple(unknown if d is None else d for d in spec.shape)
+    from nbdata.sparse import SparseTensor, SparseTensorSpec
+    if isinstance(spec, SparseTensorSpec):
+        values = dummy_leaf(TensorSpec((1,), spec.dtype), variant)
+        return SparseTensor(np.zeros((1, len(shape)), np.int64), values, shape)
     if spec.dtype is string:
         s = (b"", b"a", b"bc")[variant % 3]
         if shape == ():

@@ -1,1 +1,38 @@
-"""File sources, decoders and writers."""
+"""File sources, decoders and writers (``nd.io`` mirrors ``tf.io``).
+
+Names resolve on first use, so that importing a submodule (the cache's column file,
+say) does not import every reader and decoder.
+"""
+
+import importlib
+
+_NAMES = {
+    "TFRecordDataset": "nbdata.io.datasets",
+    "TextLineDataset": "nbdata.io.datasets",
+    "FixedLengthRecordDataset": "nbdata.io.datasets",
+    "TFRecordWriter": "nbdata.io.writer",
+    "TFRecordOptions": "nbdata.io.writer",
+    "FixedLenFeature": "nbdata.io.example",
+    "VarLenFeature": "nbdata.io.example",
+    "encode_example": "nbdata.io.example",
+    "parse_single_example": "nbdata.io.example",
+    "parse_example": "nbdata.io.example",
+    "decode_csv": "nbdata.io.csv",
+    "decode_raw": "nbdata.io.raw",
+    "decode_jpeg": "nbdata.io.jpeg",
+}
+
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name):
+    module = _NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nbdata.io' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_NAMES))

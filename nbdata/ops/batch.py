@@ -13,6 +13,7 @@ from nbdata.ops.fusion import Terminal, check_structure
 from nbdata.ops.node import AUTOTUNE, INFINITE, UNKNOWN, Node, arg_field, input_field
 from nbdata.kernels.compact import compact
 from nbdata.ops.runtime import ChunkIter, RowQueue
+from nbdata.sparse import SparseTensor, SparseTensorSpec
 from nbdata.spec import DatasetSpec, TensorSpec, flatten, pack_as
 
 
@@ -20,6 +21,8 @@ def batched_spec(spec: Any, batch_dim: int | None, op: str) -> Any:
     def leaf(s):
         if isinstance(s, DatasetSpec):
             raise TypeError(f"{op}: cannot batch elements that are datasets; flat_map them first")
+        if isinstance(s, SparseTensorSpec):
+            return SparseTensorSpec((batch_dim,) + s.shape, s.dtype)
         return TensorSpec(None if s.shape is None else (batch_dim,) + s.shape, s.dtype)
     return pack_as(spec, [leaf(s) for s in flatten(spec)])
 
@@ -31,8 +34,11 @@ def batch_cardinality(n: int, batch_size: Any, drop_remainder: bool) -> int:
 
 
 def stack_leaves(values: list, component: int, op: str) -> np.ndarray:
-    """Stack one component of several elements; shapes must agree."""
+    """Stack one component of several elements; shapes must agree (sparse tensors of
+    one rank batch into a sparse tensor whose dense shape is the largest of each dim)."""
     first = values[0]
+    if isinstance(first, SparseTensor):
+        return batch_sparse(values, component, op)
     if isinstance(first, bytes) or (isinstance(first, np.ndarray) and first.dtype == object):
         shape0 = np.shape(first) if isinstance(first, np.ndarray) else ()
         for j, v in enumerate(values):
@@ -48,6 +54,23 @@ def stack_leaves(values: list, component: int, op: str) -> np.ndarray:
         if np.shape(v) != shape0:
             raise_shape_mismatch(op, component, shape0, j, np.shape(v))
     return np.stack(values)
+
+
+def batch_sparse(values: list, component: int, op: str) -> SparseTensor:
+    """``tf.sparse`` batching: row ``j``'s indices get ``j`` in front."""
+    rank = len(values[0].dense_shape)
+    for j, v in enumerate(values):
+        if not isinstance(v, SparseTensor) or len(v.dense_shape) != rank:
+            raise InvalidArgumentError(
+                f"{op}: cannot batch component {component}: element {j} is not a sparse tensor "
+                f"of rank {rank}", op)
+    counts = [len(v.values) for v in values]
+    rows = np.repeat(np.arange(len(values), dtype=np.int64), counts)
+    indices = np.concatenate([rows[:, None], np.concatenate([v.indices for v in values])], axis=1) \
+        if rows.size else np.zeros((0, rank + 1), np.int64)
+    dense = np.max(np.stack([v.dense_shape for v in values]), axis=0) if rank else np.zeros(0, np.int64)
+    vals = np.concatenate([v.values for v in values]) if values else values[0].values
+    return SparseTensor(indices, vals, np.concatenate([[len(values)], dense]).astype(np.int64))
 
 
 def raise_shape_mismatch(op, component, shape0, j, shape):
@@ -109,7 +132,8 @@ class Batch(Node):
             part = self.input.gather(ctx, np.arange(lo, min(n, lo + b), dtype=np.int64))
             batches.append([self.batch_leaf(col_values(c), k) for k, c in enumerate(part.columns)])
         columns = [[batch[k] for batch in batches] for k in range(len(flatten(self.spec)))]
-        return Chunk([np.stack(c) if len({np.shape(v) for v in c}) == 1 else RowList(c)
+        return Chunk([np.stack(c) if not isinstance(c[0], SparseTensor)
+                      and len({np.shape(v) for v in c}) == 1 else RowList(c)
                       for c in columns], len(rows))
 
     def batch_leaf(self, values: list, component: int):
@@ -161,6 +185,9 @@ def batch_columns(columns: list, count: int, size: int, leaf=None, copy: bool = 
             continue
         values = list(c)
         batches = [leaf(values[j * size:(j + 1) * size], i) for j in range(count)]
+        if batches and isinstance(batches[0], SparseTensor):
+            out.append(RowList(batches))
+            continue
         shapes = {np.shape(b) for b in batches}
         out.append(np.stack(batches) if len(shapes) == 1 else RowList(batches))
     return out
@@ -246,4 +273,4 @@ class BatchChunks(ChunkIter):
 
     def _batches_partial(self, rows: Chunk) -> Chunk:
         leaves = [self.leaf(col_values(c), i) for i, c in enumerate(rows.columns)]
-        return Chunk([v[None] for v in leaves], 1)
+        return Chunk([RowList([v]) if isinstance(v, SparseTensor) else v[None] for v in leaves], 1)

@@ -8,10 +8,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from nbdata.decoding import probe_function
 from nbdata.errors import InvalidArgumentError, OpError
+from nbdata.sparse import SparseTensorSpec
 from nbdata.spec import (DatasetSpec, TensorSpec, cast_leaf, dummy_leaf, flatten, is_dataset,
                          is_namedtuple, merge_shapes, pack_as, same_structure, spec_of_value,
-                         structure_repr, to_leaf)
+                         string, structure_repr, to_leaf)
 
 
 def function_name(fn: Callable) -> str:
@@ -30,20 +32,22 @@ class FunctionOutputError(TypeError):
     a mistake in the function itself, reported even while tracing."""
 
 
-def canonical_output(value: Any, op: str, fname: str) -> Any:
-    """Canonicalise what a user function returned; lists and None are errors."""
+def canonical_output(value: Any, op: str, fname: str, top: bool = True) -> Any:
+    """Canonicalise what a user function returned. As in tf.data, a list returned at
+    the top (``decode_csv``'s columns, say) is a tuple of components, and a list
+    inside a structure is one tensor; None is an error."""
     if isinstance(value, list):
-        raise FunctionOutputError(
-            f"{op}: function {fname} returned a Python list; return a tuple for several "
-            f"components or np.array(...) for one tensor")
+        if top:
+            return canonical_output(tuple(value), op, fname, top=False)
+        return to_leaf(value, f"{op}: value returned by {fname}")
     if value is None:
         raise FunctionOutputError(f"{op}: function {fname} returned None; it must return a value")
     if isinstance(value, Mapping):
-        return {k: canonical_output(v, op, fname) for k, v in value.items()}
+        return {k: canonical_output(v, op, fname, False) for k, v in value.items()}
     if is_namedtuple(value):
-        return type(value)(*[canonical_output(v, op, fname) for v in value])
+        return type(value)(*[canonical_output(v, op, fname, False) for v in value])
     if isinstance(value, tuple):
-        return tuple(canonical_output(v, op, fname) for v in value)
+        return tuple(canonical_output(v, op, fname, False) for v in value)
     return to_leaf(value, f"{op}: value returned by {fname}")
 
 
@@ -66,6 +70,8 @@ class UserFunction:
         self.name = function_name(fn)
         self.input_spec = input_spec
         self._make_dataset = make_dataset
+        # The nd.io decoder the function decodes its record with (set by tracing).
+        self.decoder = None
         self.output_spec = output_spec if output_spec is not None else self._trace()
 
     def __repr__(self) -> str:
@@ -90,7 +96,39 @@ class UserFunction:
         leaves = [dummy_leaf(s, variant, self._make_dataset) for s in flatten(self.input_spec)]
         return pack_as(self.input_spec, leaves)
 
+    def _probe_spec(self) -> TensorSpec | None:
+        """The input spec when it is one string leaf of rank 0 or 1 (a record, or a
+        batch of records, that a decoder may be given)."""
+        spec = self.input_spec
+        if (isinstance(spec, TensorSpec) and spec.dtype is string and spec.shape is not None
+                and len(spec.shape) <= 1):
+            return spec
+        return None
+
+    def _trace_decoder(self) -> list | None:
+        """Trace with a record probe (see ``nbdata/decoding.py``): the outputs when the
+        function decodes its record with one nd.io decoder, else None."""
+        spec = self._probe_spec()
+        if spec is None:
+            return None
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                outputs, decoder = probe_function(self.fn, spec)
+                results = [canonical_output(out, self.op, self.name) for out in outputs]
+        except FunctionOutputError:
+            raise
+        except Exception:  # noqa: BLE001 - not a decoder function: trace with sample data
+            return None
+        if decoder is None:
+            return None
+        self.decoder = decoder
+        return results
+
     def _trace(self) -> Any:
+        results = self._trace_decoder()
+        if results is not None:
+            return self._spec_of(results)
         results, errors = [], []
         for variant in range(3):
             try:
@@ -110,6 +148,10 @@ class UserFunction:
                 f"of spec {self.input_spec} raised {type(err).__name__}: {err}. nbdata infers "
                 f"element specs when the pipeline is built; pass output_signature=... to give "
                 f"the spec explicitly", self.op) from err
+        return self._spec_of(results)
+
+    def _spec_of(self, results: list) -> Any:
+        """The output spec of the probe results: dims static where all probes agree."""
         first = results[0]
         consistent = [r for r in results if same_structure(r, first)]
         specs = [[spec_of_value(v) for v in flatten(r)] for r in consistent]
@@ -121,7 +163,8 @@ class UserFunction:
             shape = s.shape if len(specs) > 1 else tuple(None for _ in s.shape)
             for other in specs[1:]:
                 shape = merge_shapes(shape, other[i].shape)
-            leaves.append(TensorSpec(shape, s.dtype))
+            leaves.append(SparseTensorSpec(shape, s.dtype) if isinstance(s, SparseTensorSpec)
+                          else TensorSpec(shape, s.dtype))
         return pack_as(first, leaves)
 
 

@@ -138,9 +138,13 @@ def test_a_function_raising_typeerror_on_probes_is_a_tracing_error():
         nd.Dataset.range(3).map(f)
 
 
-def test_a_function_returning_a_list_is_still_reported_at_once():
-    with pytest.raises(TypeError, match="returned a Python list"):
-        nd.Dataset.range(3).map(lambda x: [x, x])
+def test_a_function_returning_a_list_gives_a_tuple_as_in_tf_data():
+    # tf.data: a list at the top is a tuple of components, a nested list one tensor.
+    ds = nd.Dataset.range(3).map(lambda x: [x, x * 2])
+    assert ds.element_spec == (nd.TensorSpec((), np.int64), nd.TensorSpec((), np.int64))
+    assert [tuple(int(v) for v in e) for e in ds] == [(0, 0), (1, 2), (2, 4)]
+    nested = nd.Dataset.range(2).map(lambda x: ([x, x], x))
+    assert nested.element_spec[0] == nd.TensorSpec((2,), np.int64)
 
 
 def test_from_generator_empty_list_is_an_empty_string_vector():

@@ -1,0 +1,295 @@
+"""File datasets: ``TFRecordDataset``, ``TextLineDataset``, ``FixedLengthRecordDataset``.
+
+Each is a :class:`FileRecords` node over a dataset of file names: it reads the files
+one after the other, in large blocks, and hands out records as chunks (uint8 data +
+int64 offsets), so the ops after it work on whole columns. ``num_parallel_reads=n``
+interleaves ``n`` files (block 1, as tf.data does), each read on its own thread.
+Building a file dataset never touches the file system: a missing file raises
+NotFoundError when iteration reaches it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from typing import Any
+
+import numpy as np
+
+from nbdata.chunks import Chunk, StringColumn
+from nbdata.dataset import Dataset
+from nbdata.errors import InvalidArgumentError
+from nbdata.io.files import compression_name, open_reader, path_of
+from nbdata.ops.node import AUTOTUNE, UNKNOWN, Node, arg_field, input_field
+from nbdata.ops.runtime import ChunkIter, RowReader
+from nbdata.spec import TensorSpec, is_dataset, string
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FileRecords(Node):
+    """The records of each file named by ``input`` (scalar strings), file after file.
+
+    ``fmt`` describes the format: ``kind`` ("tfrecord", "text" or "fixed"),
+    ``compression``, ``buffer_size`` and, for fixed-length records, ``record_bytes``,
+    ``header_bytes`` and ``footer_bytes``.
+    """
+
+    input: Node = input_field()
+    fmt: Any = arg_field()
+    op = "file_records"
+
+    @property
+    def spec(self):
+        return TensorSpec((), string)
+
+    def cardinality(self) -> int:
+        return UNKNOWN
+
+    def describe(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.fmt.items()
+                         if k not in ("kind", "op") and v not in (None, "", 0))
+        return f"{self.fmt['op']}({args})"
+
+    def title(self) -> str:
+        return self.describe()
+
+    def open(self, ctx):
+        chunks = FileRecordChunks(self, ctx, None)
+        try:
+            while True:
+                chunk = chunks.next(1 << 12)
+                if chunk is None:
+                    return
+                yield from chunk.columns[0].values()
+        finally:
+            chunks.close()
+
+    def open_chunks(self, ctx, state=None):
+        return FileRecordChunks(self, ctx, state)
+
+
+class FileRecordChunks(ChunkIter):
+    """Chunks of records, file after file. After a read error the file is given up
+    (its reader is closed) and the next call goes on with the next file, as tf.data's
+    readers do under ``ignore_errors``.
+
+    State: the file-name input's state before the current file, the file's name and
+    its reader's state (the offset of the next record)."""
+
+    def __init__(self, node: FileRecords, ctx, state):
+        self.node, self.ctx = node, ctx
+        self.names = RowReader(ctx, node.input, None if state is None else state["names"], 64)
+        self.reader = None
+        self.before = None
+        self.current = None
+        if state is not None and state["current"] is not None:
+            self.before = state["names"]
+            ok, name = self.names.next_element()
+            if ok:
+                self.current = path_of(name)
+                self.reader = open_reader(node.fmt, self.current, state["reader"])
+
+    def next(self, want: int):
+        while True:
+            if self.reader is None:
+                self.before = self.names.save()
+                ok, name = self.names.next_element()
+                if not ok:
+                    return None
+                self.current = path_of(name)
+                self.reader = open_reader(self.node.fmt, self.current, None)
+            try:
+                column = self.reader.next(want)
+            except Exception:
+                self._drop()
+                raise
+            if column is not None:
+                return Chunk([column], len(column))
+            self._drop()
+
+    def _drop(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+        self.reader = None
+        self.current = None
+
+    def save(self) -> dict:
+        if self.reader is None:
+            return {"names": self.names.save(), "current": None, "reader": None}
+        return {"names": self.before, "current": self.current, "reader": self.reader.save()}
+
+    def close(self) -> None:
+        self._drop()
+        self.names.close()
+
+
+# ------------------------------------------------------------------ user API
+
+def _filenames(filenames: Any, op: str) -> Dataset:
+    """A dataset of scalar file names from str, bytes, os.PathLike, a list or array of
+    those, or a Dataset of scalar strings."""
+    if is_dataset(filenames):
+        spec = filenames.element_spec
+        if not isinstance(spec, TensorSpec) or spec.dtype is not string or (spec.shape not in ((), None)):
+            raise TypeError(f"{op}: a dataset of filenames must have scalar string elements, "
+                            f"got {spec}")
+        return filenames
+    if isinstance(filenames, (str, bytes)) or hasattr(filenames, "__fspath__"):
+        names = [filenames]
+    elif isinstance(filenames, np.ndarray):
+        if filenames.dtype.kind not in "OSU":
+            raise TypeError(f"{op}: filenames must be strings, got an array of {filenames.dtype}")
+        names = filenames.reshape(-1).tolist()
+    elif isinstance(filenames, (list, tuple)):
+        names = list(filenames)
+    else:
+        raise TypeError(f"{op}: filenames must be a string, a list or array of strings, or a "
+                        f"Dataset of strings, got {type(filenames).__name__}")
+    out = np.empty(len(names), dtype=object)
+    for i, n in enumerate(names):
+        if isinstance(n, np.ndarray) and n.ndim == 0:
+            n = n.item()
+        if hasattr(n, "__fspath__"):
+            n = n.__fspath__()
+        if isinstance(n, str):
+            n = n.encode("utf-8", "surrogateescape")
+        if not isinstance(n, (bytes, np.bytes_)):
+            raise TypeError(f"{op}: filenames must be strings, got {type(n).__name__} {n!r:.40}")
+        out[i] = bytes(n)
+    return Dataset.from_tensor_slices(out)
+
+
+def _size_arg(value: Any, op: str, name: str, minimum: int = 0, allow_none: bool = True):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
+        raise TypeError(f"{op}: {name} must be an integer, got {type(value).__name__} {value!r:.40}")
+    value = int(value)
+    if value < minimum:
+        raise InvalidArgumentError(f"{op}: {name} must be >= {minimum}, got {value}", op)
+    return value
+
+
+def _parallel_reads(value: Any, op: str):
+    if value is None:
+        return None
+    if isinstance(value, numbers.Integral) and int(value) == AUTOTUNE:
+        return AUTOTUNE
+    return _size_arg(value, op, "num_parallel_reads", minimum=1)
+
+
+class _FileDataset(Dataset):
+    """Base of the file datasets: records of each file, files read in order (or
+    interleaved ``num_parallel_reads`` at a time)."""
+
+    def _build(self, filenames: Any, fmt: dict, num_parallel_reads: Any, name: str | None):
+        op = fmt["op"]
+        reads = _parallel_reads(num_parallel_reads, op)
+        names = _filenames(filenames, op)
+        if reads is None:
+            node = FileRecords(names._node, fmt, name=name)
+            Dataset.__init__(self, node, names._options, names._state)
+            return
+        # One file per interleave slot, a record at a time from each (tf.data's order).
+        one_file = lambda f: Dataset(FileRecords(Dataset.from_tensors(f)._node, fmt))  # noqa: E731
+        ds = names.interleave(one_file, cycle_length=reads, block_length=1, num_parallel_calls=reads)
+        Dataset.__init__(self, ds._node, ds._options, ds._state)
+
+
+class TFRecordDataset(_FileDataset):
+    """The records of one or more TFRecord files (``tf.data.TFRecordDataset``).
+
+    Every record's length and data are checked against their masked CRC32C; a
+    mismatch or a file that ends inside a record raises DataLossError naming the
+    file and the byte offset (in the decompressed stream), and that file's reading
+    ends there (``ignore_errors()`` goes on with the next file).
+
+    Args:
+        filenames: a path, a list or array of paths, or a Dataset of scalar strings.
+        compression_type: None or "" (plain), "GZIP" or "ZLIB".
+        buffer_size: bytes read from a file at a time (default 1 MiB).
+        num_parallel_reads: read this many files at once, interleaving their records
+            one at a time (``nd.AUTOTUNE``: one per core); None reads files in order.
+        name: an optional name for the op.
+
+    >>> import os, tempfile, nbdata as nd
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.tfrecord")
+    >>> with nd.io.TFRecordWriter(path) as w:
+    ...     w.write(b"first"); w.write(b"second")
+    >>> list(nd.TFRecordDataset(path))
+    [b'first', b'second']
+    """
+
+    def __init__(self, filenames: Any, compression_type: Any = None, buffer_size: Any = None,
+                 num_parallel_reads: Any = None, name: str | None = None):
+        op = "TFRecordDataset"
+        fmt = {"kind": "tfrecord", "op": op, "compression": compression_name(compression_type, op),
+               "buffer_size": _size_arg(buffer_size, op, "buffer_size")}
+        self._build(filenames, fmt, num_parallel_reads, name)
+
+
+class TextLineDataset(_FileDataset):
+    """The lines of one or more text files (``tf.data.TextLineDataset``), without their
+    line endings: lines end at ``\\n`` and every ``\\r`` byte is dropped, as in
+    TensorFlow; a last line without a newline is still a line.
+
+    Args:
+        filenames: a path, a list or array of paths, or a Dataset of scalar strings.
+        compression_type: None or "" (plain), "GZIP" or "ZLIB".
+        buffer_size: bytes read from a file at a time (default 1 MiB).
+        num_parallel_reads: read this many files at once, interleaving their lines.
+        name: an optional name for the op.
+
+    >>> import os, tempfile, nbdata as nd
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.txt")
+    >>> _ = open(path, "wb").write(b"one\\r\\ntwo\\nthree")
+    >>> list(nd.TextLineDataset(path))
+    [b'one', b'two', b'three']
+    """
+
+    def __init__(self, filenames: Any, compression_type: Any = None, buffer_size: Any = None,
+                 num_parallel_reads: Any = None, name: str | None = None):
+        op = "TextLineDataset"
+        fmt = {"kind": "text", "op": op, "compression": compression_name(compression_type, op),
+               "buffer_size": _size_arg(buffer_size, op, "buffer_size")}
+        self._build(filenames, fmt, num_parallel_reads, name)
+
+
+class FixedLengthRecordDataset(_FileDataset):
+    """Records of ``record_bytes`` bytes from one or more files
+    (``tf.data.FixedLengthRecordDataset``), after ``header_bytes`` and before
+    ``footer_bytes``. A body that is not a whole number of records raises
+    InvalidArgumentError (also a DataLossError) naming the file, before any record of
+    it (for compressed files, when the end is reached).
+
+    Args:
+        filenames: a path, a list or array of paths, or a Dataset of scalar strings.
+        record_bytes: the size of each record (> 0).
+        header_bytes: bytes to skip at the start of each file (default 0).
+        footer_bytes: bytes to ignore at the end of each file (default 0).
+        buffer_size: bytes read from a file at a time (default 1 MiB).
+        compression_type: None or "" (plain), "GZIP" or "ZLIB".
+        num_parallel_reads: read this many files at once, interleaving their records.
+        name: an optional name for the op.
+
+    >>> import os, tempfile, nbdata as nd
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.bin")
+    >>> _ = open(path, "wb").write(b"HDaabbccF")
+    >>> list(nd.FixedLengthRecordDataset(path, 2, header_bytes=2, footer_bytes=1))
+    [b'aa', b'bb', b'cc']
+    """
+
+    def __init__(self, filenames: Any, record_bytes: Any, header_bytes: Any = None,
+                 footer_bytes: Any = None, buffer_size: Any = None, compression_type: Any = None,
+                 num_parallel_reads: Any = None, name: str | None = None):
+        op = "FixedLengthRecordDataset"
+        fmt = {"kind": "fixed", "op": op, "compression": compression_name(compression_type, op),
+               "buffer_size": _size_arg(buffer_size, op, "buffer_size"),
+               "record_bytes": _size_arg(record_bytes, op, "record_bytes", 1, allow_none=False),
+               "header_bytes": _size_arg(header_bytes, op, "header_bytes") or 0,
+               "footer_bytes": _size_arg(footer_bytes, op, "footer_bytes") or 0}
+        self._build(filenames, fmt, num_parallel_reads, name)
+
+
+__all__ = ["FileRecords", "FixedLengthRecordDataset", "StringColumn", "TFRecordDataset",
+           "TextLineDataset"]

@@ -1,0 +1,338 @@
+"""Reading record files in large blocks: one file's (decompressed) byte stream, and the
+record formats that cut it into chunks of records (a :class:`StringColumn` each).
+
+A format reader is a chunk iterator over one file: ``next(want)`` gives up to ``want``
+records, ``save()`` its position as the offset of the next record in the decompressed
+stream, and a reader opened with that state seeks (or, for compressed files,
+decompresses and discards) up to it. Nothing here touches the file system before the
+first ``next``: constructing datasets stays lazy.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+
+import numpy as np
+
+from nbdata.chunks import MAX_CHUNK_BYTES, StringColumn
+from nbdata.errors import DataLossError, InvalidArgumentError, NotFoundError, OpError
+from nbdata.kernels.records import (BAD_DATA_CRC, BAD_LENGTH_CRC, FRAME_HEADER, scan_lines,
+                                    scan_tfrecords)
+
+COMPRESSIONS = {None: "", "": "", "GZIP": "GZIP", "ZLIB": "ZLIB"}
+# Bytes read from the file at a time when the dataset gives no buffer_size.
+DEFAULT_BLOCK = 1 << 20
+MIN_BLOCK = 1 << 12
+
+
+class RecordSizeError(InvalidArgumentError, DataLossError):
+    """A fixed-length record file whose body is not a whole number of records.
+
+    TensorFlow raises InvalidArgumentError here; it is a DataLossError too, so code
+    catching either class sees it."""
+
+
+def compression_name(value, op: str) -> str:
+    """``""``, ``"GZIP"`` or ``"ZLIB"`` for a ``compression_type`` argument."""
+    if isinstance(value, bytes):
+        value = value.decode("ascii", "replace")
+    if value not in COMPRESSIONS:
+        raise InvalidArgumentError(
+            f"{op}: unsupported compression_type {value!r}; use None, \"\", \"GZIP\" or \"ZLIB\"", op)
+    return COMPRESSIONS[value]
+
+
+def path_of(name) -> str:
+    if isinstance(name, (bytes, np.bytes_)):
+        return bytes(name).decode("utf-8", "surrogateescape")
+    if isinstance(name, np.ndarray) and name.ndim == 0:
+        return path_of(name.item())
+    return os.fspath(name)
+
+
+class ByteStream:
+    """The bytes of one file, decompressed when ``compression`` is GZIP or ZLIB.
+
+    ``read(n)`` returns up to ``n`` bytes (fewer only at the end); ``offset`` is the
+    position in the decompressed stream. A compressed stream that ends early or is
+    corrupt raises DataLossError naming the file and the compressed offset."""
+
+    def __init__(self, path: str, compression: str, block: int, op: str):
+        self.path, self.compression, self.block, self.op = path, compression, block, op
+        try:
+            self.file = open(path, "rb", buffering=0)
+        except FileNotFoundError:
+            raise NotFoundError(f"{path}; No such file or directory", op) from None
+        except IsADirectoryError:
+            raise InvalidArgumentError(f"{path}: is a directory, not a file", op) from None
+        except OSError as e:
+            raise NotFoundError(f"{path}: cannot open: {e.strerror}", op) from None
+        self.offset = 0
+        self.raw_offset = 0
+        self.size = os.fstat(self.file.fileno()).st_size
+        if compression:
+            wbits = 16 + zlib.MAX_WBITS if compression == "GZIP" else zlib.MAX_WBITS
+            self.inflater = zlib.decompressobj(wbits)
+            self.wbits = wbits
+            self.pending = b""
+            self.finished = False
+
+    def read(self, n: int) -> bytes:
+        if not self.compression:
+            data = self.file.read(n)
+            self.offset += len(data)
+            return data
+        parts, have = [], 0
+        if self.pending:
+            parts.append(self.pending[:n])
+            have = len(parts[0])
+            self.pending = self.pending[n:]
+        while have < n and not self.finished:
+            raw = self.file.read(self.block)
+            self.raw_offset += len(raw)
+            if not raw:
+                if not self.inflater.eof:
+                    raise DataLossError(
+                        f"{self.path}: truncated {self.compression} stream: the file ends at byte "
+                        f"{self.raw_offset} inside compressed data (decompressed offset "
+                        f"{self.offset + have})", self.op)
+                self.finished = True
+                break
+            try:
+                out = self.inflater.decompress(raw)
+            except zlib.error as e:
+                raise DataLossError(
+                    f"{self.path}: corrupt {self.compression} stream near byte {self.raw_offset}: {e}",
+                    self.op) from None
+            # Concatenated gzip members (as `cat a.gz b.gz` makes) continue the stream.
+            while self.inflater.eof and self.inflater.unused_data:
+                rest = self.inflater.unused_data
+                self.inflater = zlib.decompressobj(self.wbits)
+                try:
+                    out += self.inflater.decompress(rest)
+                except zlib.error as e:
+                    raise DataLossError(f"{self.path}: corrupt {self.compression} stream near "
+                                        f"byte {self.raw_offset}: {e}", self.op) from None
+            take = n - have
+            parts.append(out[:take])
+            have += min(len(out), take)
+            if len(out) > take:
+                self.pending = out[take:]
+        data = b"".join(parts)
+        self.offset += len(data)
+        return data
+
+    def skip(self, n: int) -> None:
+        if not self.compression:
+            self.file.seek(self.offset + n)
+            self.offset += n
+            return
+        while n > 0:
+            got = len(self.read(min(n, 1 << 22)))
+            if got == 0:
+                return
+            n -= got
+
+    def remaining(self) -> int | None:
+        """Bytes left in an uncompressed file (None when compressed)."""
+        return None if self.compression else self.size - self.offset
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class Blocks:
+    """A growable window ``buf[lo:hi]`` over a stream; ``base`` is the stream offset of
+    ``buf[0]``."""
+
+    def __init__(self, stream: ByteStream, block: int):
+        self.stream = stream
+        self.block = block
+        self.buf = np.empty(block, np.uint8)
+        self.lo = self.hi = 0
+        self.base = stream.offset
+        self.eof = False
+
+    @property
+    def offset(self) -> int:
+        return self.base + self.lo
+
+    def fill(self, need: int) -> None:
+        """Read until at least ``need`` bytes are in the window or the stream ends."""
+        if self.lo:
+            keep = self.hi - self.lo
+            self.buf[:keep] = self.buf[self.lo:self.hi]
+            self.base += self.lo
+            self.lo, self.hi = 0, keep
+        while not self.eof and self.hi < need:
+            # At most 64 MB per read, so that a length read from a corrupt file makes the
+            # window grow only as far as the file really goes.
+            want = min(max(self.block, need - self.hi), 1 << 26)
+            if self.hi + want > len(self.buf):
+                grown = np.empty(max(2 * len(self.buf), self.hi + want), np.uint8)
+                grown[:self.hi] = self.buf[:self.hi]
+                self.buf = grown
+            data = self.stream.read(want)
+            if not data:
+                self.eof = True
+                break
+            self.buf[self.hi:self.hi + len(data)] = np.frombuffer(data, np.uint8)
+            self.hi += len(data)
+
+
+class FormatReader:
+    """A chunk iterator over the records of one file (subclasses cut the records)."""
+
+    op = "file"
+
+    def __init__(self, path: str, compression: str, block: int, state: dict | None):
+        self.path = path
+        self.stream = ByteStream(path, compression, block, self.op)
+        self.block = block
+        self.start(state)
+
+    def start(self, state: dict | None) -> None:
+        if state is not None:
+            self.stream.skip(int(state["offset"]))
+        self.window = Blocks(self.stream, self.block)
+
+    def save(self) -> dict:
+        return {"offset": self.window.offset}
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+class TFRecordReader(FormatReader):
+    """TFRecord frames; the masked CRC32C of each length and payload is checked."""
+
+    op = "TFRecordDataset"
+
+    def next(self, want: int):
+        w = self.window
+        need = FRAME_HEADER
+        while True:
+            if w.hi - w.lo >= need:
+                out = np.empty(w.hi - w.lo, np.uint8)
+                offsets = np.empty(want + 1, np.int64)
+                n, pos, status, need = scan_tfrecords(w.buf, w.lo, w.hi, want, MAX_CHUNK_BYTES,
+                                                      out, offsets, True)
+                if status == BAD_LENGTH_CRC:
+                    w.lo = w.hi  # the rest of the file cannot be framed
+                    raise DataLossError(f"{self.path}: corrupted record at {w.base + pos} "
+                                        "(the length's CRC32C does not match)", self.op)
+                if status == BAD_DATA_CRC:
+                    w.lo = w.hi
+                    raise DataLossError(f"{self.path}: corrupted record at {w.base + pos + FRAME_HEADER} "
+                                        "(the data's CRC32C does not match)", self.op)
+                if n:
+                    w.lo = pos
+                    return StringColumn(out[:offsets[n]], offsets[:n + 1])
+                need = max(need, FRAME_HEADER)
+            if w.eof:
+                if w.lo == w.hi:
+                    return None
+                at = w.offset
+                w.lo = w.hi
+                raise DataLossError(f"{self.path}: truncated record at {at} (the file ends "
+                                    "inside the record)", self.op)
+            left = self.stream.remaining()
+            if left == 0:
+                w.eof = True
+                continue
+            if left is not None and need > w.hi - w.lo + left:
+                at = w.offset
+                w.lo = w.hi
+                w.eof = True
+                raise DataLossError(f"{self.path}: truncated record at {at} (the record needs "
+                                    f"{need} bytes, {w.hi - w.lo + left} are left)", self.op)
+            w.fill(need)
+
+
+class TextLineReader(FormatReader):
+    """Lines split at ``\\n``; every ``\\r`` byte is dropped (TextLineDataset's rule)."""
+
+    op = "TextLineDataset"
+
+    def next(self, want: int):
+        w = self.window
+        while True:
+            if w.hi > w.lo or w.eof:
+                out = np.empty(w.hi - w.lo, np.uint8)
+                offsets = np.empty(want + 1, np.int64)
+                n, pos = scan_lines(w.buf, w.lo, w.hi, w.eof, want, MAX_CHUNK_BYTES, out, offsets)
+                if n:
+                    w.lo = pos
+                    return StringColumn(out[:offsets[n]], offsets[:n + 1])
+                if w.eof:
+                    return None
+            w.fill(w.hi - w.lo + self.block)
+
+
+class FixedLengthReader(FormatReader):
+    """Records of ``record_bytes`` after a ``header_bytes`` header and before a
+    ``footer_bytes`` footer."""
+
+    op = "FixedLengthRecordDataset"
+
+    def __init__(self, path, compression, block, state, record_bytes, header_bytes, footer_bytes):
+        self.record_bytes = record_bytes
+        self.header_bytes = header_bytes
+        self.footer_bytes = footer_bytes
+        super().__init__(path, compression, max(block, record_bytes), state)
+
+    def _size_error(self, body: int):
+        return RecordSizeError(
+            f"Excluding the header ({self.header_bytes} bytes) and footer ({self.footer_bytes} "
+            f"bytes), input file \"{self.path}\" has body length {body} bytes, which is not an "
+            f"exact multiple of the record length ({self.record_bytes} bytes).", self.op)
+
+    def start(self, state):
+        if not self.stream.compression:
+            body = self.stream.size - self.header_bytes - self.footer_bytes
+            if body < 0 or body % self.record_bytes:
+                raise self._size_error(body)
+        if state is None:
+            self.stream.skip(self.header_bytes)
+        else:
+            self.stream.skip(int(state["offset"]))
+        self.window = Blocks(self.stream, self.block)
+
+    def next(self, want: int):
+        w, rb = self.window, self.record_bytes
+        want = max(1, min(want, MAX_CHUNK_BYTES // rb))
+        while True:
+            body = w.hi - w.lo - (0 if not w.eof else self.footer_bytes)
+            if w.eof:
+                if body < 0 or body % rb:
+                    total = w.offset - self.header_bytes + body
+                    w.lo = w.hi
+                    raise self._size_error(total)
+                if body == 0:
+                    return None
+            k = min(want, max(0, (w.hi - w.lo - self.footer_bytes)) // rb)
+            if k and (w.eof or k == want or w.hi - w.lo - self.footer_bytes - k * rb < rb):
+                data = w.buf[w.lo:w.lo + k * rb].copy()
+                w.lo += k * rb
+                return StringColumn(data, np.arange(k + 1, dtype=np.int64) * rb)
+            w.fill(w.hi - w.lo + max(self.block, want * rb) + self.footer_bytes)
+
+
+def open_reader(fmt: dict, path: str, state: dict | None):
+    """The reader of one file for a format description (see ``FileRecords.fmt``)."""
+    kind = fmt["kind"]
+    block = int(fmt.get("buffer_size") or DEFAULT_BLOCK)
+    block = max(MIN_BLOCK, block)
+    if kind == "tfrecord":
+        return TFRecordReader(path, fmt["compression"], block, state)
+    if kind == "text":
+        return TextLineReader(path, fmt["compression"], block, state)
+    if kind == "fixed":
+        return FixedLengthReader(path, fmt["compression"], block, state, int(fmt["record_bytes"]),
+                                 int(fmt["header_bytes"]), int(fmt["footer_bytes"]))
+    raise ValueError(f"unknown record format {kind!r}")
+
+
+__all__ = ["ByteStream", "Blocks", "FixedLengthReader", "OpError", "RecordSizeError",
+           "TFRecordReader", "TextLineReader", "compression_name", "open_reader", "path_of"]

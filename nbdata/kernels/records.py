@@ -1,0 +1,125 @@
+"""Kernels that cut a block of file bytes into records (TFRecord frames, text lines).
+
+Each scanner reads ``buf[lo:hi]``, copies whole records' payloads one after the other
+into ``out`` and their end offsets into ``out_offsets[1:]`` (``out_offsets[0]`` is 0), and
+stops at the first record that does not fit in the block, at ``max_rows`` records or at
+``max_bytes`` payload bytes. Every length read from the file is checked against the
+block before it is used, so a corrupt file can make a scanner report an error but never
+read or write out of bounds.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from nbdata.kernels.crc32c import masked_crc32c
+
+# TFRecord frame: uint64 length, uint32 masked CRC32C of the length, data, uint32 masked
+# CRC32C of the data (all little-endian).
+FRAME_HEADER = 12
+FRAME_FOOTER = 4
+
+OK = 0
+BAD_LENGTH_CRC = 1
+BAD_DATA_CRC = 2
+
+
+@numba.njit(nogil=True, cache=True)
+def _u32(buf, i):
+    return (np.uint32(buf[i]) | (np.uint32(buf[i + 1]) << np.uint32(8))
+            | (np.uint32(buf[i + 2]) << np.uint32(16)) | (np.uint32(buf[i + 3]) << np.uint32(24)))
+
+
+@numba.njit(nogil=True, cache=True)
+def _u64(buf, i):
+    value = np.uint64(0)
+    for k in range(8):
+        value |= np.uint64(buf[i + k]) << np.uint64(8 * k)
+    return value
+
+
+@numba.njit(nogil=True, cache=True)
+def scan_tfrecords(buf, lo, hi, max_rows, max_bytes, out, out_offsets, verify):
+    """TFRecord frames of ``buf[lo:hi]``.
+
+    Returns ``(n, pos, status, need)``: ``n`` records copied; ``pos`` the offset of the
+    first frame not consumed (or of the bad frame); ``status`` OK, BAD_LENGTH_CRC or
+    BAD_DATA_CRC; ``need`` the size of the frame at ``pos`` when its header is complete
+    (-1 otherwise), so the reader knows how much to read before scanning again.
+    ``out`` must hold ``hi - lo`` bytes and ``out_offsets`` ``max_rows + 1`` entries.
+    """
+    pos = lo
+    n = 0
+    used = 0
+    out_offsets[0] = 0
+    while n < max_rows:
+        if hi - pos < FRAME_HEADER:
+            return n, pos, OK, -1
+        if verify and _u32(buf, pos + 8) != masked_crc32c(buf, pos, pos + 8):
+            return n, pos, BAD_LENGTH_CRC, -1
+        length = _u64(buf, pos)
+        # Frames longer than the rest of the block: report the size needed (capped so
+        # that a huge length from an unverified header cannot overflow).
+        if length > np.uint64(hi - pos):
+            if length > np.uint64(1 << 62):
+                return n, pos, OK, 1 << 62
+            return n, pos, OK, FRAME_HEADER + np.int64(length) + FRAME_FOOTER
+        size = np.int64(length)
+        if hi - pos - FRAME_HEADER - FRAME_FOOTER < size:
+            return n, pos, OK, FRAME_HEADER + size + FRAME_FOOTER
+        if n > 0 and used + size > max_bytes:
+            return n, pos, OK, -1
+        start = pos + FRAME_HEADER
+        if verify and _u32(buf, start + size) != masked_crc32c(buf, start, start + size):
+            return n, pos, BAD_DATA_CRC, -1
+        out[used:used + size] = buf[start:start + size]
+        used += size
+        n += 1
+        out_offsets[n] = used
+        pos = start + size + FRAME_FOOTER
+    return n, pos, OK, -1
+
+
+@numba.njit(nogil=True, cache=True)
+def scan_lines(buf, lo, hi, final, max_rows, max_bytes, out, out_offsets):
+    """Lines of ``buf[lo:hi]``, split at ``\\n``, with every ``\\r`` dropped (as
+    TextLineDataset does). With ``final`` the bytes after the last newline are a line
+    too. Returns ``(n, pos)``: lines copied and the offset after the last one."""
+    pos = lo
+    n = 0
+    used = 0
+    out_offsets[0] = 0
+    while n < max_rows and pos < hi:
+        end = pos
+        while end < hi and buf[end] != 10:
+            end += 1
+        if end == hi and not final:
+            break
+        if n > 0 and used + (end - pos) > max_bytes:
+            break
+        for k in range(pos, end):
+            c = buf[k]
+            if c != 13:
+                out[used] = c
+                used += 1
+        n += 1
+        out_offsets[n] = used
+        pos = end + 1 if end < hi else end
+    return n, pos
+
+
+def frame_tfrecord(payload: bytes) -> bytes:
+    """One record framed as TFRecord stores it.
+
+    >>> frame_tfrecord(b"")
+    b'\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00)\\x03\\x98\\x07\\xd8\\xea\\x82\\xa2'
+    """
+    data = np.frombuffer(payload, np.uint8)
+    header = np.frombuffer(len(payload).to_bytes(8, "little"), np.uint8)
+    return b"".join((
+        header.tobytes(),
+        int(masked_crc32c(header, 0, 8)).to_bytes(4, "little"),
+        payload,
+        int(masked_crc32c(data, 0, len(data))).to_bytes(4, "little"),
+    ))

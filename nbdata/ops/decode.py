@@ -1,0 +1,195 @@
+"""``decode``: a record decoder (``parse_example``, ``decode_csv``, ``decode_raw``) run as
+a kernel over whole columns of records.
+
+The ``decode_lifting`` pass makes this node out of a ``map`` whose function decodes
+its record (see ``nbdata/decoding.py``); ``batch_decode`` moves a ``batch`` under a
+per-record decoder. A batched decoder right after a ``batch`` of records reads the
+records below the batch itself: ``k`` batches of ``B`` records are decoded by one
+kernel call over ``k * B`` records, straight from the reader's column.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from nbdata.chunks import Chunk, StringColumn, col_values, concat_chunks
+from nbdata.decoding import Decoder, RowError
+from nbdata.ops.node import Node, arg_field, input_field
+from nbdata.ops.runtime import ChunkIter, RowQueue, skip_rows
+from nbdata.spec import TensorSpec, string
+
+
+def string_column(column) -> StringColumn:
+    """A column of scalar strings as a StringColumn (object arrays are joined)."""
+    if isinstance(column, StringColumn):
+        return column
+    return StringColumn.from_values(col_values(column))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Decode(Node):
+    input: Node = input_field()
+    decoder: Decoder = arg_field()
+    op = "decode"
+
+    @property
+    def spec(self):
+        return self.decoder.output_spec
+
+    def cardinality(self) -> int:
+        return self.input.cardinality()
+
+    def describe(self) -> str:
+        return f"decode({self.decoder.describe()})"
+
+    def open(self, ctx):
+        for value in ctx.open(self.input):
+            yield self.decoder.call(value)
+
+    def reads_batches(self) -> bool:
+        """True when this batched decoder batches its records itself (its input is a
+        plain ``batch`` of scalar strings)."""
+        from nbdata.ops.batch import Batch
+        node = self.input
+        return (self.decoder.batched and type(node) is Batch
+                and isinstance(node.input.spec, TensorSpec) and node.input.spec.dtype is string
+                and node.input.spec.shape == ())
+
+    def open_chunks(self, ctx, state=None):
+        if self.reads_batches():
+            return BatchDecodeChunks(self, ctx, state)
+        return DecodeChunks(self, ctx, state)
+
+
+class DecodeChunks(ChunkIter):
+    """Each input chunk's records decoded by one kernel call. A record that fails is
+    dropped with its error raised (after the rows before it have gone out); reading
+    goes on after it.
+
+    State: the input's state before the current chunk and the rows of it done."""
+
+    def __init__(self, node: Decode, ctx, state):
+        self.node, self.ctx = node, ctx
+        self.before = None if state is None else state["input"]
+        self.it = ctx.open_chunks(node.input, self.before)
+        self.chunk: Chunk | None = None
+        self.pos = 0
+        if state is not None and int(state["skip"]):
+            self.chunk, _ = skip_rows(self.it, int(state["skip"]))
+            self.pos = 0
+            self.base = int(state["skip"])
+        else:
+            self.base = 0
+
+    def _decode(self, chunk: Chunk) -> list:
+        decoder = self.node.decoder
+        column = chunk.columns[0]
+        if not decoder.batched:
+            return decoder.decode_rows(string_column(column), chunk.n)
+        # A batched decoder on rows that each hold a vector of records.
+        parts = []
+        for k, value in enumerate(col_values(column)):
+            records = StringColumn.from_values(list(value.reshape(-1)))
+            try:
+                cols = decoder.decode_rows(records, len(records), batch=len(records))
+            except RowError as e:
+                raise RowError(k, e.error) from None
+            parts.append(Chunk(decoder.batch_columns(cols, 1, len(records)), 1))
+        return concat_chunks(parts).columns
+
+    def next(self, want: int):
+        while True:
+            if self.chunk is None or self.pos >= self.chunk.n:
+                self.before = self.it.save()
+                self.base = 0
+                self.chunk = self.it.next(want)
+                self.pos = 0
+                if self.chunk is None:
+                    return None
+            rows = self.chunk.slice(self.pos, min(self.chunk.n, self.pos + want))
+            try:
+                columns = self._decode(rows)
+            except RowError as e:
+                if e.row == 0:
+                    self.pos += 1
+                    raise e.error from None
+                rows = rows.slice(0, e.row)
+                columns = self._decode(rows)
+            self.pos += rows.n
+            return Chunk(columns, rows.n)
+
+    def save(self) -> dict:
+        if self.chunk is None or self.pos >= self.chunk.n:
+            return {"input": self.it.save(), "skip": 0}
+        return {"input": self.before, "skip": self.base + self.pos}
+
+    def close(self) -> None:
+        self.it.close()
+
+
+class BatchDecodeChunks(ChunkIter):
+    """``batch(B)`` then a batched decoder, as one: ``k`` batches' records are decoded
+    by one kernel call. A batch with a bad record fails (its error raised after the
+    batches before it have gone out), as the batched decoder fails on it; reading
+    goes on with the next batch.
+
+    State: the state of the batch's input and the records read but not decoded."""
+
+    def __init__(self, node: Decode, ctx, state):
+        self.node, self.ctx = node, ctx
+        batch = node.input
+        self.size = int(ctx.value(batch.batch_size))
+        if self.size <= 0:
+            from nbdata.errors import InvalidArgumentError
+            raise InvalidArgumentError(f"{batch.label}: batch_size must be positive, got "
+                                       f"{self.size}", batch.op)
+        self.drop = batch.drop_remainder
+        self.it = ctx.open_chunks(batch.input, None if state is None else state["input"])
+        self.queue = RowQueue([] if state is None else state["pieces"])
+        self.ended = False if state is None else bool(state["ended"])
+
+    def _decode(self, rows: Chunk, count: int, size: int) -> list:
+        decoder = self.node.decoder
+        columns = decoder.decode_rows(string_column(rows.columns[0]), rows.n, batch=size)
+        return decoder.batch_columns(columns, count, size)
+
+    def next(self, want: int):
+        b, queue = self.size, self.queue
+        want = max(1, want)
+        while queue.n < b * want and not self.ended:
+            chunk = self.it.next(b * want - queue.n)
+            if chunk is None:
+                self.ended = True
+                break
+            queue.add(chunk)
+        count = min(want, queue.n // b)
+        size = b
+        if not count:
+            if not queue.n or self.drop:
+                queue.clear()
+                return None
+            count, size = 1, queue.n
+        rows = queue.take(count * size)
+        try:
+            return Chunk(self._decode(rows, count, size), count)
+        except RowError as e:
+            bad = e.row // size
+            if bad == 0:
+                # The failing batch is dropped; the rows after it stay queued.
+                rest = rows.slice(size, rows.n)
+                self._requeue(rest)
+                raise e.error from None
+            self._requeue(rows.slice(bad * size, rows.n))
+            return Chunk(self._decode(rows.slice(0, bad * size), bad, size), bad)
+
+    def _requeue(self, rows: Chunk) -> None:
+        if rows.n:
+            self.queue.pieces.insert(0, rows)
+            self.queue.n += rows.n
+
+    def save(self) -> dict:
+        return {"input": self.it.save(), "pieces": list(self.queue.pieces), "ended": self.ended}
+
+    def close(self) -> None:
+        self.it.close()
