@@ -167,7 +167,7 @@ class Planner:
             return stage
         if not node.inputs:
             return node
-        return node.with_inputs(*[self.lower(c) for c in node.inputs])
+        return node.lowered_inputs(self.lower)
 
     def _note(self, node: Node, reason: str, consequence: str) -> None:
         note = FallbackNote(node.describe(), reason, consequence)

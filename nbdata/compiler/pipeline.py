@@ -220,6 +220,10 @@ class Pipeline:
         if self.notes:
             lines.append("== not fused ==")
             lines += [f"  {note.line()}" for note in self.notes]
+        kernels = [(n, n.kernel_note()) for n in _walk(self.physical) if n.kernel_note()]
+        if kernels:
+            lines.append("== record kernels ==")
+            lines += [f"  {n.describe()}: {note}" for n, note in kernels]
         per_element = [(n, n.per_element()) for n in _walk(self.physical)
                        if n.per_element() is not None]
         if per_element and self.options.chunked:

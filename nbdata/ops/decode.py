@@ -31,6 +31,9 @@ def string_column(column) -> StringColumn:
 class Decode(Node):
     input: Node = input_field()
     decoder: Decoder = arg_field()
+    # Made from decode-then-batch (decode_vectorization): a bad record fails as it would
+    # before the batch (the batch being filled fails, the next starts after the record).
+    record_errors: bool = False
     op = "decode"
 
     @property
@@ -55,6 +58,18 @@ class Decode(Node):
         return (self.decoder.batched and type(node) is Batch
                 and isinstance(node.input.spec, TensorSpec) and node.input.spec.dtype is string
                 and node.input.spec.shape == ())
+
+    def lowered_inputs(self, lower) -> Node:
+        if self.reads_batches():
+            batch = self.input
+            return self.with_inputs(batch.with_inputs(lower(batch.input)))
+        return super().lowered_inputs(lower)
+
+    def kernel_note(self) -> str:
+        if self.reads_batches():
+            return (f"{self.decoder.describe()} kernel over columns of records, "
+                    f"{self.input.describe()} of records decoded in the same call")
+        return f"{self.decoder.describe()} kernel over each chunk's column of records"
 
     def open_chunks(self, ctx, state=None):
         if self.reads_batches():
@@ -176,8 +191,9 @@ class BatchDecodeChunks(ChunkIter):
         except RowError as e:
             bad = e.row // size
             if bad == 0:
-                # The failing batch is dropped; the rows after it stay queued.
-                rest = rows.slice(size, rows.n)
+                # The failing batch is dropped; the rows after it stay queued (after the
+                # bad record, when the batch was made after decoding).
+                rest = rows.slice(e.row + 1 if self.node.record_errors else size, rows.n)
                 self._requeue(rest)
                 raise e.error from None
             self._requeue(rows.slice(bad * size, rows.n))

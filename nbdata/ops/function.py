@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from nbdata.decoding import probe_function
+from nbdata.decoding import SampleRecord, probe_function
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.sparse import SparseTensorSpec
 from nbdata.spec import (DatasetSpec, TensorSpec, cast_leaf, dummy_leaf, flatten, is_dataset,
@@ -25,6 +25,17 @@ def call_unpacked(fn: Callable, element: Any) -> Any:
     if isinstance(element, tuple):
         return fn(*element)
     return fn(element)
+
+
+def _sample_records(value: Any, spec: Any, variant: int) -> Any:
+    """String sample values as :class:`SampleRecord` (decoders answer them with samples)."""
+    if not isinstance(spec, TensorSpec) or spec.dtype is not string:
+        return value
+    if isinstance(value, bytes):
+        return SampleRecord.make(value, variant)
+    out = np.empty(value.shape, object)
+    out.reshape(-1)[:] = [SampleRecord.make(v, variant) for v in value.reshape(-1)]
+    return out
 
 
 class FunctionOutputError(TypeError):
@@ -93,7 +104,8 @@ class UserFunction:
         return conform(self.call_raw(element), self.output_spec, self.op, self.name)
 
     def _probe_inputs(self, variant: int) -> Any:
-        leaves = [dummy_leaf(s, variant, self._make_dataset) for s in flatten(self.input_spec)]
+        leaves = [_sample_records(dummy_leaf(s, variant, self._make_dataset), s, variant)
+                  for s in flatten(self.input_spec)]
         return pack_as(self.input_spec, leaves)
 
     def _probe_spec(self) -> TensorSpec | None:

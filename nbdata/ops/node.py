@@ -105,6 +105,15 @@ class Node:
         """The stage's name in statistics."""
         return self.describe()
 
+    def lowered_inputs(self, lower) -> "Node":
+        """This node over its inputs as ``lower`` plans them (a node that reads below
+        an input itself, like a decoder batching its own records, plans around it)."""
+        return self.with_inputs(*[lower(c) for c in self.inputs])
+
+    def kernel_note(self) -> str | None:
+        """For ``explain()``: what kernel this node runs over whole columns, if any."""
+        return None
+
     def per_element(self) -> str | None:
         """Why this node, when it runs outside a fused stage, handles one element at a
         time in Python (None: it works on whole chunks)."""

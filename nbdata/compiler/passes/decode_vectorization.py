@@ -1,6 +1,7 @@
 """Decode vectorization: ``decode(per record).batch(B)`` becomes ``batch(B).decode(batched)``
 (``map(parse_single_example).batch(B)`` → ``batch(B).map(parse_example)``), with the
-same values, shapes and errors. The batched decode right after the batch reads the
+same values, shapes and errors: a bad record fails the batch being filled and the
+next batch starts after it, as when records were decoded one by one. The batched decode right after the batch reads the
 records below it and decodes many batches' records in one kernel call (see
 ``nbdata/ops/decode.py``)."""
 
@@ -21,7 +22,7 @@ def _vectorize(node: Node) -> Node:
     decode = node.input
     dim = node.batch_size if node.drop_remainder and isinstance(node.batch_size, int) else None
     batch = dataclasses.replace(node, input=decode.input)
-    return Decode(batch, BatchedDecoder(decode.decoder, dim), name=decode.name)
+    return Decode(batch, BatchedDecoder(decode.decoder, dim), record_errors=True, name=decode.name)
 
 
 class DecodeVectorization:
