@@ -75,6 +75,14 @@ def crc32c_update_table(crc, data, start, end):
     return c
 
 
+@numba.njit(nogil=True, cache=True)
+def mask(crc):
+    """TFRecord's masking of a CRC: rotate right by 15 bits, add a constant."""
+    c = np.uint64(crc)
+    rotated = ((c >> np.uint64(15)) | (c << np.uint64(17))) & np.uint64(0xFFFFFFFF)
+    return np.uint32((rotated + np.uint64(_MASK_DELTA)) & np.uint64(0xFFFFFFFF))
+
+
 if HARDWARE:
     @intrinsic
     def _crc32_u64(typingctx, crc, value):
@@ -113,6 +121,42 @@ if HARDWARE:
             load = builder.load(ptr64, align=1)
             return load
         return sig, codegen
+
+    @intrinsic
+    def _store_u64(typingctx, data, index, value):
+        """Stores a uint64 as eight little-endian bytes of a uint8 array at ``index``
+        (unaligned; the caller checks the bounds)."""
+        sig = types.void(data, types.intp, types.uint64)
+
+        def codegen(context, builder, signature, args):
+            arr = context.make_array(signature.args[0])(context, builder, args[0])
+            ptr = builder.gep(arr.data, [args[1]])
+            ptr64 = builder.bitcast(ptr, ir.IntType(64).as_pointer())
+            builder.store(args[2], ptr64, align=1)
+            return context.get_dummy_value()
+        return sig, codegen
+
+    @numba.njit(nogil=True, cache=True)
+    def masked_crc32c_copy(src, start, end, dst, at):
+        """Copies ``src[start:end]`` to ``dst[at:]`` and returns the masked CRC32C of
+        the bytes, in one pass over them."""
+        c = np.uint64(0xFFFFFFFF)
+        i = start
+        j = at
+        while i + 8 <= end:
+            word = _load_u64(src, i)
+            c = _crc32_u64(c, word)
+            _store_u64(dst, j, word)
+            i += 8
+            j += 8
+        c32 = np.uint32(c)
+        while i < end:
+            b = src[i]
+            c32 = _crc32_u8(c32, b)
+            dst[j] = b
+            i += 1
+            j += 1
+        return mask(c32 ^ np.uint32(0xFFFFFFFF))
 
     # Three lanes of LANE bytes are run side by side (the instruction has a latency of
     # three cycles and a throughput of one), then joined: a register shifted over LANE
@@ -164,19 +208,19 @@ if HARDWARE:
 else:
     crc32c_update = crc32c_update_table
 
+    @numba.njit(nogil=True, cache=True)
+    def masked_crc32c_copy(src, start, end, dst, at):
+        """Copies ``src[start:end]`` to ``dst[at:]`` and returns the masked CRC32C of
+        the bytes."""
+        dst[at:at + end - start] = src[start:end]
+        c = crc32c_update_table(np.uint32(0xFFFFFFFF), src, start, end)
+        return mask(c ^ np.uint32(0xFFFFFFFF))
+
 
 @numba.njit(nogil=True, cache=True)
 def crc32c(data, start, end):
     """The CRC32C of ``data[start:end]`` (a uint8 array), as TensorFlow computes it."""
     return crc32c_update(np.uint32(0xFFFFFFFF), data, start, end) ^ np.uint32(0xFFFFFFFF)
-
-
-@numba.njit(nogil=True, cache=True)
-def mask(crc):
-    """TFRecord's masking of a CRC: rotate right by 15 bits, add a constant."""
-    c = np.uint64(crc)
-    rotated = ((c >> np.uint64(15)) | (c << np.uint64(17))) & np.uint64(0xFFFFFFFF)
-    return np.uint32((rotated + np.uint64(_MASK_DELTA)) & np.uint64(0xFFFFFFFF))
 
 
 @numba.njit(nogil=True, cache=True)

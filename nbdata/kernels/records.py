@@ -13,7 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from nbdata.kernels.crc32c import masked_crc32c
+from nbdata.kernels.crc32c import masked_crc32c, masked_crc32c_copy
 
 # TFRecord frame: uint64 length, uint32 masked CRC32C of the length, data, uint32 masked
 # CRC32C of the data (all little-endian).
@@ -71,9 +71,11 @@ def scan_tfrecords(buf, lo, hi, max_rows, max_bytes, out, out_offsets, verify):
         if n > 0 and used + size > max_bytes:
             return n, pos, OK, -1
         start = pos + FRAME_HEADER
-        if verify and _u32(buf, start + size) != masked_crc32c(buf, start, start + size):
-            return n, pos, BAD_DATA_CRC, -1
-        out[used:used + size] = buf[start:start + size]
+        if verify:
+            if _u32(buf, start + size) != masked_crc32c_copy(buf, start, start + size, out, used):
+                return n, pos, BAD_DATA_CRC, -1
+        else:
+            out[used:used + size] = buf[start:start + size]
         used += size
         n += 1
         out_offsets[n] = used

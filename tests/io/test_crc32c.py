@@ -39,3 +39,14 @@ def test_agrees_with_the_crc32c_package():
     pkg = pytest.importorskip("crc32c")
     data = np.random.default_rng(1).integers(0, 256, 200_001, dtype=np.uint8)
     assert int(c.crc32c(data, 0, len(data))) == pkg.crc32c(data.tobytes())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.binary(max_size=5000), st.integers(0, 9), st.integers(0, 9))
+def test_copy_with_crc_copies_and_checksums(data, head, at):
+    src = np.frombuffer(bytes(head) + data, np.uint8)
+    dst = np.zeros(at + len(data) + 3, np.uint8)
+    got = c.masked_crc32c_copy(src, head, head + len(data), dst, at)
+    assert int(got) == c.masked_crc32c_bytes(data)
+    assert dst[at:at + len(data)].tobytes() == data
+    assert not dst[:at].any() and not dst[at + len(data):].any()
