@@ -63,8 +63,9 @@ def _targets(workdir: str) -> list[Target]:
                 "id": ex.FixedLenFeature([], nd.string), "tags": ex.VarLenFeature(np.int64),
                 "words": ex.VarLenFeature(nd.string)}
     records = [ex.encode_example({"x": np.arange(4, dtype=np.float32) + i, "label": i,
-                                  "id": f"r{i}".encode(), "tags": list(range(i % 3)),
-                                  "words": [b"a", b"bc"][: i % 3]}) for i in range(6)]
+                                  "id": f"r{i}".encode(), "tags": np.arange(i % 3, dtype=np.int64),
+                                  "words": {"kind": "bytes_list", "value": [b"a", b"bc"][: i % 3]}})
+               for i in range(6)]
     path = os.path.join(workdir, "fuzz.tfrecord")
     with nd.io.TFRecordWriter(path) as w:
         for r in records:
@@ -92,21 +93,49 @@ def _targets(workdir: str) -> list[Target]:
                Target("gzip tfrecord file", gzipped, read_file("GZIP")),
                Target("tf.train.Example", records[2], parse_batch)]
 
-    from nbdata.io.csv import decode_csv
-    lines = b'1.5,2,"a,b",x\n-3e2,7,"",y\n'
-    defaults = [[0.0], [0], [""], [""]]
+    lines_path = os.path.join(workdir, "fuzz.csv")
 
     def csv(data: bytes):
-        return decode_csv(np.array(data.split(b"\n"), dtype=object), defaults)
-    targets.append(Target("csv lines", lines, csv))
+        from nbdata.io.csv import decode_csv
+        with open(lines_path, "wb") as f:
+            f.write(data)
+        ds = nd.TextLineDataset(lines_path).batch(3).map(
+            lambda b: decode_csv(b, [[0.0], [0], [""], [""]]))
+        return list(ds)
+    targets.append(Target("csv lines", b'1.5,2,"a,b",x\n-3e2,7,"",y\n4,5,c,d\n', csv))
 
-    try:
-        from nbdata.io.jpeg import decode_jpeg, encode_for_tests
-        jpeg = encode_for_tests(np.random.default_rng(0).integers(0, 255, (24, 32, 3), np.uint8))
+    jpeg = _jpeg_seed()
+    if jpeg is not None and _has_jpeg_decoder():
+        from nbdata.image import decode_jpeg
         targets.append(Target("jpeg", jpeg, lambda data: decode_jpeg(data)))
-    except Exception:  # noqa: BLE001 - the [image] extra is not installed
-        pass
     return targets
+
+
+def _has_jpeg_decoder() -> bool:
+    try:
+        from nbdata.image import decode_jpeg  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def _jpeg_seed() -> bytes | None:
+    """A small JPEG, when an encoder of the [image] extra is installed."""
+    image = (np.arange(24 * 32 * 3) % 251).astype(np.uint8).reshape(24, 32, 3)
+    try:
+        import simplejpeg
+        return simplejpeg.encode_jpeg(image, quality=90)
+    except ImportError:
+        pass
+    try:
+        import io
+
+        from PIL import Image
+        out = io.BytesIO()
+        Image.fromarray(image).save(out, format="JPEG", quality=90)
+        return out.getvalue()
+    except ImportError:
+        return None
 
 
 def fuzz(cases: int, seed: int = 0, out=print) -> list[str]:
