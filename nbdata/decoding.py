@@ -64,14 +64,21 @@ class Decoder:
         raise NotImplementedError
 
     def batch_columns(self, columns: list, count: int, size: int) -> list:
-        """Columns of ``count`` batches of ``size`` decoded rows (what a batched decoder
-        yields), from the row columns of ``count * size`` rows."""
-        raise NotImplementedError
+        """Columns of ``count`` batches of ``size`` decoded rows (what the batched decoder
+        yields), from the row columns of ``count * size`` rows: rows stacked, sparse
+        values batched into one sparse tensor. Raises :class:`RowError` for rows that
+        cannot share a batch."""
+        from nbdata.ops.batch import batch_columns, stack_leaves
+        return batch_columns(columns, count, size,
+                             lambda values, i: stack_leaves(values, i, self.batched_name), copy=False)
 
     def sample(self, variant: int) -> Any:
-        """A value of the output spec (for tracing)."""
+        """A value of the output spec (for tracing). Its strings are sample records, so
+        that a decoder called on a decoded string (``decode_jpeg`` of an Example's
+        image feature) traces to its own sample value."""
         spec = self.output_spec
-        return pack_as(spec, [dummy_leaf(s, variant) for s in flatten(spec)])
+        return pack_as(spec, [_sample_strings(dummy_leaf(s, variant), variant)
+                              for s in flatten(spec)])
 
     @property
     def output_spec(self) -> Any:
@@ -154,6 +161,19 @@ class SampleRecord(bytes):
         out = cls(value)
         out.variant = variant
         return out
+
+
+def _sample_strings(leaf: Any, variant: int) -> Any:
+    """``leaf`` with its bytes values made :class:`SampleRecord`s."""
+    import numpy as np
+    if isinstance(leaf, bytes):
+        return SampleRecord.make(leaf, variant)
+    if isinstance(leaf, np.ndarray) and leaf.dtype == object:
+        out = np.empty(leaf.shape, dtype=object)
+        for i, v in enumerate(leaf.reshape(-1)):
+            out.reshape(-1)[i] = SampleRecord.make(v, variant) if isinstance(v, bytes) else v
+        return out
+    return leaf
 
 
 def _sample_variant(value: Any) -> int | None:
@@ -250,6 +270,4 @@ class BatchedDecoder(Decoder):
         return self.inner.decode_rows(column, rows, batch)
 
     def batch_columns(self, columns: list, count: int, size: int) -> list:
-        from nbdata.ops.batch import batch_columns, stack_leaves
-        return batch_columns(columns, count, size,
-                             lambda values, i: stack_leaves(values, i, self.name), copy=False)
+        return self.inner.batch_columns(columns, count, size)

@@ -285,3 +285,7 @@ def _random_flip_left_right_nopython(image, seed):
 @overload(normalize, jit_options={"nogil": True})
 def _normalize_nopython(image, mean, std):
     return lambda image, mean, std: _normalize(image, mean, std)
+
+
+# JPEG coding (libjpeg-turbo through the optional [image] extra), as tf.image has it.
+from nbdata.io.jpeg import decode_jpeg, encode_jpeg  # noqa: E402,F401

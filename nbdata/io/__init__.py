@@ -20,6 +20,7 @@ _NAMES = {
     "decode_csv": "nbdata.io.csv",
     "decode_raw": "nbdata.io.raw",
     "decode_jpeg": "nbdata.io.jpeg",
+    "encode_jpeg": "nbdata.io.jpeg",
 }
 
 __all__ = sorted(_NAMES)

@@ -1,0 +1,347 @@
+"""``decode_jpeg`` and ``encode_jpeg`` on libjpeg-turbo (the optional ``[image]`` extra).
+
+nbdata does not decode JPEG itself: it calls ``simplejpeg``, a small maintained binding
+of libjpeg-turbo that decodes straight into a NumPy array and releases the GIL while it
+decodes, so a batch of images is decoded by several threads at once. It was measured
+against Pillow and OpenCV on 256x256 JPEGs (2 cores): simplejpeg decoded fastest on
+one thread and scaled best on two (Pillow's decode-and-convert path holds the GIL
+longer), and it exposes every libjpeg setting that ``tf.io.decode_jpeg`` has, so its
+pixels equal TensorFlow's bit for bit for each ``dct_method``, ``fancy_upscaling`` and
+``ratio``. PNG is not decoded (simplejpeg reads JPEG only).
+
+>>> import numpy as np
+>>> image = np.zeros((4, 6, 3), np.uint8)
+>>> decode_jpeg(encode_jpeg(image)).shape                     # doctest: +SKIP
+(4, 6, 3)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from nbdata.chunks import RowList, StringColumn
+from nbdata.decoding import Decoder, RowError, probed
+from nbdata.errors import InvalidArgumentError, UnimplementedError
+from nbdata.spec import TensorSpec
+
+EXTRA = "pip install 'nbdata[image]'"
+_DCT_METHODS = ("", "INTEGER_FAST", "INTEGER_ACCURATE")
+_CMYK = ("CMYK", "YCCK")
+
+
+def _library():
+    try:
+        import simplejpeg
+    except ImportError:
+        raise UnimplementedError(
+            "JPEG support needs the optional simplejpeg package (libjpeg-turbo): "
+            f"{EXTRA}", "DecodeJpeg") from None
+    return simplejpeg
+
+
+def available() -> bool:
+    """Whether the ``[image]`` extra is installed (JPEG decode and encode work)."""
+    try:
+        _library()
+        return True
+    except UnimplementedError:
+        return False
+
+
+class JpegOptions:
+    """The checked arguments of one ``decode_jpeg`` call."""
+
+    def __init__(self, channels=0, ratio=1, fancy_upscaling=True, try_recover_truncated=False,
+                 acceptable_fraction=1.0, dct_method=""):
+        channels, ratio = int(channels), int(ratio)
+        if channels not in (0, 1, 3):
+            if channels == 4:
+                raise InvalidArgumentError("JPEG does not support 4 channels", "DecodeJpeg")
+            raise InvalidArgumentError(f"`channels` must be 0, 1, 3 or 4 but got {channels}",
+                                       "DecodeJpeg")
+        if ratio not in (1, 2, 4, 8):
+            raise InvalidArgumentError(f"ratio must be 1, 2, 4, or 8, got {ratio}", "DecodeJpeg")
+        dct = dct_method.decode() if isinstance(dct_method, bytes) else str(dct_method)
+        if dct not in _DCT_METHODS:
+            raise InvalidArgumentError(
+                "dct_method must be one of {'', 'INTEGER_FAST', 'INTEGER_ACCURATE'}",
+                "DecodeJpeg")
+        fraction = float(acceptable_fraction)
+        if not 0.0 <= fraction <= 1.0:
+            raise InvalidArgumentError(
+                f"acceptable_fraction must be in [0, 1], got {acceptable_fraction}",
+                "DecodeJpeg")
+        self.channels, self.ratio = channels, ratio
+        self.fancy_upscaling = bool(fancy_upscaling)
+        self.try_recover_truncated = bool(try_recover_truncated)
+        self.acceptable_fraction = fraction
+        # TensorFlow's default ("") is libjpeg's fast integer DCT.
+        self.fastdct = dct != "INTEGER_ACCURATE"
+
+    def key(self) -> tuple:
+        return (self.channels, self.ratio, self.fancy_upscaling, self.try_recover_truncated,
+                self.acceptable_fraction, self.fastdct)
+
+    def decode(self, data: bytes, where: str = "") -> np.ndarray:
+        """One image as an (H, W, C) uint8 array; InvalidArgumentError for data that is not
+        a JPEG this decoder reads (``where`` is appended to the message)."""
+        lib = _library()
+        if not data:
+            raise InvalidArgumentError("Input is empty." + where, "DecodeJpeg")
+        strict = not self.try_recover_truncated
+        try:
+            height, width, space, _ = lib.decode_jpeg_header(data, strict=strict)
+            out_h, out_w = math.ceil(height / self.ratio), math.ceil(width / self.ratio)
+            if space in _CMYK:
+                image = _cmyk_to_rgb(lib.decode_jpeg(
+                    data, colorspace="CMYK", fastdct=self.fastdct,
+                    fastupsample=not self.fancy_upscaling, min_height=out_h, min_width=out_w,
+                    strict=strict))
+                if self.channels == 1:
+                    image = _rgb_to_gray(image)
+                return image
+            gray = self.channels == 1 or (self.channels == 0 and space == "Gray")
+            image = lib.decode_jpeg(data, colorspace="GRAY" if gray else "RGB",
+                                    fastdct=self.fastdct, fastupsample=not self.fancy_upscaling,
+                                    min_height=out_h, min_width=out_w, strict=strict)
+        except (ValueError, RuntimeError, OverflowError) as e:
+            if data[:2] != b"\xff\xd8":
+                message = "Unknown image file format. One of JPEG required."
+            else:
+                message = f"jpeg::Uncompress failed. Invalid JPEG data or crop window ({e})."
+            raise InvalidArgumentError(message + where, "DecodeJpeg") from None
+        if image.ndim == 2:
+            image = image[:, :, None]
+        return image
+
+
+def _cmyk_to_rgb(cmyk: np.ndarray) -> np.ndarray:
+    """Adobe's inverted CMYK (what JPEG files hold) to RGB: R = C * K / 255."""
+    c = cmyk.astype(np.uint16)
+    k = c[..., 3:4]
+    return ((c[..., :3] * k + 127) // 255).astype(np.uint8)
+
+
+def _rgb_to_gray(rgb: np.ndarray) -> np.ndarray:
+    w = np.array([19595, 38470, 7471], np.uint32)  # ITU-R BT.601 in 16-bit fixed point
+    return ((rgb.astype(np.uint32) @ w + 32768) >> 16).astype(np.uint8)[..., None]
+
+
+def _as_bytes(value) -> bytes:
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, (bytes, bytearray, memoryview, np.bytes_)):
+        return bytes(value)
+    raise TypeError(f"decode_jpeg: contents must be bytes or a string, got "
+                    f"{type(value).__name__}")
+
+
+def _threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(_threads(), thread_name_prefix="nbdata-jpeg")
+    return _POOL
+
+
+def decode_many(options: JpegOptions, values: list, first_row: int = 0) -> list:
+    """Decodes ``values`` in parallel threads (libjpeg-turbo runs without the GIL).
+    Raises RowError for the first image that fails (its message names the row)."""
+    n = len(values)
+    workers = min(_threads(), n)
+
+    def run(span):
+        out = []
+        for i in range(*span):
+            try:
+                out.append(options.decode(values[i]))
+            except InvalidArgumentError as e:
+                return i, e
+        return out
+
+    if workers <= 1 or n < 4:
+        parts = [run((0, n))]
+    else:
+        step = -(-n // workers)
+        parts = list(_pool().map(run, [(s, min(n, s + step)) for s in range(0, n, step)]))
+    images = []
+    for part in parts:
+        if isinstance(part, tuple):
+            i, error = part
+            raise RowError(first_row + i, error)
+        images.extend(part)
+    return images
+
+
+def _in_batch(e: RowError, index: int) -> RowError:
+    """``e`` with its message naming the image's index in its batch."""
+    error = InvalidArgumentError(f"{e.error.message} (image {index} of the batch)",
+                                 "DecodeJpeg")
+    return RowError(e.row, error)
+
+
+def stack_images(images: list, where: str = "batch") -> np.ndarray:
+    """The images as one (N, H, W, C) array; InvalidArgumentError naming the first image
+    whose shape differs from image 0's."""
+    for i, image in enumerate(images):
+        if image.shape != images[0].shape:
+            raise RowError(i, InvalidArgumentError(
+                f"decode_jpeg: images of a {where} must share one shape to be stacked: image "
+                f"{i} is {'x'.join(map(str, image.shape))}, image 0 is "
+                f"{'x'.join(map(str, images[0].shape))}", "DecodeJpeg"))
+    if not images:
+        return np.zeros((0, 0, 0, 0), np.uint8)
+    return np.stack(images)
+
+
+def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True, try_recover_truncated=False,
+                acceptable_fraction=1, dct_method="", name=None):
+    """Decodes JPEG images to uint8 arrays (``tf.io.decode_jpeg``, same pixels).
+
+    Args:
+        contents: one encoded image (``bytes``), or a list or 1-D array of them (a
+            batch, decoded by parallel threads: nbdata's extension; all images of a
+            batch must decode to one shape).
+        channels: 0 (the number in the image: 1 for grayscale, 3 for color), 1
+            (grayscale) or 3 (RGB).
+        ratio: downscale by 1, 2, 4 or 8 while decoding (each side rounded up).
+        fancy_upscaling: smooth chroma upsampling (libjpeg's fancy upsampling).
+        try_recover_truncated: decode what a truncated image holds instead of
+            failing (libjpeg-turbo's lenient mode; missing rows are gray).
+        acceptable_fraction: checked to be in [0, 1]; libjpeg-turbo does not report
+            how many rows a truncated image held, so it is not enforced (see
+            ``try_recover_truncated``).
+        dct_method: ``""`` (TensorFlow's default, the fast integer DCT),
+            ``"INTEGER_FAST"`` or ``"INTEGER_ACCURATE"``.
+        name: ignored (TensorFlow's op name).
+
+    Returns:
+        An (H, W, C) uint8 array, or (N, H, W, C) for a batch.
+
+    Raises:
+        InvalidArgumentError: data that is not a readable JPEG (naming the image of a
+            batch), bad arguments, or batch images of different shapes.
+        UnimplementedError: the ``[image]`` extra is not installed.
+
+    Inside ``Dataset.map`` on file records, the call becomes a record kernel that
+    decodes each chunk of records in parallel threads.
+    """
+    options = JpegOptions(channels, ratio, fancy_upscaling, try_recover_truncated,
+                          acceptable_fraction, dct_method)
+    _library()
+    lifted = probed(contents, lambda: _decoder(options, contents))
+    if lifted is not None:
+        return lifted
+    if isinstance(contents, (bytes, bytearray, memoryview, np.bytes_, str)) or (
+            isinstance(contents, np.ndarray) and contents.ndim == 0):
+        return options.decode(_as_bytes(contents))
+    if isinstance(contents, StringColumn):
+        values = contents.values()
+    else:
+        arr = np.asarray(contents, dtype=object) if isinstance(contents, (list, tuple)) \
+            else contents
+        if arr.ndim != 1:
+            raise InvalidArgumentError(
+                f"`contents` must be one image or a vector of images but got shape "
+                f"{list(arr.shape)}", "DecodeJpeg")
+        values = [_as_bytes(v) for v in arr]
+    try:
+        images = decode_many(options, values)
+    except RowError as e:
+        raise _in_batch(e, e.row).error from None
+    try:
+        return stack_images(images)
+    except RowError as e:
+        raise e.error from None
+
+
+def encode_jpeg(image, format="", quality=95, chroma_downsampling=True, name=None) -> bytes:
+    """Encodes an (H, W, C) uint8 image (C = 1 or 3) as baseline JPEG bytes
+    (``tf.io.encode_jpeg``'s ``format`` "" / "grayscale" / "rgb", ``quality`` 0-100 and
+    ``chroma_downsampling``; TensorFlow's progressive and density options are not
+    offered by libjpeg-turbo's binding)."""
+    lib = _library()
+    image = np.asarray(image)
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] not in (1, 3):
+        raise InvalidArgumentError(
+            f"image must be a 3-D uint8 tensor with 1 or 3 channels, got {image.dtype} "
+            f"{list(image.shape)}", "EncodeJpeg")
+    if format not in ("", "grayscale", "rgb"):
+        raise InvalidArgumentError(f"format must be '', 'grayscale' or 'rgb', got {format!r}",
+                                   "EncodeJpeg")
+    if not 0 <= int(quality) <= 100:
+        raise InvalidArgumentError(f"quality must be in [0,100], got {quality}", "EncodeJpeg")
+    if format == "grayscale" and image.shape[2] != 1 or format == "rgb" and image.shape[2] != 3:
+        raise InvalidArgumentError(f"format {format!r} does not match {image.shape[2]} "
+                                   "channels", "EncodeJpeg")
+    gray = image.shape[2] == 1
+    return lib.encode_jpeg(np.ascontiguousarray(image), quality=int(quality),
+                           colorspace="GRAY" if gray else "RGB",
+                           colorsubsampling="Gray" if gray else
+                           ("420" if chroma_downsampling else "444"), fastdct=False)
+
+
+class JpegDecoder(Decoder):
+    """``decode_jpeg`` on each record of a column, several threads at once."""
+
+    name = "decode_jpeg"
+    batched_name = "decode_jpeg"
+
+    def __init__(self, options: JpegOptions):
+        self.options = options
+
+    @property
+    def spec(self):
+        return TensorSpec((None, None, self.options.channels or None), np.uint8)
+
+    def describe(self) -> str:
+        return f"decode_jpeg(channels={self.options.channels}, ratio={self.options.ratio})"
+
+    def call(self, value):
+        return self.options.decode(_as_bytes(value))
+
+    def decode_rows(self, column, rows: int, batch: int | None = None) -> list:
+        values = StringColumn(column.data, column.offsets[:rows + 1]).values()
+        try:
+            images = decode_many(self.options, values)
+        except RowError as e:
+            raise (e if batch is None else _in_batch(e, e.row % batch)) from None
+        if images and all(image.shape == images[0].shape for image in images):
+            return [np.stack(images)]
+        return [RowList(images)]
+
+    def batch_columns(self, columns, count, size):
+        column = columns[0]
+        if isinstance(column, np.ndarray):
+            return [column.reshape((count, size) + column.shape[1:])]
+        out = []
+        for b in range(count):
+            try:
+                out.append(stack_images(column[b * size:(b + 1) * size]))
+            except RowError as e:
+                raise RowError(b * size + e.row, e.error) from None
+        return [RowList(out)] if count > 1 and len({o.shape for o in out}) > 1 else [np.stack(out)]
+
+
+def _decoder(options: JpegOptions, probe: Any):
+    from nbdata.decoding import BatchedDecoder
+    decoder = JpegDecoder(options)
+    if getattr(probe, "shape", ()):
+        return BatchedDecoder(decoder, probe.shape[0])
+    return decoder
