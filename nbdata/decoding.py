@@ -200,6 +200,15 @@ def probed(value: Any, make) -> Any:
     return None
 
 
+def _same_value(out: Any, result: Any) -> bool:
+    """Whether a traced function returned the decoder's result as it is (a list of the
+    same items counts: a top-level list is a tuple element anyway)."""
+    if out is result:
+        return True
+    return (isinstance(out, (list, tuple)) and isinstance(result, (list, tuple))
+            and len(out) == len(result) and all(a is b for a, b in zip(out, result)))
+
+
 def probe_function(fn, spec) -> tuple[list, Decoder | None]:
     """Calls ``fn`` on a probe for each variant; returns the outputs and the decoder
     when ``fn`` decoded its record with exactly one decoder call (else None); the
@@ -211,7 +220,7 @@ def probe_function(fn, spec) -> tuple[list, Decoder | None]:
         out = fn(probe)
         outputs.append(out)
         decoders.append(probe.decoder)
-        identity = identity and probe.decoder is not None and out is probe.result
+        identity = identity and probe.decoder is not None and _same_value(out, probe.result)
     decoder = decoders[0]
     if decoder is not None:
         decoder.identity = identity

@@ -1,4 +1,4 @@
-"""Command line: `python -m perf [--quick] [--workload w1,w4,w5,w6,pymap,pymap_nogil,compile] [--repeats N] [--threads N]`."""
+"""Command line: `python -m perf [--quick] [--workload w1,w2,...,compile] [--repeats N] [--threads N]`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import sys
 import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORKLOADS = ("w1", "w4", "w5", "w6", "pymap", "pymap_nogil", "compile")
+WORKLOADS = ("w1", "w2", "w2_gzip", "w3", "crc32c", "jpeg", "w4", "w5", "w6", "pymap", "pymap_nogil",
+             "compile")
 
 
 def _parse(argv):
@@ -53,6 +54,9 @@ def main(argv=None) -> int:
         if name == "compile":
             from perf import compile_time
             print(compile_time.report(line, args.quick, load), flush=True)
+        elif name == "crc32c":
+            from perf import crc32c_throughput
+            print(crc32c_throughput.report(line, args.quick, load), flush=True)
         else:
             from perf.measure import format_table
             from perf.row_process import build, run_row

@@ -110,6 +110,8 @@ def header(threads: int) -> str:
         f"nbdata {_version('nbdata') if _version('nbdata') != 'missing' else 'from repo'}",
         f"tensorflow {_version('tensorflow')}",
         f"torch {_version('torch')}",
+        f"pyarrow {_version('pyarrow')}",
+        f"simplejpeg {_version('simplejpeg')}",
     ])
 
 

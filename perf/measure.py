@@ -96,7 +96,9 @@ class Measurement:
 
 def batch_rows(batch) -> int:
     """Rows in one delivered batch: the leading dimension of its last component
-    (a scalar element counts as one row)."""
+    (a scalar element counts as one row; a dict's first value stands for it)."""
+    if isinstance(batch, dict):
+        batch = next(iter(batch.values()))
     if isinstance(batch, (tuple, list)):
         batch = batch[-1]
     shape = getattr(batch, "shape", None)

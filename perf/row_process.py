@@ -16,6 +16,10 @@ import sys
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOAD_MODULES = {
     "w1": "perf.w1_map_filter_batch",
+    "w2": "perf.w2_tfrecord_parse",
+    "w2_gzip": "perf.w2_tfrecord_parse:build_gzip",
+    "w3": "perf.w3_csv_decode",
+    "jpeg": "perf.jpeg_decode",
     "w4": "perf.w4_image_augment",
     "w5": "perf.w5_shuffle_batch",
     "w6": "perf.w6_shuffle_map_batch",

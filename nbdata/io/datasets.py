@@ -87,7 +87,8 @@ class FileRecordChunks(ChunkIter):
             ok, name = self.names.next_element()
             if ok:
                 self.current = path_of(name)
-                self.reader = open_reader(node.fmt, self.current, state["reader"])
+                self.reader = open_reader(node.fmt, self.current, state["reader"],
+                                          getattr(ctx, "budget", None))
 
     def next(self, want: int):
         while True:
@@ -97,7 +98,8 @@ class FileRecordChunks(ChunkIter):
                 if not ok:
                     return None
                 self.current = path_of(name)
-                self.reader = open_reader(self.node.fmt, self.current, None)
+                self.reader = open_reader(self.node.fmt, self.current, None,
+                                          getattr(self.ctx, "budget", None))
             try:
                 column = self.reader.next(want)
             except Exception:

@@ -203,8 +203,17 @@ class _Source:
 
 
 def _strings(blob: bytes, spos: np.ndarray, slen: np.ndarray, defaults: list) -> np.ndarray:
-    out = np.empty(len(spos), object)
-    if len(spos):
+    n = len(spos)
+    if n and 0 < int(slen[0]) <= 64 and (slen == slen[0]).all() and spos.min() >= 0:
+        # Strings of one length (ids, keys): gathered as one fixed-width array and
+        # turned into bytes objects by NumPy, unless one ends in a NUL byte (which a
+        # fixed-width string drops).
+        size = int(slen[0])
+        rows = np.frombuffer(blob, np.uint8)[spos[:, None] + np.arange(size)]
+        if (rows[:, -1] != 0).all():
+            return rows.view(f"S{size}").reshape(n).astype(object)
+    out = np.empty(n, object)
+    if n:
         starts, lens = spos.tolist(), slen.tolist()
         if defaults and spos.min() < 0:
             out[:] = [blob[s:s + n] if s >= 0 else defaults[-1 - s] for s, n in zip(starts, lens)]

@@ -11,17 +11,17 @@ pixels equal TensorFlow's bit for bit for each ``dct_method``, ``fancy_upscaling
 
 >>> import numpy as np
 >>> image = np.zeros((4, 6, 3), np.uint8)
->>> decode_jpeg(encode_jpeg(image)).shape                     # doctest: +SKIP
+>>> decode_jpeg(encode_jpeg(image)).shape
 (4, 6, 3)
 """
 
 from __future__ import annotations
 
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from typing import Any
 
+import numba
 import numpy as np
 
 from nbdata.chunks import RowList, StringColumn
@@ -87,36 +87,62 @@ class JpegOptions:
         return (self.channels, self.ratio, self.fancy_upscaling, self.try_recover_truncated,
                 self.acceptable_fraction, self.fastdct)
 
-    def decode(self, data: bytes, where: str = "") -> np.ndarray:
-        """One image as an (H, W, C) uint8 array; InvalidArgumentError for data that is not
-        a JPEG this decoder reads (``where`` is appended to the message)."""
+    def _fail(self, data: bytes, error: Exception) -> InvalidArgumentError:
+        if data[:2] != b"\xff\xd8":
+            return InvalidArgumentError("Unknown image file format. One of JPEG required.",
+                                        "DecodeJpeg")
+        return InvalidArgumentError(
+            f"jpeg::Uncompress failed. Invalid JPEG data or crop window ({error}).", "DecodeJpeg")
+
+    def plan(self, data: bytes) -> tuple:
+        """``(shape, colorspace, min_height, min_width)`` of the decoded image, from the
+        JPEG header; InvalidArgumentError for data that is not a JPEG."""
         lib = _library()
         if not data:
-            raise InvalidArgumentError("Input is empty." + where, "DecodeJpeg")
+            raise InvalidArgumentError("Input is empty.", "DecodeJpeg")
+        try:
+            height, width, space, _ = lib.decode_jpeg_header(
+                data, strict=not self.try_recover_truncated)
+        except (ValueError, RuntimeError, OverflowError) as e:
+            raise self._fail(data, e) from None
+        out_h, out_w = math.ceil(height / self.ratio), math.ceil(width / self.ratio)
+        if space in _CMYK:
+            mode = "CMYK"
+        elif self.channels == 1 or (self.channels == 0 and space == "Gray"):
+            mode = "GRAY"
+        else:
+            mode = "RGB"
+        channels = 1 if mode == "GRAY" or (mode == "CMYK" and self.channels == 1) else 3
+        return (out_h, out_w, channels), mode, out_h, out_w
+
+    def decode(self, data: bytes, plan: tuple | None = None, out: np.ndarray | None = None):
+        """One image as an (H, W, C) uint8 array, decoded into ``out`` when given (of the
+        planned shape); InvalidArgumentError for data this decoder cannot read."""
+        lib = _library()
+        if plan is None:
+            plan = self.plan(data)
+        shape, mode, min_h, min_w = plan
         strict = not self.try_recover_truncated
         try:
-            height, width, space, _ = lib.decode_jpeg_header(data, strict=strict)
-            out_h, out_w = math.ceil(height / self.ratio), math.ceil(width / self.ratio)
-            if space in _CMYK:
+            if mode == "CMYK":
                 image = _cmyk_to_rgb(lib.decode_jpeg(
                     data, colorspace="CMYK", fastdct=self.fastdct,
-                    fastupsample=not self.fancy_upscaling, min_height=out_h, min_width=out_w,
+                    fastupsample=not self.fancy_upscaling, min_height=min_h, min_width=min_w,
                     strict=strict))
-                if self.channels == 1:
+                if shape[2] == 1:
                     image = _rgb_to_gray(image)
-                return image
-            gray = self.channels == 1 or (self.channels == 0 and space == "Gray")
-            image = lib.decode_jpeg(data, colorspace="GRAY" if gray else "RGB",
-                                    fastdct=self.fastdct, fastupsample=not self.fancy_upscaling,
-                                    min_height=out_h, min_width=out_w, strict=strict)
-        except (ValueError, RuntimeError, OverflowError) as e:
-            if data[:2] != b"\xff\xd8":
-                message = "Unknown image file format. One of JPEG required."
             else:
-                message = f"jpeg::Uncompress failed. Invalid JPEG data or crop window ({e})."
-            raise InvalidArgumentError(message + where, "DecodeJpeg") from None
+                image = lib.decode_jpeg(data, colorspace=mode, fastdct=self.fastdct,
+                                        fastupsample=not self.fancy_upscaling, min_height=min_h,
+                                        min_width=min_w, strict=strict,
+                                        buffer=None if out is None or mode == "CMYK" else out)
+        except (ValueError, RuntimeError, OverflowError) as e:
+            raise self._fail(data, e) from None
         if image.ndim == 2:
             image = image[:, :, None]
+        if out is not None and not np.shares_memory(image, out):
+            out[...] = image
+            return out
         return image
 
 
@@ -143,50 +169,61 @@ def _as_bytes(value) -> bytes:
                     f"{type(value).__name__}")
 
 
-def _threads() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
-_POOL: ThreadPoolExecutor | None = None
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(_threads(), thread_name_prefix="nbdata-jpeg")
-    return _POOL
-
-
-def decode_many(options: JpegOptions, values: list, first_row: int = 0) -> list:
-    """Decodes ``values`` in parallel threads (libjpeg-turbo runs without the GIL).
-    Raises RowError for the first image that fails (its message names the row)."""
+def decode_many(options: JpegOptions, values: list):
+    """Decodes ``values`` in parallel threads (libjpeg-turbo runs without the GIL): one
+    (N, H, W, C) array, decoded in place, when every image has one shape, else a list of
+    arrays. Raises RowError for the first image that fails."""
     n = len(values)
-    workers = min(_threads(), n)
+    plans = []
+    for i, data in enumerate(values):
+        try:
+            plans.append(options.plan(data))
+        except InvalidArgumentError as e:
+            raise RowError(i, e) from None
+    same = n > 0 and all(p[0] == plans[0][0] for p in plans)
+    out = np.empty((n,) + plans[0][0], np.uint8) if same else [None] * n
 
     def run(span):
-        out = []
         for i in range(*span):
             try:
-                out.append(options.decode(values[i]))
+                if same:
+                    options.decode(values[i], plans[i], out[i])
+                else:
+                    out[i] = options.decode(values[i], plans[i])
             except InvalidArgumentError as e:
                 return i, e
-        return out
+        return None
 
+    # Within a pipeline the calling stage's kernel thread count (its share of the
+    # thread budget); outside one, every core.
+    workers = min(numba.get_num_threads(), n)
     if workers <= 1 or n < 4:
-        parts = [run((0, n))]
+        failures = [run((0, n))]
     else:
+        # Threads of this call only (no pool outlives it); the caller takes the first span.
         step = -(-n // workers)
-        parts = list(_pool().map(run, [(s, min(n, s + step)) for s in range(0, n, step)]))
-    images = []
-    for part in parts:
-        if isinstance(part, tuple):
-            i, error = part
-            raise RowError(first_row + i, error)
-        images.extend(part)
-    return images
+        spans = [(s, min(n, s + step)) for s in range(0, n, step)]
+        failures = [None] * len(spans)
+
+        def work(k):
+            try:
+                failures[k] = run(spans[k])
+            except BaseException as e:  # re-raised by the caller below
+                failures[k] = e
+
+        threads = [threading.Thread(target=work, args=(k,), name="nbdata-jpeg")
+                   for k in range(1, len(spans))]
+        for t in threads:
+            t.start()
+        work(0)
+        for t in threads:
+            t.join()
+    for failure in failures:
+        if isinstance(failure, BaseException):
+            raise failure
+        if failure is not None:
+            raise RowError(failure[0], failure[1])
+    return out
 
 
 def _in_batch(e: RowError, index: int) -> RowError:
@@ -265,6 +302,8 @@ def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True, try_recover
         images = decode_many(options, values)
     except RowError as e:
         raise _in_batch(e, e.row).error from None
+    if isinstance(images, np.ndarray):
+        return images
     try:
         return stack_images(images)
     except RowError as e:
@@ -322,8 +361,8 @@ class JpegDecoder(Decoder):
             images = decode_many(self.options, values)
         except RowError as e:
             raise (e if batch is None else _in_batch(e, e.row % batch)) from None
-        if images and all(image.shape == images[0].shape for image in images):
-            return [np.stack(images)]
+        if isinstance(images, np.ndarray):
+            return [images]
         return [RowList(images)]
 
     def batch_columns(self, columns, count, size):

@@ -34,7 +34,7 @@ def _is_space(c):
     return c == 32 or c == 9 or c == 11 or c == 12
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, inline="always")
 def _parse_int(data, lo, hi, kind):
     """(ok, value) of a decimal integer with optional sign and surrounding blanks."""
     while lo < hi and _is_space(data[lo]):
@@ -66,7 +66,7 @@ def _parse_int(data, lo, hi, kind):
     return True, np.int64(value)
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, inline="always")
 def _parse_float(data, lo, hi, single):
     """(status, value): status 0 parsed exactly, 2 leave to Python, 3 not a number.
     Decimal numbers with at most 19 significant digits and a small exponent are
@@ -131,6 +131,20 @@ def _parse_float(data, lo, hi, single):
             m = np.float32(mant)
             v = m * _POW10_32[exp10] if exp10 >= 0 else m / _POW10_32[-exp10]
             return 0, np.float64(-v if neg else v)
+        if mant < np.uint64(1 << 53) and -22 <= exp10 <= 22:
+            # Correctly rounded in float64, then to float32: the same as rounding the
+            # decimal straight to float32 unless the float64 value sits exactly halfway
+            # between two float32s (then the first rounding may have made the tie).
+            m = np.float64(mant)
+            v = m * _POW10[exp10] if exp10 >= 0 else m / _POW10[-exp10]
+            g = np.float64(np.float32(v))
+            if g != v:
+                # A tie has the other float32 neighbour at the mirror image of g; that
+                # sum is exact whenever it is a float32, so no tie goes unnoticed.
+                mirror = v + (v - g)
+                if np.float64(np.float32(mirror)) == mirror:
+                    return 2, 0.0
+            return 0, -v if neg else v
         return 2, 0.0
     if mant < np.uint64(1 << 53) and -22 <= exp10 <= 22:
         m = np.float64(mant)
@@ -139,7 +153,7 @@ def _parse_float(data, lo, hi, single):
     return 2, 0.0
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, inline="always")
 def _row(data, lo, hi, r, delim, quote, ncols, select, kinds, has_default, na, use_na,
          ints, floats, floats32, starts, ends, escaped, state, fstart, fend):
     """Splits and parses row ``r``; returns (code, column, extra)."""

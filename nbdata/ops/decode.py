@@ -14,6 +14,7 @@ import dataclasses
 from typing import Any
 
 from nbdata.chunks import Chunk, StringColumn, col_values, concat_chunks
+from nbdata.compiler.threads import kernel_section
 from nbdata.decoding import Decoder, RowError
 from nbdata.ops.node import Node, arg_field, input_field
 from nbdata.ops.runtime import ChunkIter, RowQueue, skip_rows
@@ -98,6 +99,10 @@ class DecodeChunks(ChunkIter):
             self.base = 0
 
     def _decode(self, chunk: Chunk) -> list:
+        with kernel_section(self.ctx.budget.kernel_threads()):
+            return self._decode_rows(chunk)
+
+    def _decode_rows(self, chunk: Chunk) -> list:
         decoder = self.node.decoder
         column = chunk.columns[0]
         if not decoder.batched:
@@ -166,7 +171,8 @@ class BatchDecodeChunks(ChunkIter):
 
     def _decode(self, rows: Chunk, count: int, size: int) -> list:
         decoder = self.node.decoder
-        columns = decoder.decode_rows(string_column(rows.columns[0]), rows.n, batch=size)
+        with kernel_section(self.ctx.budget.kernel_threads()):
+            columns = decoder.decode_rows(string_column(rows.columns[0]), rows.n, batch=size)
         return decoder.batch_columns(columns, count, size)
 
     def next(self, want: int):
@@ -178,7 +184,9 @@ class BatchDecodeChunks(ChunkIter):
                 self.ended = True
                 break
             queue.add(chunk)
-        count = min(want, queue.n // b)
+        # As many whole batches as the first queued chunk holds (views, no copy); one
+        # joined batch where a batch spans chunks.
+        count = queue.whole_groups(b, want)
         size = b
         if not count:
             if not queue.n or self.drop:

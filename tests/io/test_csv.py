@@ -224,3 +224,30 @@ def test_text_file_pipeline_is_lifted(tmp_path):
     options.fusion = False
     ref = list(ds.with_options(options))
     assert all(np.array_equal(a, b) for x, y in zip(batches, ref) for a, b in zip(x, y))
+
+
+def _nearest_float32(text: str) -> np.float32:
+    """The float32 nearest the decimal ``text``, ties to even (exact arithmetic)."""
+    from fractions import Fraction
+    exact = Fraction(text)
+    f = np.float32(float(text))
+    candidates = [np.nextafter(f, np.float32(-np.inf)), f, np.nextafter(f, np.float32(np.inf))]
+    return min(candidates, key=lambda c: (abs(Fraction(float(c)) - exact),
+                                          int(c.view(np.uint32)) % 2))
+
+
+def test_float32_columns_round_the_decimal_once():
+    """Long mantissas, the float64 fast path and exact float32 midpoints all give the
+    float32 nearest the decimal (TensorFlow parses straight to float32)."""
+    from decimal import Decimal
+    rng = np.random.default_rng(11)
+    texts = [f"{m}e{e}" for m, e in zip(rng.integers(1, 10**15, 300).tolist(),
+                                         rng.integers(-20, 20, 300).tolist())]
+    texts += [repr(x) for x in np.round(rng.normal(0, 100, 300), 6).tolist()]
+    f = np.float32(rng.random(200)).astype(np.float64)
+    ulp = np.spacing(f.astype(np.float32)).astype(np.float64)
+    ties = [str(Decimal(a) + Decimal(u) / 2) for a, u in zip(f.tolist(), ulp.tolist())]
+    texts += ties + [t + "1" for t in ties[:50]]        # just above a midpoint
+    got = decode_csv(np.array([t.encode() for t in texts], dtype=object), [np.float32(0)])[0]
+    want = np.array([_nearest_float32(t) for t in texts], np.float32)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -191,6 +191,62 @@ def test_truncated_gzip_stream_is_data_loss(tmp_path):
         read_all(nd.TFRecordDataset(str(path), compression_type="GZIP"))
 
 
+def _inflaters():
+    out = [pytest.param(zlib, id="zlib")]
+    try:
+        from isal import isal_zlib
+        out.append(pytest.param(isal_zlib, id="isal"))
+    except ImportError:
+        pass
+    return out
+
+
+@pytest.mark.parametrize("module", _inflaters())
+def test_each_inflater_reads_and_rejects_alike(monkeypatch, tmp_path, module):
+    """The standard zlib and isal's (the [gzip] extra) give the same records and the
+    same errors, concatenated gzip members included."""
+    from nbdata.io import files
+    monkeypatch.setattr(files, "INFLATE", module)
+    monkeypatch.setattr(files, "INFLATE_ERRORS", (zlib.error, getattr(module, "error", zlib.error)))
+    for name in ("examples.tfrecord.gz", "examples.tfrecord.zlib"):
+        entry = MANIFEST[name]
+        ds = nd.TFRecordDataset(str(DATA / name), compression_type=entry["compression_type"])
+        assert read_all(ds) == records_of(name)
+    lines = [b"line %d" % i for i in range(5000)]
+    twice = tmp_path / "twice.gz"
+    twice.write_bytes(gzip.compress(b"\n".join(lines[:2500]) + b"\n")
+                      + gzip.compress(b"\n".join(lines[2500:])))
+    assert read_all(nd.TextLineDataset(str(twice), compression_type="GZIP",
+                                       buffer_size=4096)) == lines
+    packed = (DATA / "examples.tfrecord.gz").read_bytes()
+    cut = tmp_path / "cut.gz"
+    cut.write_bytes(packed[:300])
+    with pytest.raises(nd.errors.DataLossError, match="truncated GZIP stream"):
+        read_all(nd.TFRecordDataset(str(cut), compression_type="GZIP"))
+    cut.write_bytes(packed[:20] + bytes(b ^ 0x5A for b in packed[20:60]) + packed[60:])
+    with pytest.raises(nd.errors.DataLossError, match="corrupt GZIP"):
+        read_all(nd.TFRecordDataset(str(cut), compression_type="GZIP"))
+
+
+def test_abandoned_compressed_reader_lets_its_thread_end(tmp_path):
+    """A GZIP file read half-way and dropped without close(): the read-ahead thread
+    ends once the reader is collected."""
+    import gc
+    import threading
+    import time
+    path = tmp_path / "lines.gz"
+    path.write_bytes(gzip.compress(b"".join(b"line %d\n" % i for i in range(200_000))))
+    it = iter(nd.TextLineDataset(str(path), compression_type="GZIP", buffer_size=4096))
+    next(it)
+    assert any(t.name == "nbdata-inflate" for t in threading.enumerate())
+    del it
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while any(t.name == "nbdata-inflate" for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "read-ahead thread still running"
+        time.sleep(0.02)
+
+
 # ------------------------------------------------------------ writer round trips
 
 @pytest.mark.parametrize("compression", [None, "", "GZIP", "ZLIB"])
