@@ -496,7 +496,8 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list,
     params = ["lo", "K"]
     inputs: list[tuple] = []
     for k, leaf in enumerate(source_leaves):
-        args = [f"src{k}"] + [f"src{k}_{j}" for j in range(1, leaf.arg_count)]
+        args = ([f"src{k}"] + [f"src{k}_{j}" for j in range(1, leaf.arg_count)]
+                if leaf.arg_count else [])
         params += args
         inputs.append(("source", leaf, args))
     params += ["rowidx", "status", "kept"] if indexed else ["status", "kept"]

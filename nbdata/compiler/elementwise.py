@@ -206,6 +206,19 @@ def _where(cond, a, b) -> Sym:
 
 # ------------------------------------------------------------------ tracing
 
+class Opaque:
+    """A string input while tracing: any use makes the function not elementwise (a
+    function that leaves its strings alone can still be lifted)."""
+
+    def _refuse(self, *args, **kwargs):
+        raise NotElementwise("uses a string input")
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = _refuse
+    __add__ = __radd__ = __mul__ = __rmul__ = __getitem__ = __len__ = __bool__ = _refuse
+    __iter__ = __array__ = __array_ufunc__ = __array_function__ = __getattr__ = _refuse
+    __str__ = __bytes__ = __contains__ = __mod__ = __sub__ = __truediv__ = _refuse
+
+
 def trace(fn, structure: Any) -> Any:
     """Trace ``fn`` on symbolic inputs for ``structure`` (nested tuple of TensorSpecs).
 
@@ -214,9 +227,10 @@ def trace(fn, structure: Any) -> Any:
     """
     specs = flatten(structure)
     for s in specs:
-        if s.dtype is string or s.dtype.kind not in "biuf":
+        if s.dtype is not string and s.dtype.kind not in "biuf":
             raise NotElementwise("non-numeric input")
-    syms = [Sym(Expr("input", s.dtype, len(s.shape) > 0, name=str(k), shape=tuple(s.shape)))
+    syms = [Opaque() if s.dtype is string else
+            Sym(Expr("input", s.dtype, len(s.shape) > 0, name=str(k), shape=tuple(s.shape)))
             for k, s in enumerate(specs)]
     args = pack_as(structure, syms)
     try:

@@ -103,6 +103,8 @@ def stream_args(chunk: Chunk, leaves: list) -> list:
     planned dtypes, plus the (rows, size) view of each array column."""
     args = []
     for c, leaf in zip(chunk.columns, leaves):
+        if leaf.arg_count == 0:   # an OpaqueLeaf: the kernel does not read it
+            continue
         if not isinstance(c, np.ndarray) or c.dtype != leaf.spec.dtype:
             c = np.asarray(list(c) if isinstance(c, RowList) else c, dtype=leaf.spec.dtype)
         c = np.ascontiguousarray(c)

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from nbdata.compiler import elementwise
-from nbdata.ops.fusion import PartlyFusable, StreamSource, check_structure, spec_type
+from nbdata.ops.fusion import (PartlyFusable, StreamSource, check_structure, has_opaque,
+                               spec_type)
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, NotFusable
 from nbdata.options import Options
 from nbdata.spec import flatten, same_structure
@@ -148,6 +149,9 @@ class Planner:
                 return FunctionPlan(lifted=lifted)
         except elementwise.NotElementwise:
             pass
+        if any(t is None for t in chain.types):
+            raise NotFusable(f"{fn.name} uses (or returns) a string component of its input; "
+                             "strings run in Python")
         dispatcher, result = self.typer.type_function(fn, chain, kind)
         return FunctionPlan(dispatcher=dispatcher, result_type=result)
 
@@ -194,7 +198,7 @@ class Planner:
                 source = StreamSource(cur)  # the stage runs over the chunks cur produces
                 if source.rows == UNKNOWN:
                     lazy_rows = self.options.fusion_min_rows
-            check_structure(cur.spec, cur.op)
+            check_structure(cur.spec, cur.op, opaque_strings=has_opaque(source.leaves))
             chain = Chain(cur.spec, tuple(leaf.row_type for leaf in source.leaves))
         except NotFusable as e:
             self._note(cur, str(e), f"not fused: {top.describe()} and the element-wise ops "
@@ -204,6 +208,12 @@ class Planner:
         if rows is not None and rows not in (INFINITE, UNKNOWN) and rows < self.options.fusion_min_rows:
             self._note(cur, f"{rows} rows, fewer than Options().fusion_min_rows "
                        f"({self.options.fusion_min_rows})", "not compiled: the ops above it run op by op")
+            return None
+        if has_opaque(source.leaves) and (not chain_nodes or chain_nodes[0].op != "map"):
+            self._note(cur, f"{cur.op} output has string components (strings run in Python; "
+                       "the first op of the chain is not a map that drops them)",
+                       f"not fused: {top.describe()} and the element-wise ops below it run "
+                       "op by op")
             return None
         steps: list = []
         fused_nodes = 0
@@ -226,6 +236,15 @@ class Planner:
                 chain = self.advance(chain, step)
             steps += node_steps
             fused_nodes += 1
+        if has_opaque(source.leaves) and not (steps and steps[0].kind == "row"
+                                              and steps[0].materializes):
+            # String leaves may enter a kernel only to be dropped by its first map.
+            why = (f"{stop[0].op}: {stop[1]}" if stop is not None and not steps
+                   else "the first op of the chain is not a map that drops them")
+            self._note(cur, f"{cur.op} output has string components (strings run in Python; "
+                       f"{why})", f"not fused: {top.describe()} and the element-wise ops "
+                       "below it run op by op")
+            return None
         terminal = None
         if fused_nodes == len(chain_nodes) and terminal_node is not None:
             try:

@@ -47,15 +47,19 @@ def spec_type(spec: TensorSpec, what: str = "value"):
     return dt if len(spec.shape) == 0 else types.Array(dt, len(spec.shape), "C")
 
 
-def check_structure(spec: Any, what: str) -> None:
+def check_structure(spec: Any, what: str, opaque_strings: bool = False) -> None:
     """Fused stages take tuples, dicts (string keys) and namedtuples of numeric leaves
-    with dims known at plan time."""
+    with dims known at plan time. With ``opaque_strings``, scalar string leaves pass
+    too: a stage's input may hold strings its first function does not use (see
+    :class:`OpaqueLeaf`)."""
     for s in substructures(spec):
         if isinstance(s, dict) and not all(isinstance(k, str) for k in s):
             raise NotFusable(f"{what} is a dict with non-string keys")
     for leaf in flatten(spec):
         if isinstance(leaf, DatasetSpec):
             raise NotFusable(f"{what} has dataset components")
+        if leaf.dtype is string and opaque_strings and leaf.shape == ():
+            continue
         if leaf.dtype is string:
             raise NotFusable(f"{what} has string components (strings run in Python)")
         if leaf.shape is None or any(d is None for d in leaf.shape):
@@ -167,14 +171,36 @@ class StreamLeaf(SourceLeaf):
         return row.read(self.spec, f"{args[0]}[r]")
 
 
+class OpaqueLeaf(SourceLeaf):
+    """A scalar string leaf of a stage's input chunks that the kernel never reads: the
+    stage's first function must not use it (it is decoded, checked and dropped before
+    the kernel; a row re-run on the reference path still sees it). Its row type is
+    None, which the planner refuses to hand to a compiled function."""
+
+    arg_count = 0
+
+    def __init__(self, spec: TensorSpec):
+        super().__init__(spec, None)
+
+    def emit_load(self, row, args):
+        from nbdata.compiler.codegen import Leaf
+        return Leaf(self.spec)
+
+
+def has_opaque(leaves) -> bool:
+    return any(isinstance(leaf, OpaqueLeaf) for leaf in leaves)
+
+
 class StreamSource(ChunkSource):
     """The chunks of another stage (a shuffle, a cache, an interleave, ...) as the input
-    of a fused stage: its kernel runs once per input chunk."""
+    of a fused stage: its kernel runs once per input chunk. Scalar string leaves are
+    :class:`OpaqueLeaf`s (the planner fuses such a stage only when its first step is a
+    map that drops them)."""
 
     def __init__(self, node):
-        check_structure(node.spec, f"{node.op} output")
-        super().__init__(node, [StreamLeaf(s) for s in flatten(node.spec)], node.cardinality(),
-                         None)
+        check_structure(node.spec, f"{node.op} output", opaque_strings=True)
+        super().__init__(node, [OpaqueLeaf(s) if s.dtype is string else StreamLeaf(s)
+                                for s in flatten(node.spec)], node.cardinality(), None)
 
     @property
     def stream(self):
