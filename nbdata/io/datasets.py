@@ -262,7 +262,10 @@ class FixedLengthRecordDataset(_FileDataset):
     (``tf.data.FixedLengthRecordDataset``), after ``header_bytes`` and before
     ``footer_bytes``. A body that is not a whole number of records raises
     InvalidArgumentError (also a DataLossError) naming the file, before any record of
-    it (for compressed files, when the end is reached).
+    it; for compressed files (size unknown until the end) after its whole records, as
+    TensorFlow does. A file shorter than its header and footer raises the same error
+    (TensorFlow's unsigned size arithmetic makes that case read nothing or fail
+    with an internal error).
 
     Args:
         filenames: a path, a list or array of paths, or a Dataset of scalar strings.

@@ -346,7 +346,10 @@ class TFRecordReader(FormatReader):
                     return StringColumn(out[:offsets[n]], offsets[:n + 1])
                 need = max(need, FRAME_HEADER)
             if w.eof:
-                if w.lo == w.hi:
+                if w.hi - w.lo < FRAME_HEADER:
+                    # Nothing, or part of a length header, is left: the end of the file
+                    # (TensorFlow's reader ends there without an error too).
+                    w.lo = w.hi
                     return None
                 at = w.offset
                 w.lo = w.hi
@@ -356,6 +359,10 @@ class TFRecordReader(FormatReader):
             if left == 0:
                 w.eof = True
                 continue
+            if left is not None and w.hi - w.lo + left < FRAME_HEADER:
+                w.lo = w.hi
+                w.eof = True
+                return None
             if left is not None and need > w.hi - w.lo + left:
                 at = w.offset
                 w.lo = w.hi
@@ -413,20 +420,28 @@ class FixedLengthReader(FormatReader):
             self.stream.skip(self.header_bytes)
         else:
             self.stream.skip(int(state["offset"]))
+        # A compressed stream that ends inside the header (its size is known only now).
+        self.short = self.stream.offset < self.header_bytes
         self.window = Blocks(self.stream, self.block)
 
     def next(self, want: int):
         w, rb = self.window, self.record_bytes
         want = max(1, min(want, MAX_CHUNK_BYTES // rb))
+        if self.short:
+            self.short = False
+            w.lo, w.hi, w.eof = 0, 0, True
+            raise self._size_error(self.stream.offset - self.header_bytes - self.footer_bytes)
         while True:
-            body = w.hi - w.lo - (0 if not w.eof else self.footer_bytes)
             if w.eof:
-                if body < 0 or body % rb:
+                # The whole records left come out first; a remainder that is not the
+                # footer is then an error (a compressed file's size is known only now).
+                body = w.hi - w.lo - self.footer_bytes
+                if body < rb:
+                    if body == 0:
+                        return None
                     total = w.offset - self.header_bytes + body
                     w.lo = w.hi
                     raise self._size_error(total)
-                if body == 0:
-                    return None
             k = min(want, max(0, (w.hi - w.lo - self.footer_bytes)) // rb)
             if k and (w.eof or k == want or w.hi - w.lo - self.footer_bytes - k * rb < rb):
                 data = w.buf[w.lo:w.lo + k * rb].copy()

@@ -100,9 +100,9 @@ def scan_tfrecords(buf, lo, hi, max_rows, max_bytes, out, out_offsets, verify):
 def scan_lines(buf, lo, hi, final, max_rows, max_bytes, out, out_offsets):
     """Lines of ``buf[lo:hi]``, split at ``\n``, with every ``\r`` dropped (as
     TextLineDataset does). With ``final`` the bytes after the last newline are a line
-    too. Stops after ``max_rows`` lines or once ``max_bytes`` are copied. Returns
-    ``(n, pos)``: lines copied and the offset after the last one. One pass: each byte
-    is copied, newlines end a line instead."""
+    too, unless they are only ``\r`` bytes. Stops after ``max_rows`` lines or once
+    ``max_bytes`` are copied. Returns ``(n, pos)``: lines copied and the offset after
+    the last one. One pass: each byte is copied, newlines end a line instead."""
     n = 0
     used = 0
     out_offsets[0] = 0
@@ -135,8 +135,11 @@ def scan_lines(buf, lo, hi, final, max_rows, max_bytes, out, out_offsets):
             out[used] = c
             used += 1
     if final and pos < hi:
-        n += 1
-        out_offsets[n] = used
+        # The bytes after the last newline are a line unless they were all \r (dropped):
+        # TensorFlow's reader gives no empty last line.
+        if used > out_offsets[n]:
+            n += 1
+            out_offsets[n] = used
         pos = hi
     return n, pos
 

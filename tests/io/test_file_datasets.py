@@ -94,6 +94,37 @@ def test_text_line_conformance(name):
     assert read_all(ds) == latin1(entry["lines_latin1"])
 
 
+@pytest.mark.parametrize("content, lines", [
+    (b"\r", []), (b"a\n\r", [b"a"]), (b"a\r", [b"a"]), (b"a\n\r\r\n", [b"a", b""]),
+    (b"", []), (b"\n", [b""]), (b"x\r\ny", [b"x", b"y"]), (b"a\rb\n", [b"ab"]),
+])
+@pytest.mark.parametrize("compression", ["", "GZIP"])
+def test_text_lines_drop_carriage_returns_like_tensorflow(tmp_path, content, lines, compression):
+    """Every \r is dropped; a last line of only \r bytes is no line (TF's reader)."""
+    path = tmp_path / "t.txt"
+    path.write_bytes(gzip.compress(content) if compression else content)
+    assert read_all(nd.TextLineDataset(str(path), compression_type=compression)) == lines
+
+
+@pytest.mark.parametrize("compression", ["GZIP", "ZLIB"])
+def test_fixed_length_compressed_remainder_after_the_whole_records(tmp_path, compression):
+    """Compressed: the whole records come out, then DataLossError for the remainder;
+    a stream ending inside the header fails at once."""
+    body = bytes(range(52))                    # 6 records of 8, then 4 bytes
+    path = tmp_path / "r.bin"
+    pack = gzip.compress if compression == "GZIP" else zlib.compress
+    path.write_bytes(pack(body))
+    it = iter(nd.FixedLengthRecordDataset(str(path), 8, compression_type=compression,
+                                          buffer_size=7))
+    assert [bytes(next(it)) for _ in range(6)] == [body[i:i + 8] for i in range(0, 48, 8)]
+    with pytest.raises(nd.errors.DataLossError, match="body length 52 bytes"):
+        next(it)
+    path.write_bytes(pack(b"abc"))
+    with pytest.raises(nd.errors.DataLossError, match="r.bin"):
+        list(nd.FixedLengthRecordDataset(str(path), 2, header_bytes=5,
+                                         compression_type=compression))
+
+
 def test_fixed_length_conformance():
     entry = MANIFEST["fixed_header_footer.bin"]
     ds = nd.FixedLengthRecordDataset(str(DATA / "fixed_header_footer.bin"), entry["record_bytes"],
@@ -176,6 +207,23 @@ def test_bad_arguments():
         nd.TFRecordDataset("x", num_parallel_reads=0)
     with pytest.raises(TypeError, match="buffer_size"):
         nd.TFRecordDataset("x", buffer_size="big")
+
+
+@pytest.mark.parametrize("compression", ["", "GZIP"])
+def test_partial_length_header_at_the_end_is_the_end(tmp_path, compression):
+    """As TensorFlow's reader: fewer than 12 bytes after the last record end the file
+    quietly; a cut inside a record's length CRC or data is DataLossError."""
+    full = frame_tfrecord(b"hello") + frame_tfrecord(b"worldwide")
+    path = tmp_path / "cut.tfrecord"
+    for cut, error in [(21, False), (22, False), (32, False), (33, True), (45, True)]:
+        data = full[:cut]
+        path.write_bytes(gzip.compress(data) if compression else data)
+        ds = nd.TFRecordDataset(str(path), compression_type=compression)
+        if error:
+            with pytest.raises(nd.errors.DataLossError, match="truncated record at 21"):
+                read_all(ds)
+        else:
+            assert read_all(ds) == [b"hello"]
 
 
 def test_truncated_gzip_stream_is_data_loss(tmp_path):
