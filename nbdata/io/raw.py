@@ -18,10 +18,26 @@ from nbdata.spec import TensorSpec, as_dtype, string
 _TF_NAMES = {"float16": "half", "float32": "float", "float64": "double"}
 
 
-def _out_type(out_type) -> np.dtype:
-    dtype = as_dtype(out_type)
-    if dtype is string or dtype.kind not in "biufc":
-        raise TypeError(f"decode_raw: out_type must be a numeric dtype, got {out_type!r}")
+# TensorFlow's DecodeRaw types (bfloat16 has no NumPy dtype); DecodePaddedRaw (with
+# fixed_length) takes the real ones only. float16 with fixed_length, which TensorFlow
+# declares but has no CPU kernel for, works here.
+_ALLOWED = ("float16", "float32", "float64", "int32", "uint16", "uint8", "int16", "int8",
+            "int64", "complex64", "complex128", "bool")
+_PADDED = _ALLOWED[:9]
+
+
+def _out_type(out_type, padded: bool) -> np.dtype:
+    try:
+        dtype = as_dtype(out_type)
+    except (TypeError, ValueError):
+        dtype = None
+    allowed = _PADDED if padded else _ALLOWED
+    if dtype is None or dtype is string or dtype.name not in allowed:
+        name = "string" if dtype is string else getattr(dtype, "name", repr(out_type))
+        names = ", ".join(_TF_NAMES.get(a, a) for a in allowed)
+        raise InvalidArgumentError(
+            f"Value for attr 'out_type' of {name} is not in the list of allowed values: "
+            f"{names}", "DecodePaddedRaw" if padded else "DecodeRaw")
     return dtype
 
 
@@ -59,7 +75,10 @@ def decode_raw(input_bytes, out_type, little_endian: bool = True, fixed_length=N
         InvalidArgumentError: a length that is not a multiple of the dtype's size, or
             records of different lengths in a batch (TensorFlow's messages).
     """
-    dtype = _out_type(out_type)
+    dtype = _out_type(out_type, fixed_length is not None)
+    if fixed_length is not None and int(fixed_length) <= 0:
+        raise InvalidArgumentError(f"fixed_length ({int(fixed_length)}) must be greater than "
+                                   "zero.", "DecodePaddedRaw")
     if fixed_length is not None and int(fixed_length) % dtype.itemsize:
         raise InvalidArgumentError(f"fixed_length ({int(fixed_length)}) must be a multiple of "
                                    f"the size of out_type ({dtype.itemsize})", "DecodePaddedRaw")
@@ -91,7 +110,8 @@ def _decode_batch(values, shape, dtype, little_endian, fixed_length, first_row: 
     if fixed_length is not None:
         values = [_pad(v, int(fixed_length)) for v in values]
     if not values:
-        return np.zeros(tuple(shape) + (0,), dtype)
+        width = 0 if fixed_length is None else int(fixed_length) // dtype.itemsize
+        return np.zeros(tuple(shape) + (width,), dtype)
     size = len(values[0])
     for i, v in enumerate(values):
         if len(v) != size:

@@ -62,3 +62,20 @@ def test_pipeline_batch_then_decode_with_unequal_records_fails_that_batch():
     ds = ds.batch(2).map(lambda b: decode_raw(b, np.uint8))
     got = list(ds.ignore_errors())
     assert [g.tolist() for g in got] == [[[97] * 4, [98] * 4]]
+
+
+@pytest.mark.parametrize("out_type, kwargs, message", [
+    (np.uint32, {}, "Value for attr 'out_type' of uint32 is not in the list"),
+    (nd.string, {}, "Value for attr 'out_type' of string is not in the list"),
+    (np.bool_, {"fixed_length": 4}, "Value for attr 'out_type' of bool is not in the list"),
+    (np.complex64, {"fixed_length": 8}, "of complex64 is not in the list"),
+    (np.int16, {"fixed_length": 0}, r"fixed_length \(0\) must be greater than zero"),
+])
+def test_out_types_and_lengths_tensorflow_refuses(out_type, kwargs, message):
+    with pytest.raises(nd.errors.InvalidArgumentError, match=message):
+        decode_raw([b"abcd"], out_type, **kwargs)
+
+
+def test_empty_batch_with_fixed_length_keeps_its_width():
+    out = decode_raw(np.array([], dtype=object), np.int16, fixed_length=8)
+    assert out.shape == (0, 4) and out.dtype == np.int16
