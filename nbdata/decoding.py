@@ -238,6 +238,14 @@ def lifted_rest(fn, spec):
     return rest
 
 
+def for_probe(decoder: "Decoder", probe: Any) -> "Decoder":
+    """``decoder`` as the traced call made it: batched (a :class:`BatchedDecoder`) when
+    the probe stands for a vector of records, else per record."""
+    if getattr(probe, "shape", ()):
+        return BatchedDecoder(decoder, probe.shape[0])
+    return decoder
+
+
 class BatchedDecoder(Decoder):
     """A per-record decoder applied to each element's vector of records (what
     ``parse_example`` is to ``parse_single_example``): decoded rows are stacked into

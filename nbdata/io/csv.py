@@ -23,7 +23,7 @@ import numba
 import numpy as np
 
 from nbdata.chunks import StringColumn
-from nbdata.decoding import Decoder, RowError, probed
+from nbdata.decoding import Decoder, RowError, for_probe, probed
 from nbdata.errors import InvalidArgumentError
 from nbdata.kernels import csv as k
 from nbdata.spec import TensorSpec, as_dtype, string
@@ -325,11 +325,7 @@ def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, 
 
 
 def _decoder(config: CsvConfig, probe):
-    from nbdata.decoding import BatchedDecoder
-    decoder = CsvDecoder(config)
-    if getattr(probe, "shape", ()):
-        return BatchedDecoder(decoder, probe.shape[0])
-    return decoder
+    return for_probe(CsvDecoder(config), probe)
 
 
 class CsvDecoder(Decoder):

@@ -573,12 +573,9 @@ def _batch_source(serialized) -> _Source | None:
 def _decoder(features, probe=None):
     """The plan decoder of these features (see ``nbdata/decoding.py``): per record, or
     batched when the probe stands for a vector of records."""
-    from nbdata.decoding import BatchedDecoder
+    from nbdata.decoding import for_probe
     from nbdata.io.example_decoder import ExampleDecoder
-    decoder = ExampleDecoder(features)
-    if probe is not None and probe.shape:
-        return BatchedDecoder(decoder, probe.shape[0])
-    return decoder
+    return for_probe(ExampleDecoder(features), probe)
 
 
 def parse_single_example(serialized, features: Mapping) -> dict:

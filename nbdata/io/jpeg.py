@@ -25,7 +25,7 @@ import numba
 import numpy as np
 
 from nbdata.chunks import RowList, StringColumn
-from nbdata.decoding import Decoder, RowError, probed
+from nbdata.decoding import Decoder, RowError, for_probe, probed
 from nbdata.errors import InvalidArgumentError, UnimplementedError
 from nbdata.spec import TensorSpec
 
@@ -379,8 +379,4 @@ class JpegDecoder(Decoder):
 
 
 def _decoder(options: JpegOptions, probe: Any):
-    from nbdata.decoding import BatchedDecoder
-    decoder = JpegDecoder(options)
-    if getattr(probe, "shape", ()):
-        return BatchedDecoder(decoder, probe.shape[0])
-    return decoder
+    return for_probe(JpegDecoder(options), probe)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from nbdata.chunks import StringColumn
-from nbdata.decoding import Decoder, RowError, probed
+from nbdata.decoding import Decoder, RowError, for_probe, probed
 from nbdata.errors import InvalidArgumentError
 from nbdata.spec import TensorSpec, as_dtype, string
 
@@ -124,11 +124,7 @@ def _decode_batch(values, shape, dtype, little_endian, fixed_length, first_row: 
 
 
 def _decoder(dtype, little_endian, fixed_length, probe):
-    from nbdata.decoding import BatchedDecoder
-    decoder = RawDecoder(dtype, little_endian, fixed_length)
-    if getattr(probe, "shape", ()):
-        return BatchedDecoder(decoder, probe.shape[0])
-    return decoder
+    return for_probe(RawDecoder(dtype, little_endian, fixed_length), probe)
 
 
 class RawDecoder(Decoder):

@@ -154,6 +154,19 @@ def _parse_float(data, lo, hi, single):
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
+def _keep_field(select, field, r, s, e, esc, fstart, fend, escaped):
+    """Records field ``field`` of row ``r`` (content ``s:e``) when a column selects it;
+    returns 1 if it did."""
+    j = select[field] if field < len(select) else -1
+    if j < 0:
+        return 0
+    fstart[j] = s
+    fend[j] = e
+    escaped[j, r] = esc
+    return 1
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
 def _row(data, lo, hi, r, delim, quote, ncols, select, kinds, has_default, na, use_na,
          ints, floats, floats32, starts, ends, escaped, state, fstart, fend):
     """Splits and parses row ``r``; returns (code, column, extra)."""
@@ -192,23 +205,13 @@ def _row(data, lo, hi, r, delim, quote, ncols, select, kinds, has_default, na, u
                         return E_UNQUOTED, nfields, 0
                     p += 1
                 e = p
-            j = select[nfields] if nfields < len(select) else -1
-            if j >= 0:
-                fstart[j] = s
-                fend[j] = e
-                escaped[j, r] = esc
-                nsel += 1
+            nsel += _keep_field(select, nfields, r, s, e, esc, fstart, fend, escaped)
             nfields += 1
             if p >= hi:
                 break
             pos = p + 1  # past the delimiter; a trailing delimiter makes an empty field
             if pos == hi:
-                j = select[nfields] if nfields < len(select) else -1
-                if j >= 0:
-                    fstart[j] = hi
-                    fend[j] = hi
-                    escaped[j, r] = False
-                    nsel += 1
+                nsel += _keep_field(select, nfields, r, hi, hi, False, fstart, fend, escaped)
                 nfields += 1
                 break
     nout = len(kinds)
