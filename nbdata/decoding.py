@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nbdata.spec import TensorSpec, dummy_leaf, flatten, pack_as, string
+from nbdata.spec import TensorSpec, dummy_leaf, flatten, flatten_up_to, pack_as, string
 
 
 class ProbeMisuse(TypeError):
@@ -225,6 +225,57 @@ def probe_function(fn, spec) -> tuple[list, Decoder | None]:
     if decoder is not None:
         decoder.identity = identity
     return outputs, decoder
+
+
+def probe_leaf_function(fn, spec, inputs, call) -> tuple[int, list, "Decoder | None"]:
+    """Like :func:`probe_function` for an element holding strings among other values:
+    for each scalar string leaf in turn, ``fn`` is called (by ``call(fn, element)``) on
+    ``inputs(variant)`` with that leaf a probe. Returns the first leaf index that ``fn``
+    decodes with exactly one decoder call, the outputs and the decoder, else
+    ``(-1, [], None)``. Raises nothing: any failure means "not this leaf"."""
+    leaves = flatten(spec)
+    for k, leaf in enumerate(leaves):
+        if not (isinstance(leaf, TensorSpec) and leaf.dtype is string and leaf.shape == ()):
+            continue
+        outputs, decoder = [], None
+        try:
+            for variant in range(3):
+                values = flatten(inputs(variant))
+                probe = RecordProbe(leaf, variant)
+                values[k] = probe
+                outputs.append(call(fn, pack_as(spec, values)))
+                if probe.decoder is None or probe.decoder.batched:
+                    decoder = None
+                    break
+                decoder = decoder or probe.decoder
+        except Exception:  # noqa: BLE001 - the leaf is used otherwise: not this one
+            decoder = None
+        if decoder is not None:
+            decoder.identity = False
+            return k, outputs, decoder
+    return -1, [], None
+
+
+def leaf_output_spec(spec, leaf: int, decoded_spec):
+    """``spec`` with its leaf ``leaf`` replaced by ``decoded_spec``."""
+    leaves = flatten(spec)
+    leaves[leaf] = decoded_spec
+    return pack_as(spec, leaves)
+
+
+def lifted_leaf_rest(fn, in_spec, leaf: int, out_spec, call):
+    """``rest(element)``: ``fn`` on the element as it was before leaf ``leaf`` was decoded,
+    that leaf a :class:`Decoded` holding its decoded value (``call`` is the tf.data
+    calling convention)."""
+    is_tuple = isinstance(out_spec, tuple)
+
+    def rest(*parts):
+        element = tuple(parts) if is_tuple else parts[0]
+        values = flatten_up_to(in_spec, element, "decoded element")
+        values[leaf] = Decoded(values[leaf])
+        return call(fn, pack_as(in_spec, values))
+    rest.__qualname__ = f"{getattr(fn, '__qualname__', 'fn')}.after_decode"
+    return rest
 
 
 def lifted_rest(fn, spec):

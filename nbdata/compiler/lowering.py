@@ -239,10 +239,12 @@ class Planner:
         if has_opaque(source.leaves) and not (steps and steps[0].kind == "row"
                                               and steps[0].materializes):
             # String leaves may enter a kernel only to be dropped by its first map.
-            why = (f"{stop[0].op}: {stop[1]}" if stop is not None and not steps
-                   else "the first op of the chain is not a map that drops them")
-            self._note(cur, f"{cur.op} output has string components (strings run in Python; "
-                       f"{why})", f"not fused: {top.describe()} and the element-wise ops "
+            if stop is not None and not steps:
+                reason = f"{stop[0].op} after it cannot fuse: {stop[1]}"
+            else:
+                reason = (f"{cur.op} output has string components (strings run in Python; "
+                          "the first op of the chain is not a map that drops them)")
+            self._note(cur, reason, f"not fused: {top.describe()} and the element-wise ops "
                        "below it run op by op")
             return None
         terminal = None

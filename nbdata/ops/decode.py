@@ -15,10 +15,10 @@ from typing import Any
 
 from nbdata.chunks import Chunk, StringColumn, col_values, concat_chunks
 from nbdata.compiler.threads import kernel_section
-from nbdata.decoding import Decoder, RowError
+from nbdata.decoding import Decoder, RowError, leaf_output_spec
 from nbdata.ops.node import Node, arg_field, input_field
 from nbdata.ops.runtime import ChunkIter, RowQueue, skip_rows
-from nbdata.spec import TensorSpec, string
+from nbdata.spec import TensorSpec, flatten_up_to, pack_as, string
 
 
 def string_column(column) -> StringColumn:
@@ -35,28 +35,41 @@ class Decode(Node):
     # Made from decode-then-batch (decode_vectorization): a bad record fails as it would
     # before the batch (the batch being filled fails, the next starts after the record).
     record_errors: bool = False
+    # The index (flatten order) of the string leaf decoded; -1: the element is the record.
+    leaf: int = arg_field(-1)
     op = "decode"
 
     @property
     def spec(self):
-        return self.decoder.output_spec
+        if self.leaf < 0:
+            return self.decoder.output_spec
+        return leaf_output_spec(self.input.spec, self.leaf, self.decoder.output_spec)
 
     def cardinality(self) -> int:
         return self.input.cardinality()
 
     def describe(self) -> str:
+        if self.leaf >= 0:
+            return f"decode({self.decoder.describe()} of component {self.leaf})"
         return f"decode({self.decoder.describe()})"
 
     def open(self, ctx):
+        if self.leaf < 0:
+            for value in ctx.open(self.input):
+                yield self.decoder.call(value)
+            return
+        structure = self.input.spec
         for value in ctx.open(self.input):
-            yield self.decoder.call(value)
+            values = flatten_up_to(structure, value, "element")
+            values[self.leaf] = self.decoder.call(values[self.leaf])
+            yield pack_as(structure, values)
 
     def reads_batches(self) -> bool:
         """True when this batched decoder batches its records itself (its input is a
         plain ``batch`` of scalar strings)."""
         from nbdata.ops.batch import Batch
         node = self.input
-        return (self.decoder.batched and type(node) is Batch
+        return (self.leaf < 0 and self.decoder.batched and type(node) is Batch
                 and isinstance(node.input.spec, TensorSpec) and node.input.spec.dtype is string
                 and node.input.spec.shape == ())
 
@@ -104,6 +117,11 @@ class DecodeChunks(ChunkIter):
 
     def _decode_rows(self, chunk: Chunk) -> list:
         decoder = self.node.decoder
+        leaf = self.node.leaf
+        if leaf >= 0:   # one string component decoded, the others passed on
+            cols = chunk.columns
+            decoded = decoder.decode_rows(string_column(cols[leaf]), chunk.n)
+            return list(cols[:leaf]) + list(decoded) + list(cols[leaf + 1:])
         column = chunk.columns[0]
         if not decoder.batched:
             return decoder.decode_rows(string_column(column), chunk.n)

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from nbdata.decoding import SampleRecord, probe_function
+from nbdata.decoding import SampleRecord, probe_function, probe_leaf_function
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.sparse import SparseTensorSpec
 from nbdata.spec import (DatasetSpec, TensorSpec, cast_leaf, dummy_leaf, flatten, is_dataset,
@@ -81,8 +81,10 @@ class UserFunction:
         self.name = function_name(fn)
         self.input_spec = input_spec
         self._make_dataset = make_dataset
-        # The nd.io decoder the function decodes its record with (set by tracing).
+        # The nd.io decoder the function decodes its record with (set by tracing), and
+        # the string leaf it decodes (-1: the element itself is the record).
         self.decoder = None
+        self.decoder_leaf = -1
         self.output_spec = output_spec if output_spec is not None else self._trace()
 
     def __repr__(self) -> str:
@@ -122,7 +124,7 @@ class UserFunction:
         function decodes its record with one nd.io decoder, else None."""
         spec = self._probe_spec()
         if spec is None:
-            return None
+            return self._trace_leaf_decoder()
         try:
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -135,6 +137,28 @@ class UserFunction:
         if decoder is None:
             return None
         self.decoder = decoder
+        return results
+
+    def _trace_leaf_decoder(self) -> list | None:
+        """The outputs when the function decodes one scalar string leaf of its element
+        with one nd.io decoder (``decode_jpeg(example["image"])``), else None; sets
+        ``decoder`` and ``decoder_leaf`` (the leaf's index in ``flatten`` order)."""
+        spec = self.input_spec
+        if not any(isinstance(s, TensorSpec) and s.dtype is string and s.shape == ()
+                   for s in flatten(spec)) or isinstance(spec, TensorSpec):
+            return None
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            leaf, outputs, decoder = probe_leaf_function(self.fn, spec, self._probe_inputs,
+                                                         call_unpacked)
+            if decoder is None:
+                return None
+            try:
+                results = [canonical_output(out, self.op, self.name) for out in outputs]
+            except Exception:  # noqa: BLE001 - let the ordinary trace report it
+                return None
+        self.decoder = decoder
+        self.decoder_leaf = leaf
         return results
 
     def _trace(self) -> Any:

@@ -219,3 +219,55 @@ def test_pixels_equal_tensorflow(color, gray):
             assert got.shape == want.shape and np.array_equal(got, want), kwargs
     # and TensorFlow reads what nbdata encodes
     assert tf.io.decode_jpeg(nd.image.encode_jpeg(_image(9, 11))).shape == (9, 11, 3)
+
+
+def test_decode_of_one_component_is_a_record_kernel():
+    """decode_jpeg on one string component of a tuple or an Example's feature becomes
+    its own record kernel after the parse one; values, errors, ignore_errors and
+    save/restore as on the reference path."""
+    blobs = [b for i, b in enumerate(_images(15)) if i % 3 != 1]
+    blobs[7] = b"\xff\xd8 broken"
+    ds = nd.Dataset.from_tensor_slices((np.array(blobs, dtype=object), np.arange(10))).map(
+        lambda image, label: (nd.image.decode_jpeg(image, channels=1), label * 2))
+    assert "decode(decode_jpeg(channels=1, ratio=1) of component 0)" in ds.compile().explain()
+    good = ds.take(7)
+    _same([x for pair in _run(good, True) for x in pair],
+          [x for pair in _run(good, False) for x in pair])
+    for fusion in (True, False):
+        with pytest.raises(InvalidArgumentError, match="Invalid JPEG data"):
+            _run(ds, fusion)
+        kept = _run(ds.ignore_errors(), fusion)
+        assert [int(label) for _, label in kept] == [0, 2, 4, 6, 8, 10, 12, 16, 18]
+    options = nd.Options()
+    options.chunked = False
+    assert [int(l) for _, l in ds.take(7).with_options(options)] == [0, 2, 4, 6, 8, 10, 12]
+    it = iter(ds.take(7).compile())
+    first = [next(it) for _ in range(3)]
+    state = it.save()
+    rest = list(it)
+    again = iter(ds.take(7).compile())
+    again.restore(state)
+    _same([x for pair in list(again) for x in pair], [x for pair in rest for x in pair])
+    assert np.array_equal(first[1][0], nd.image.decode_jpeg(blobs[1], channels=1))
+
+
+def test_example_then_jpeg_chain(tmp_path):
+    blobs = [b for i, b in enumerate(_images(9)) if i % 3 != 1]
+    path = str(tmp_path / "ex.tfrecord")
+    with nd.io.TFRecordWriter(path) as writer:
+        for i, b in enumerate(blobs):
+            writer.write(nd.io.encode_example({"image": b, "label": i}))
+    features = {"image": nd.io.FixedLenFeature([], nd.string),
+                "label": nd.io.FixedLenFeature([], np.int64)}
+
+    def parse(record):
+        example = nd.io.parse_single_example(record, features)
+        return nd.image.decode_jpeg(example["image"]), example["label"]
+
+    ds = nd.TFRecordDataset(path).map(parse)
+    text = ds.compile().explain().split("== record kernels ==")[1]
+    assert "decode_jpeg" in text and "parse_single_example" in text
+    got, ref = _run(ds, True), _run(ds, False)
+    assert len(got) == len(ref) == 6
+    for (gx, gl), (rx, rl) in zip(got, ref):
+        assert np.array_equal(gx, rx) and int(gl) == int(rl)

@@ -7,9 +7,9 @@ of ``f`` on the decoded arrays, which fuses like any NumPy function. See
 from __future__ import annotations
 
 from nbdata.compiler.plan import rewrite_plan
-from nbdata.decoding import lifted_rest
+from nbdata.decoding import lifted_leaf_rest, lifted_rest
 from nbdata.ops.decode import Decode
-from nbdata.ops.function import UserFunction
+from nbdata.ops.function import UserFunction, call_unpacked
 from nbdata.ops.map import Map
 from nbdata.ops.node import Node
 
@@ -18,12 +18,24 @@ def _lift(node: Node) -> Node:
     if type(node) is not Map or not isinstance(node.fn, UserFunction) or node.fn.decoder is None:
         return node
     decoder = node.fn.decoder
+    leaf = node.fn.decoder_leaf
+    if leaf >= 0:
+        # A decoder on one string component (decode_jpeg(example["image"])): decode that
+        # component's column, then the rest of the function, which may decode again.
+        decoded = Decode(node.input, decoder, leaf=leaf, name=node.name)
+        rest = UserFunction(lifted_leaf_rest(node.fn.fn, node.input.spec, leaf, decoded.spec,
+                                             call_unpacked),
+                            node.fn.op, decoded.spec, output_spec=node.fn.output_spec)
+        return Map(decoded, rest, node.num_parallel_calls, node.deterministic, name=node.name)
     decoded = Decode(node.input, decoder, name=node.name)
     if decoder.identity:
         return decoded
     rest = UserFunction(lifted_rest(node.fn.fn, decoder.output_spec), node.fn.op,
                         decoder.output_spec, output_spec=node.fn.output_spec)
-    return Map(decoded, rest, node.num_parallel_calls, node.deterministic, name=node.name)
+    # The rest may decode a component of what was decoded (an Example's image).
+    rest._trace_leaf_decoder()
+    return _lift(Map(decoded, rest, node.num_parallel_calls, node.deterministic,
+                     name=node.name))
 
 
 class DecodeLifting:

@@ -17,7 +17,8 @@ from nbdata.ops.node import Node
 
 
 def _vectorize(node: Node) -> Node:
-    if type(node) is not Batch or type(node.input) is not Decode or node.input.decoder.batched:
+    if (type(node) is not Batch or type(node.input) is not Decode or node.input.decoder.batched
+            or node.input.leaf >= 0):
         return node
     decode = node.input
     dim = node.batch_size if node.drop_remainder and isinstance(node.batch_size, int) else None
