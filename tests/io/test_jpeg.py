@@ -271,3 +271,33 @@ def test_example_then_jpeg_chain(tmp_path):
     assert len(got) == len(ref) == 6
     for (gx, gl), (rx, rl) in zip(got, ref):
         assert np.array_equal(gx, rx) and int(gl) == int(rl)
+
+
+def test_a_rest_that_only_repacks_moves_columns(tmp_path):
+    """After the decode kernels, a function that only repacks the decoded components
+    (dict -> tuple) becomes a column selection, not a per-element Python map."""
+    from nbdata.ops.select import selection
+    spec = {"a": nd.TensorSpec((), np.int64), "b": nd.TensorSpec((2,), np.float32)}
+    out = (nd.TensorSpec((2,), np.float32), nd.TensorSpec((), np.int64))
+    call = lambda fn, e: fn(e)  # noqa: E731
+    assert selection(lambda e: (e["b"], e["a"]), spec, out, call) == (1, 0)
+    assert selection(lambda e: (e["b"], e["a"] * 2), spec, out, call) is None
+    assert selection(lambda e: (e["a"], e["b"]), spec, out, call) is None   # specs differ
+    blobs = [b for i, b in enumerate(_images(6)) if i % 3 != 1]
+    path = str(tmp_path / "ex.tfrecord")
+    with nd.io.TFRecordWriter(path) as writer:
+        for i, b in enumerate(blobs):
+            writer.write(nd.io.encode_example({"image": b, "label": i}))
+    features = {"image": nd.io.FixedLenFeature([], nd.string),
+                "label": nd.io.FixedLenFeature([], np.int64)}
+
+    def parse(record):
+        example = nd.io.parse_single_example(record, features)
+        return nd.image.decode_jpeg(example["image"]), example["label"]
+
+    ds = nd.TFRecordDataset(path).map(parse).batch(2)
+    assert "select(components [0, 1])" in ds.compile().explain()
+    got, ref = _run(ds, True), _run(ds, False)
+    for (gx, gl), (rx, rl) in zip(got, ref):
+        assert np.array_equal(gx, rx) and np.array_equal(gl, rl)
+    assert len(got) == 2

@@ -12,6 +12,7 @@ from nbdata.ops.decode import Decode
 from nbdata.ops.function import UserFunction, call_unpacked
 from nbdata.ops.map import Map
 from nbdata.ops.node import Node
+from nbdata.ops.select import Select, selection
 
 
 def _lift(node: Node) -> Node:
@@ -23,9 +24,12 @@ def _lift(node: Node) -> Node:
         # A decoder on one string component (decode_jpeg(example["image"])): decode that
         # component's column, then the rest of the function, which may decode again.
         decoded = Decode(node.input, decoder, leaf=leaf, name=node.name)
-        rest = UserFunction(lifted_leaf_rest(node.fn.fn, node.input.spec, leaf, decoded.spec,
-                                             call_unpacked),
-                            node.fn.op, decoded.spec, output_spec=node.fn.output_spec)
+        rest_fn = lifted_leaf_rest(node.fn.fn, node.input.spec, leaf, decoded.spec,
+                                   call_unpacked)
+        columns = selection(rest_fn, decoded.spec, node.fn.output_spec, call_unpacked)
+        if columns is not None:   # the rest only repacks: columns move, no Python per row
+            return Select(decoded, columns, node.fn.output_spec, name=node.name)
+        rest = UserFunction(rest_fn, node.fn.op, decoded.spec, output_spec=node.fn.output_spec)
         return Map(decoded, rest, node.num_parallel_calls, node.deterministic, name=node.name)
     decoded = Decode(node.input, decoder, name=node.name)
     if decoder.identity:
