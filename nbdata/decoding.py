@@ -169,10 +169,10 @@ def _sample_strings(leaf: Any, variant: int) -> Any:
     if isinstance(leaf, bytes):
         return SampleRecord.make(leaf, variant)
     if isinstance(leaf, np.ndarray) and leaf.dtype == object:
-        out = np.empty(leaf.shape, dtype=object)
-        for i, v in enumerate(leaf.reshape(-1)):
-            out.reshape(-1)[i] = SampleRecord.make(v, variant) if isinstance(v, bytes) else v
-        return out
+        out = np.empty(leaf.size, dtype=object)
+        out[:] = [SampleRecord.make(v, variant) if isinstance(v, bytes) else v
+                  for v in leaf.reshape(-1)]
+        return out.reshape(leaf.shape)
     return leaf
 
 

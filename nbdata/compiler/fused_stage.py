@@ -21,7 +21,7 @@ from nbdata.compiler.kernel_cache import compile_kernel
 from nbdata.compiler.threads import kernel_section
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.kernels.compact import compact
-from nbdata.ops.batch import batch_columns
+from nbdata.ops.batch import batch_columns, batch_size_of
 from nbdata.ops.fusion import DROP
 from nbdata.compiler.lowering import StageNode
 from nbdata.ops.runtime import ChunkIter, RowQueue
@@ -150,10 +150,7 @@ class FusedChunks(ChunkIter):
         self.compiled = stage.lazy_rows == 0 or (state is not None and state.get("compiled", False))
         self.seen = 0
         term = self.plan.terminal
-        self.batch_size = int(ctx.value(term.batch_size)) if term is not None else 0
-        if term is not None and self.batch_size <= 0:
-            raise InvalidArgumentError(f"{term.node.label}: batch_size must be positive, got "
-                                       f"{self.batch_size}", term.node.op)
+        self.batch_size = batch_size_of(term.node, ctx) if term is not None else 0
         if ctx.options.chunk_rows < 0:
             raise InvalidArgumentError(f"Options().chunk_rows must be >= 0, got "
                                        f"{ctx.options.chunk_rows}")

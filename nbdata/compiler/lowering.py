@@ -236,16 +236,11 @@ class Planner:
                 chain = self.advance(chain, step)
             steps += node_steps
             fused_nodes += 1
-        if has_opaque(source.leaves) and not (steps and steps[0].kind == "row"
-                                              and steps[0].materializes):
-            # String leaves may enter a kernel only to be dropped by its first map.
-            if stop is not None and not steps:
-                reason = f"{stop[0].op} after it cannot fuse: {stop[1]}"
-            else:
-                reason = (f"{cur.op} output has string components (strings run in Python; "
-                          "the first op of the chain is not a map that drops them)")
-            self._note(cur, reason, f"not fused: {top.describe()} and the element-wise ops "
-                       "below it run op by op")
+        if has_opaque(source.leaves) and not steps:
+            # The first op, a map that would drop the strings, cannot fuse itself.
+            self._note(cur, f"{stop[0].op} after it cannot fuse: {stop[1]}",
+                       f"not fused: {top.describe()} and the element-wise ops below it run "
+                       "op by op")
             return None
         terminal = None
         if fused_nodes == len(chain_nodes) and terminal_node is not None:

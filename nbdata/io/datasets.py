@@ -224,10 +224,14 @@ class TFRecordDataset(_FileDataset):
 
     def __init__(self, filenames: Any, compression_type: Any = None, buffer_size: Any = None,
                  num_parallel_reads: Any = None, name: str | None = None):
-        op = "TFRecordDataset"
-        fmt = {"kind": "tfrecord", "op": op, "compression": compression_name(compression_type, op),
-               "buffer_size": _size_arg(buffer_size, op, "buffer_size")}
+        fmt = _format("tfrecord", "TFRecordDataset", compression_type, buffer_size)
         self._build(filenames, fmt, num_parallel_reads, name)
+
+
+def _format(kind: str, op: str, compression_type: Any, buffer_size: Any) -> dict:
+    """The format description every file dataset has (see ``FileRecords.fmt``)."""
+    return {"kind": kind, "op": op, "compression": compression_name(compression_type, op),
+            "buffer_size": _size_arg(buffer_size, op, "buffer_size")}
 
 
 class TextLineDataset(_FileDataset):
@@ -251,9 +255,7 @@ class TextLineDataset(_FileDataset):
 
     def __init__(self, filenames: Any, compression_type: Any = None, buffer_size: Any = None,
                  num_parallel_reads: Any = None, name: str | None = None):
-        op = "TextLineDataset"
-        fmt = {"kind": "text", "op": op, "compression": compression_name(compression_type, op),
-               "buffer_size": _size_arg(buffer_size, op, "buffer_size")}
+        fmt = _format("text", "TextLineDataset", compression_type, buffer_size)
         self._build(filenames, fmt, num_parallel_reads, name)
 
 
@@ -288,8 +290,7 @@ class FixedLengthRecordDataset(_FileDataset):
                  footer_bytes: Any = None, buffer_size: Any = None, compression_type: Any = None,
                  num_parallel_reads: Any = None, name: str | None = None):
         op = "FixedLengthRecordDataset"
-        fmt = {"kind": "fixed", "op": op, "compression": compression_name(compression_type, op),
-               "buffer_size": _size_arg(buffer_size, op, "buffer_size"),
+        fmt = _format("fixed", op, compression_type, buffer_size) | {
                "record_bytes": _size_arg(record_bytes, op, "record_bytes", 1, allow_none=False),
                "header_bytes": _size_arg(header_bytes, op, "header_bytes") or 0,
                "footer_bytes": _size_arg(footer_bytes, op, "footer_bytes") or 0}

@@ -58,6 +58,7 @@ class Target:
 def _targets(workdir: str) -> list[Target]:
     import nbdata as nd
     from nbdata.io import example as ex
+    from nbdata.io.jpeg import available as jpeg_available
 
     features = {"x": ex.FixedLenFeature([4], np.float32), "label": ex.FixedLenFeature([], np.int64),
                 "id": ex.FixedLenFeature([], nd.string), "tags": ex.VarLenFeature(np.int64),
@@ -105,18 +106,10 @@ def _targets(workdir: str) -> list[Target]:
     targets.append(Target("csv lines", b'1.5,2,"a,b",x\n-3e2,7,"",y\n4,5,c,d\n', csv))
 
     jpeg = _jpeg_seed()
-    if jpeg is not None and _has_jpeg_decoder():
+    if jpeg is not None and jpeg_available():
         from nbdata.image import decode_jpeg
         targets.append(Target("jpeg", jpeg, lambda data: decode_jpeg(data)))
     return targets
-
-
-def _has_jpeg_decoder() -> bool:
-    try:
-        from nbdata.image import decode_jpeg  # noqa: F401
-        return True
-    except ImportError:
-        return False
 
 
 def _jpeg_seed() -> bytes | None:

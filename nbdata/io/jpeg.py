@@ -83,10 +83,6 @@ class JpegOptions:
         # TensorFlow's default ("") is libjpeg's fast integer DCT.
         self.fastdct = dct != "INTEGER_ACCURATE"
 
-    def key(self) -> tuple:
-        return (self.channels, self.ratio, self.fancy_upscaling, self.try_recover_truncated,
-                self.acceptable_fraction, self.fastdct)
-
     def _fail(self, data: bytes, error: Exception) -> InvalidArgumentError:
         if data[:2] != b"\xff\xd8":
             return InvalidArgumentError("Unknown image file format. One of JPEG required.",
@@ -233,13 +229,13 @@ def _in_batch(e: RowError, index: int) -> RowError:
     return RowError(e.row, error)
 
 
-def stack_images(images: list, where: str = "batch") -> np.ndarray:
+def stack_images(images: list) -> np.ndarray:
     """The images as one (N, H, W, C) array; InvalidArgumentError naming the first image
     whose shape differs from image 0's."""
     for i, image in enumerate(images):
         if image.shape != images[0].shape:
             raise RowError(i, InvalidArgumentError(
-                f"decode_jpeg: images of a {where} must share one shape to be stacked: image "
+                f"decode_jpeg: images of a batch must share one shape to be stacked: image "
                 f"{i} is {'x'.join(map(str, image.shape))}, image 0 is "
                 f"{'x'.join(map(str, images[0].shape))}", "DecodeJpeg"))
     if not images:

@@ -169,6 +169,16 @@ class BatchIterator:
         return self.combine(elements)
 
 
+def batch_size_of(node, ctx) -> int:
+    """The batch size of a batching node (``batch_size`` may be a placeholder) for one
+    run; InvalidArgumentError naming the op when it is not positive."""
+    size = int(ctx.value(node.batch_size))
+    if size <= 0:
+        raise InvalidArgumentError(f"{node.label}: batch_size must be positive, got {size}",
+                                   node.op)
+    return size
+
+
 def batch_columns(columns: list, count: int, size: int, leaf=None, copy: bool = True) -> list:
     """``count`` batches of ``size`` rows from columns of ``count * size`` rows: dense
     columns are reshaped (copied, by a parallel kernel, unless ``copy`` is False, so
@@ -202,10 +212,7 @@ class BatchChunks(ChunkIter):
         self.node = node
         self.leaf = leaf
         self.pads = pads
-        self.size = int(ctx.value(node.batch_size))
-        if self.size <= 0:
-            raise InvalidArgumentError(f"{node.label}: batch_size must be positive, got "
-                                       f"{self.size}", node.op)
+        self.size = batch_size_of(node, ctx)
         self.drop = node.drop_remainder
         self.it = ctx.open_chunks(node.input, None if state is None else state["input"])
         self.ctx = ctx

@@ -13,11 +13,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from nbdata.chunks import Chunk, StringColumn, col_values, concat_chunks
+from nbdata.chunks import MAX_CHUNK_ROWS, Chunk, StringColumn, col_values, concat_chunks
 from nbdata.compiler.threads import kernel_section
 from nbdata.decoding import Decoder, RowError, leaf_output_spec
 from nbdata.ops.node import Node, arg_field, input_field
-from nbdata.ops.runtime import ChunkIter, RowQueue, skip_rows
+from nbdata.ops.runtime import ChunkIter, RowQueue, RowReader
 from nbdata.spec import TensorSpec, flatten_up_to, pack_as, string
 
 
@@ -100,16 +100,7 @@ class DecodeChunks(ChunkIter):
 
     def __init__(self, node: Decode, ctx, state):
         self.node, self.ctx = node, ctx
-        self.before = None if state is None else state["input"]
-        self.it = ctx.open_chunks(node.input, self.before)
-        self.chunk: Chunk | None = None
-        self.pos = 0
-        if state is not None and int(state["skip"]):
-            self.chunk, _ = skip_rows(self.it, int(state["skip"]))
-            self.pos = 0
-            self.base = int(state["skip"])
-        else:
-            self.base = 0
+        self.reader = RowReader(ctx, node.input, state, MAX_CHUNK_ROWS)
 
     def _decode(self, chunk: Chunk) -> list:
         with kernel_section(self.ctx.budget.kernel_threads()):
@@ -137,33 +128,25 @@ class DecodeChunks(ChunkIter):
         return concat_chunks(parts).columns
 
     def next(self, want: int):
-        while True:
-            if self.chunk is None or self.pos >= self.chunk.n:
-                self.before = self.it.save()
-                self.base = 0
-                self.chunk = self.it.next(want)
-                self.pos = 0
-                if self.chunk is None:
-                    return None
-            rows = self.chunk.slice(self.pos, min(self.chunk.n, self.pos + want))
-            try:
-                columns = self._decode(rows)
-            except RowError as e:
-                if e.row == 0:
-                    self.pos += 1
-                    raise e.error from None
-                rows = rows.slice(0, e.row)
-                columns = self._decode(rows)
-            self.pos += rows.n
-            return Chunk(columns, rows.n)
+        rows = self.reader.next_rows(want)
+        if rows is None:
+            return None
+        try:
+            columns = self._decode(rows)
+        except RowError as e:
+            # The rows before the bad one go out; the bad one is consumed by raising.
+            self.reader.unread(rows.n - max(e.row, 1))
+            if e.row == 0:
+                raise e.error from None
+            rows = rows.slice(0, e.row)
+            columns = self._decode(rows)
+        return Chunk(columns, rows.n)
 
     def save(self) -> dict:
-        if self.chunk is None or self.pos >= self.chunk.n:
-            return {"input": self.it.save(), "skip": 0}
-        return {"input": self.before, "skip": self.base + self.pos}
+        return self.reader.save()
 
     def close(self) -> None:
-        self.it.close()
+        self.reader.close()
 
 
 class BatchDecodeChunks(ChunkIter):
@@ -176,12 +159,9 @@ class BatchDecodeChunks(ChunkIter):
 
     def __init__(self, node: Decode, ctx, state):
         self.node, self.ctx = node, ctx
+        from nbdata.ops.batch import batch_size_of
         batch = node.input
-        self.size = int(ctx.value(batch.batch_size))
-        if self.size <= 0:
-            from nbdata.errors import InvalidArgumentError
-            raise InvalidArgumentError(f"{batch.label}: batch_size must be positive, got "
-                                       f"{self.size}", batch.op)
+        self.size = batch_size_of(batch, ctx)
         self.drop = batch.drop_remainder
         self.it = ctx.open_chunks(batch.input, None if state is None else state["input"])
         self.queue = RowQueue([] if state is None else state["pieces"])

@@ -140,10 +140,11 @@ class RowReader:
         if state is not None and int(state["skip"]):
             self.chunk, self.base = skip_rows(self.it, int(state["skip"]))
 
-    def _pull(self) -> bool:
+    def _pull(self, want: int | None = None) -> bool:
+        """Reads the next chunk: ``want`` rows when given, else the growing demand."""
         self.before = self.it.save()
         self.base = 0
-        self.chunk = self.it.next(self.want)
+        self.chunk = self.it.next(self.want if want is None else want)
         self.pos = 0
         self.want = grow(self.want, self.limit)
         if self.chunk is None:
@@ -161,14 +162,19 @@ class RowReader:
         return True, self.pack([col_row(c, j) for c in chunk.columns])
 
     def next_rows(self, want: int) -> Chunk | None:
-        """Up to ``want`` rows as a chunk (what is left of the current chunk first)."""
+        """Up to ``want`` rows as a chunk (what is left of the current chunk first; a new
+        chunk is read with that demand)."""
         while self.chunk is None or self.pos >= self.chunk.n:
-            if self.ended or not self._pull():
+            if self.ended or not self._pull(want):
                 return None
         a = self.pos
         b = min(self.chunk.n, a + want)
         self.pos = b
         return self.chunk if (a == 0 and b == self.chunk.n) else self.chunk.slice(a, b)
+
+    def unread(self, rows: int) -> None:
+        """Gives back the last ``rows`` rows that ``next_rows`` handed out."""
+        self.pos -= rows
 
     def save(self) -> dict:
         if self.chunk is None or self.pos >= self.chunk.n:
