@@ -11,7 +11,16 @@ from nbdata.options import AutotuneOptions, OptimizationOptions, Options, Thread
 from nbdata.placeholder import Placeholder, placeholder
 from nbdata.sparse import SparseTensor, SparseTensorSpec
 from nbdata.spec import DatasetSpec, TensorSpec, string
+from nbdata.train.graph import (Graph, GraphKeys, Operation, Tensor, TensorShape, constant,
+                                get_default_graph, name_scope, reset_default_graph)
+from nbdata.train.ops import py_func
+from nbdata.train.queues import FIFOQueue, PaddingFIFOQueue, QueueBase, RandomShuffleQueue
+from nbdata.train.readers import (FixedLengthRecordReader, IdentityReader, ReaderBase,
+                                  TFRecordReader, TextLineReader, WholeFileReader)
 from nbdata.train.saver import make_saveable_from_iterator
+from nbdata.train.session import (ConfigProto, InteractiveSession, RunOptions, Session,
+                                  get_default_session)
+from nbdata.train.variables import global_variables_initializer, local_variables_initializer
 
 __version__ = "0.1.0"
 
@@ -22,4 +31,11 @@ __all__ = [
     "Initializer", "Iterator", "OptimizationOptions", "Options", "Pipeline", "Placeholder",
     "TensorSpec", "ThreadingOptions", "UNKNOWN", "errors", "experimental", "image", "io",
     "make_saveable_from_iterator", "placeholder", "random", "string", "train",
+    # TF1 graphs, sessions, queues and readers (nd.train holds the input functions)
+    "ConfigProto", "FIFOQueue", "FixedLengthRecordReader", "Graph", "GraphKeys",
+    "IdentityReader", "InteractiveSession", "Operation", "PaddingFIFOQueue", "QueueBase",
+    "RandomShuffleQueue", "ReaderBase", "RunOptions", "Session", "TFRecordReader", "Tensor",
+    "TensorShape", "TextLineReader", "WholeFileReader", "constant", "get_default_graph",
+    "get_default_session", "global_variables_initializer", "local_variables_initializer",
+    "name_scope", "py_func", "reset_default_graph",
 ]

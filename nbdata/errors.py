@@ -71,9 +71,17 @@ class DataLossError(OpError):
     """Data is corrupt or truncated."""
 
 
+class DeadlineExceededError(OpError, TimeoutError):
+    """An operation did not finish before its deadline (a session's operation timeout)."""
+
+
+class UnknownError(OpError):
+    """An error of no other class (e.g. an exception of an unusual type in a py_func)."""
+
+
 __all__ = [
     "OpError", "CancelledError", "InvalidArgumentError", "NotFoundError",
     "AlreadyExistsError", "FailedPreconditionError", "OutOfRangeError",
     "UnimplementedError", "ResourceExhaustedError", "UnavailableError",
-    "DataLossError",
+    "DataLossError", "DeadlineExceededError", "UnknownError",
 ]

@@ -12,6 +12,7 @@ import numpy as np
 from numba.core import types
 from numba.extending import overload
 
+from nbdata.train.graph import is_symbolic, record
 from nbdata import random
 
 # Stream ids of the random draws (the ASCII of their names), so that each op
@@ -231,10 +232,14 @@ def _draw_window(image, size, seed):
 
 
 def random_crop(image, size, seed):
+    if is_symbolic(image, size, seed):
+        return record(random_crop, (image, size, seed), {}, "random_crop")
     return _draw_window(image, size, seed) if _symbolic(image, *seed) else _random_crop(image, size, seed)
 
 
 def flip_left_right(image):
+    if is_symbolic(image):
+        return record(flip_left_right, (image,), {}, "flip_left_right")
     if _symbolic(image):
         from nbdata.compiler import elementwise as ew
         return ew.flipped(image, True)
@@ -242,6 +247,8 @@ def flip_left_right(image):
 
 
 def random_flip_left_right(image, seed):
+    if is_symbolic(image, seed):
+        return record(random_flip_left_right, (image, seed), {}, "random_flip_left_right")
     if _symbolic(image, *seed):
         from nbdata.compiler import elementwise as ew
         flip = ew.draw("uniform", seed[0], seed[1], _FLIP_STREAM) < 0.5
@@ -250,6 +257,8 @@ def random_flip_left_right(image, seed):
 
 
 def normalize(image, mean, std):
+    if is_symbolic(image, mean, std):
+        return record(normalize, (image, mean, std), {}, "normalize")
     if _symbolic(image):
         from nbdata.compiler import elementwise as ew
         shape = image.expr.shape

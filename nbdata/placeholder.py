@@ -8,16 +8,19 @@ from typing import Any
 import numpy as np
 
 from nbdata.spec import TensorSpec, cast_leaf, to_leaf
+from nbdata.train.graph import SymbolicOps, get_default_graph
 
 _ids = itertools.count()
 
 
-class Placeholder:
+class Placeholder(SymbolicOps):
     """Stands for a tensor fed through ``it.initialize(feed_dict={ph: value})``.
 
     Usable as source data (``from_tensors``, ``from_tensor_slices``) and as the
     scalar arguments of ``range``, ``take``, ``skip``, ``repeat``, ``batch`` and
-    ``shuffle``.
+    ``shuffle``; in a TF1 graph it is a tensor fed through
+    ``sess.run(..., feed_dict={ph: value})``, and NumPy operations on it record graph
+    ops.
 
     >>> import numpy as np, nbdata as nd
     >>> n = nd.placeholder(np.int64, shape=[])
@@ -50,6 +53,10 @@ class Placeholder:
         (None, 2)
         """
         return self.spec.shape
+
+    def _symbol(self):
+        """The tensor standing for this placeholder in the default graph."""
+        return get_default_graph().placeholder_tensor(self)
 
     def __repr__(self) -> str:
         return f"<nd.placeholder {self.name!r} shape={self.spec.shape} dtype={self.spec.dtype!r}>"

@@ -9,7 +9,7 @@ import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOADS = ("w1", "w2", "w2_gzip", "w3", "crc32c", "jpeg", "w4", "w5", "w6", "pymap", "pymap_nogil",
-             "compile")
+             "tf1_csv", "tf1_tfrecord", "compile")
 
 
 def _parse(argv):

@@ -25,6 +25,8 @@ WORKLOAD_MODULES = {
     "w6": "perf.w6_shuffle_map_batch",
     "pymap": "perf.pymap_python_map",
     "pymap_nogil": "perf.pymap_python_map:build_nogil",
+    "tf1_csv": "perf.tf1_queue_input:build_csv",
+    "tf1_tfrecord": "perf.tf1_queue_input:build_tfrecord",
 }
 ROW_TIMEOUT_S = 300
 

@@ -27,7 +27,8 @@ class NotElementwise(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Expr:
-    kind: str               # "input", "const", "op", "cast", "where", "window", "draw", "channel"
+    kind: str               # "input", "const", "op", "cast", "where", "window", "draw", "channel",
+                            # "stack" (a vector of scalar expressions)
     dtype: np.dtype
     is_array: bool
     args: tuple = ()
@@ -136,6 +137,9 @@ class Sym:
     def __array_function__(self, func, types, args, kwargs):
         if func is np.where and len(args) == 3 and not kwargs:
             return _where(*args)
+        if func is np.stack and len(args) == 1 and kwargs.get("axis", 0) in (0, -1) and not (
+                set(kwargs) - {"axis"}):
+            return _stack(args[0])   # of scalars: axis 0 and -1 are the same
         raise NotElementwise(f"np.{func.__name__}")
 
     def __bool__(self):
@@ -202,6 +206,22 @@ def _where(cond, a, b) -> Sym:
     dt = np.asarray(out).dtype
     is_array = any(e.is_array for e in (c, x, y))
     return Sym(Expr("where", dt, is_array, (c, x, y), shape=shapes.pop() if shapes else ()))
+
+
+def _stack(values) -> Sym:
+    """``np.stack`` of scalars: a vector whose position q holds ``values[q]``."""
+    if not isinstance(values, (list, tuple)) or not values:
+        raise NotElementwise("np.stack of a non-sequence")
+    exprs = [_as_expr(v) for v in values]
+    if any(e.is_array for e in exprs):
+        raise NotElementwise("np.stack of arrays")
+    try:
+        dt = np.stack([_sample(v) for v in values]).dtype
+    except Exception as e:  # noqa: BLE001
+        raise NotElementwise(str(e)) from None
+    if dt.kind not in "biuf":
+        raise NotElementwise(f"np.stack to {dt}")
+    return Sym(Expr("stack", dt, True, tuple(exprs), shape=(len(exprs),)))
 
 
 # ------------------------------------------------------------------ tracing
@@ -445,7 +465,13 @@ class ExprRenderer:
             self.emit(f"{var} = {rhs}")
             self.memo[key] = var
             return var
-        if e.kind == "cast":
+        if e.kind == "stack":
+            # One value per flat position q of the position loop (the vector's only axis).
+            parts = [self.value(a, e.dtype) for a in e.args]
+            rhs = parts[-1]
+            for j in range(len(parts) - 2, -1, -1):
+                rhs = f"({parts[j]} if q == {j} else {rhs})"
+        elif e.kind == "cast":
             rhs = f"{self.dtype_name(e.dtype)}({self.value(e.args[0])})"
         elif e.kind == "where":
             c, a, b = e.args

@@ -124,6 +124,12 @@ class Pipeline:
         return ChunkedRun(ctx, self.physical, self.element_spec,
                           None if state is None else state["run"])
 
+    def open_chunks(self, feed_dict: dict | None = None):
+        """A run's root chunk iterator: ``next(want)`` gives a Chunk (one column per leaf
+        of the element, up to about ``want`` rows) or None at the end. For consumers that
+        move whole chunks (the TF1 queue runners of ``nbdata.train``)."""
+        return self._context(self._feed(feed_dict)).open_chunks(self.physical)
+
     def open_in(self, outer: ExecContext) -> Any:
         """Open this pipeline's element iterator inside another one's run (a dataset made
         by ``flat_map`` or ``interleave``): the outer feed binds placeholders, this

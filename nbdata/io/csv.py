@@ -22,6 +22,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from nbdata.train.graph import graph_function
 from nbdata.chunks import StringColumn
 from nbdata.decoding import Decoder, RowError, for_probe, probed
 from nbdata.errors import InvalidArgumentError
@@ -283,6 +284,7 @@ def _records(records):
     return column.data, column.offsets, shape
 
 
+@graph_function
 def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, na_value="",
                select_cols=None, name=None):
     """Convert CSV records to tensors, one per column (``tf.io.decode_csv``).

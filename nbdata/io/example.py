@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import numba
 import numpy as np
 
+from nbdata.train.graph import graph_function
 from nbdata.chunks import StringColumn
 from nbdata.decoding import probed
 from nbdata.compiler.threads import kernel_section
@@ -578,6 +579,7 @@ def _decoder(features, probe=None):
     return for_probe(ExampleDecoder(features), probe)
 
 
+@graph_function
 def parse_single_example(serialized, features: Mapping) -> dict:
     """Parse one serialized ``tf.train.Example`` (``tf.io.parse_single_example``).
 
@@ -609,6 +611,7 @@ def parse_single_example(serialized, features: Mapping) -> dict:
     return plan._parse(src, True, None)
 
 
+@graph_function
 def parse_example(serialized, features: Mapping, example_names=None) -> dict:
     """Parse a batch of serialized ``tf.train.Example`` protos (``tf.io.parse_example``).
 

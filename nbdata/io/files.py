@@ -373,9 +373,11 @@ class TFRecordReader(FormatReader):
 
 
 class TextLineReader(FormatReader):
-    """Lines split at ``\\n``; every ``\\r`` byte is dropped (TextLineDataset's rule)."""
+    """Lines split at ``\\n``; every ``\\r`` byte is dropped (TextLineDataset's rule), or
+    with ``one_cr`` only one ``\\r`` ending a line (TF1's TextLineReader)."""
 
     op = "TextLineDataset"
+    one_cr = False
 
     def next(self, want: int):
         w = self.window
@@ -383,7 +385,8 @@ class TextLineReader(FormatReader):
             if w.hi > w.lo or w.eof:
                 out = np.empty(w.hi - w.lo, np.uint8)
                 offsets = np.empty(want + 1, np.int64)
-                n, pos = scan_lines(w.buf, w.lo, w.hi, w.eof, want, MAX_CHUNK_BYTES, out, offsets)
+                n, pos = scan_lines(w.buf, w.lo, w.hi, w.eof, want, MAX_CHUNK_BYTES, out, offsets,
+                                    self.one_cr)
                 if n:
                     w.lo = pos
                     return StringColumn(out[:offsets[n]], offsets[:n + 1])

@@ -24,6 +24,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from nbdata.train.graph import graph_function
 from nbdata.chunks import RowList, StringColumn
 from nbdata.decoding import Decoder, RowError, for_probe, probed
 from nbdata.errors import InvalidArgumentError, UnimplementedError
@@ -243,6 +244,7 @@ def stack_images(images: list) -> np.ndarray:
     return np.stack(images)
 
 
+@graph_function
 def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True, try_recover_truncated=False,
                 acceptable_fraction=1, dct_method="", name=None):
     """Decodes JPEG images to uint8 arrays (``tf.io.decode_jpeg``, same pixels).
@@ -306,6 +308,7 @@ def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True, try_recover
         raise e.error from None
 
 
+@graph_function
 def encode_jpeg(image, format="", quality=95, chroma_downsampling=True, name=None) -> bytes:
     """Encodes an (H, W, C) uint8 image (C = 1 or 3) as baseline JPEG bytes
     (``tf.io.encode_jpeg``'s ``format`` "" / "grayscale" / "rgb", ``quality`` 0-100 and

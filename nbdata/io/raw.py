@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nbdata.train.graph import graph_function
 from nbdata.chunks import StringColumn
 from nbdata.decoding import Decoder, RowError, for_probe, probed
 from nbdata.errors import InvalidArgumentError
@@ -57,6 +58,7 @@ def _pad(value: bytes, fixed_length: int) -> bytes:
     return value[:fixed_length].ljust(fixed_length, b"\0")
 
 
+@graph_function
 def decode_raw(input_bytes, out_type, little_endian: bool = True, fixed_length=None, name=None):
     """Reinterpret the bytes of records as numbers (``tf.io.decode_raw``).
 

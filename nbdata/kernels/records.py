@@ -97,12 +97,13 @@ def scan_tfrecords(buf, lo, hi, max_rows, max_bytes, out, out_offsets, verify):
 
 
 @numba.njit(nogil=True, cache=True)
-def scan_lines(buf, lo, hi, final, max_rows, max_bytes, out, out_offsets):
+def scan_lines(buf, lo, hi, final, max_rows, max_bytes, out, out_offsets, one_cr=False):
     """Lines of ``buf[lo:hi]``, split at ``\n``, with every ``\r`` dropped (as
-    TextLineDataset does). With ``final`` the bytes after the last newline are a line
-    too, unless they are only ``\r`` bytes. Stops after ``max_rows`` lines or once
-    ``max_bytes`` are copied. Returns ``(n, pos)``: lines copied and the offset after
-    the last one. One pass: each byte is copied, newlines end a line instead."""
+    TextLineDataset does), or with ``one_cr`` only one ``\r`` at the end of each line
+    (TF1's TextLineReader). With ``final`` the bytes after the last newline are a line
+    too, unless they are only ``\r`` bytes (under ``one_cr``: unless there are none).
+    Stops after ``max_rows`` lines or once ``max_bytes`` are copied. Returns ``(n, pos)``:
+    lines copied and the offset after the last one. One pass: each byte is copied, newlines end a line instead."""
     n = 0
     used = 0
     out_offsets[0] = 0
@@ -126,15 +127,23 @@ def scan_lines(buf, lo, hi, final, max_rows, max_bytes, out, out_offsets):
         c = buf[k]
         k += 1
         if c == 10:
+            if one_cr and used > out_offsets[n] and out[used - 1] == 13:
+                used -= 1
             n += 1
             out_offsets[n] = used
             pos = k
             if n >= max_rows or used >= max_bytes:
                 return n, pos
-        elif c != 13:
+        elif c != 13 or one_cr:
             out[used] = c
             used += 1
-    if final and pos < hi:
+    if final and pos < hi and one_cr:
+        if used > out_offsets[n] and out[used - 1] == 13:
+            used -= 1
+        n += 1
+        out_offsets[n] = used
+        pos = hi
+    elif final and pos < hi:
         # The bytes after the last newline are a line unless they were all \r (dropped):
         # TensorFlow's reader gives no empty last line.
         if used > out_offsets[n]:

@@ -1,0 +1,348 @@
+"""Lowering TF1 queue pipelines onto the Dataset engine.
+
+A queue runner's enqueue op written as in the "Reading data" guide — a reader's
+``read`` of a filename queue, per-record decoding and preprocessing with NumPy and
+nbdata functions, ``enqueue`` into a batching queue — is a per-record function of
+the reader's records. Such an op is lowered: its graph becomes the element
+function ``f(value)`` (or ``f(key, value)``) of a Dataset over the reader's records,
+
+    ReaderRecords(reader, filename queue) -> map(f)
+
+compiled once (the decoder becomes a record kernel, the rest a fused kernel), and
+the runner thread moves whole chunks of rows from it into the batching queue with
+one ``enqueue_many`` each. The reader still takes its work items from the live
+filename queue (epochs, shuffling and closing as before) and its keys are TF1's.
+
+Not lowered (the op then runs record by record, as ``explain`` says): ops that are
+not pure functions of the record (``py_func``, a dequeue, a variable), a reader
+read by several ops, ``enqueue_many`` (its values are batches already, e.g. after
+``read_up_to``: then each run moves a whole batch anyway).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any
+
+import numpy as np
+
+from nbdata.chunks import Chunk, StringColumn
+from nbdata.errors import CancelledError, OutOfRangeError, UnimplementedError
+from nbdata.ops.node import UNKNOWN, Node, arg_field
+from nbdata.ops.runtime import ChunkIter
+from nbdata.spec import TensorSpec, string
+from nbdata.train.graph import Operation, Tensor
+from nbdata.train.session import RunContext
+
+_binding = threading.local()
+
+
+def _leaves(value: Any) -> list:
+    """Leaves of what an op's function returned, in ``flatten`` order (a list counts as
+    a tuple, as for a recorded op's outputs)."""
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return [leaf for v in value for leaf in _leaves(v)]
+    if isinstance(value, tuple):
+        return [leaf for v in value for leaf in _leaves(v)]
+    if isinstance(value, dict):
+        return [leaf for k in sorted(value) for leaf in _leaves(value[k])]
+    return [value]
+
+
+def _subgraph(outputs: list, stop: set) -> tuple[list, list]:
+    """The ops computing ``outputs`` from the tensors whose ids are in ``stop`` (in
+    dependency order) and the ops met that are not pure (which end the walk)."""
+    order, seen, impure = [], set(), []
+    stack = [(t.op, False) for t in reversed(outputs) if id(t) not in stop]
+    while stack:
+        op, expanded = stack.pop()
+        if expanded:
+            order.append(op)
+            continue
+        if id(op) in seen:
+            continue
+        seen.add(id(op))
+        if op.kind != "pure":
+            impure.append(op)
+            continue
+        stack.append((op, True))
+        for t in reversed(op.inputs):
+            if id(t) not in stop and id(t.op) not in seen:
+                stack.append((t.op, False))
+    return order, impure
+
+
+def replay_function(outputs: list, inputs: list, order: list):
+    """``f(*input values) -> tuple of output values``: the ops of ``order`` run on the
+    values (their own functions, so tracing sees the real decoders and NumPy calls)."""
+    ins = [id(t) for t in inputs]
+    outs = [id(t) for t in outputs]
+    steps = [(op.fn, [id(t) for t in op.inputs], [id(t) for t in op.outputs]) for op in order]
+
+    def element_fn(*args):
+        values = dict(zip(ins, args))
+        for fn, arg_ids, out_ids in steps:
+            result = fn(*[values[i] for i in arg_ids])
+            values.update(zip(out_ids, [result] if len(out_ids) == 1 else _leaves(result)))
+        return tuple(values[i] for i in outs)
+    return element_fn
+
+
+class Lowered:
+    """An enqueue op run as a compiled pipeline over a reader's records."""
+
+    def __init__(self, op: Operation, read_op: Operation, order: list):
+        self.op = op
+        self.queue = op.queue
+        self.read_op = read_op
+        self.reader = read_op.reader
+        self.filenames = read_op.queue
+        key, value = read_op.outputs
+        self.keep = bool(getattr(op, "keep", False))   # inputs[0]: enqueue or not
+        self.targets = list(op.inputs)
+        used = {id(t) for o in order for t in o.inputs} | {id(t) for t in self.targets}
+        self.with_key = id(key) in used
+        inputs = [key, value] if self.with_key else [value]
+        fn = replay_function(self.targets, inputs, order)
+        fn.__qualname__ = f"graph_of_{op.name.replace('/', '_')}"
+        self.element_fn = fn
+        self._pipeline = None
+        self._lock = threading.Lock()
+
+    def dataset(self):
+        from nbdata.dataset import Dataset
+        from nbdata.options import Options
+        node = ReaderRecords(source=self, with_key=self.with_key)
+        options = Options()
+        options.fusion_min_rows = 0   # the records come in chunks: fuse from the first one
+        return Dataset(node).map(self.element_fn).with_options(options)
+
+    def pipeline(self):
+        """The compiled pipeline (compiled on first use, once for every session)."""
+        with self._lock:
+            if self._pipeline is None:
+                self._pipeline = self.dataset().compile()
+            return self._pipeline
+
+    def stepper(self, sess):
+        """A callable moving one chunk into the queue in ``sess``; the threads running
+        this op in one session share its records."""
+        shared = sess.resource(("lowered", self), lambda: SharedRecords(self, sess))
+        return shared.step
+
+    def explain(self) -> str:
+        return self.pipeline().explain()
+
+
+class SharedRecords:
+    """The lowered pipeline's chunks in one session, taken by the runner threads in
+    turn (a lock around each take; the enqueue happens outside it)."""
+
+    def __init__(self, lowered: Lowered, sess):
+        self.lowered = lowered
+        self.sess = sess
+        self.lock = threading.Lock()
+        self.it = None
+        self.ended = False
+        self.want = 64
+
+    def step(self) -> None:
+        lowered = self.lowered
+        sess = self.sess
+        run = RunContext(sess, sess.config.operation_timeout_in_ms)
+        with self.lock:
+            if self.ended:
+                raise OutOfRangeError("the reader's input is exhausted", lowered.read_op.name)
+            if self.it is None:
+                reads = RunContext(sess, 0)   # waits for work items are not op timeouts
+                _binding.current = (reads, lowered.reader._state(reads),
+                                    lowered.filenames._state(reads))
+                try:
+                    self.it = lowered.pipeline().open_chunks()
+                finally:
+                    _binding.current = None
+            chunk = self.it.next(self.want)
+            self.want = min(self.want * 2, 4096)
+            if chunk is None:
+                self.ended = True
+                raise OutOfRangeError("the reader's input is exhausted", lowered.read_op.name)
+        columns = [c.to_objects() if isinstance(c, StringColumn) else np.asarray(c)
+                   for c in chunk.columns]
+        n = chunk.n
+        if lowered.keep:
+            mask = columns[0].astype(bool)
+            columns = [c[mask] for c in columns[1:]]
+            n = int(mask.sum())
+            if not n:
+                return
+        lowered.queue._state(run).enqueue_many(run, columns, n)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ReaderRecords(Node):
+    """The records a reader reads from its filename queue, in chunks (keys too when
+    ``with_key``): the source of a lowered queue pipeline."""
+
+    source: Any = arg_field()
+    with_key: bool = arg_field(default=False)
+    op = "reader_records"
+
+    @property
+    def spec(self):
+        record = TensorSpec((), string)
+        return (record, record) if self.with_key else record
+
+    def cardinality(self) -> int:
+        return UNKNOWN
+
+    def describe(self) -> str:
+        r = self.source
+        return f"{type(r.reader).__name__}[{r.reader.name}].read({r.filenames.kind} '{r.filenames.name}')"
+
+    def open(self, ctx):
+        chunks = self.open_chunks(ctx)
+        try:
+            while True:
+                chunk = chunks.next(256)
+                if chunk is None:
+                    return
+                rows = [c.values() for c in chunk.columns]
+                yield from (zip(*rows) if self.with_key else rows[0])
+        finally:
+            chunks.close()
+
+    def open_chunks(self, ctx, state=None):
+        if state is not None:
+            raise UnimplementedError("records read from a TF1 queue have no saveable position")
+        bound = getattr(_binding, "current", None)
+        if bound is None:
+            raise UnimplementedError("a lowered TF1 reader runs only inside a queue runner")
+        return ReaderChunks(*bound, self.with_key)
+
+
+class ReaderChunks(ChunkIter):
+    """Chunks of one reader's records; the end of the input (the filename queue closed
+    and drained) ends them."""
+
+    def __init__(self, run: RunContext, reader, filenames, with_key: bool):
+        self.run, self.reader, self.filenames, self.with_key = run, reader, filenames, with_key
+
+    def next(self, want: int):
+        try:
+            keys, values = self.reader.read_chunk(self.run, self.filenames, max(1, want),
+                                                  self.with_key)
+        except OutOfRangeError:
+            return None
+        if self.with_key:
+            return Chunk([StringColumn.from_values(keys), values], len(values))
+        return Chunk([values], len(values))
+
+    def save(self) -> dict:
+        # Upstream ops note their input's state before each pull; a queue-fed reader has
+        # no position to give back (restoring one raises, see ReaderRecords.open_chunks).
+        return {}
+
+
+# ------------------------------------------------------------------ planning
+
+def lower(op: Operation):
+    """The :class:`Lowered` form of an enqueue op, or why it runs record by record."""
+    if op.type != "QueueEnqueueV2":
+        if op.type == "QueueEnqueueManyV2":
+            return ("enqueue_many: each run enqueues a whole batch of values already "
+                    "(read_up_to, or tensors holding many rows)")
+        return f"{op.type} is not an enqueue"
+    targets = list(op.inputs)
+    order, impure = _subgraph(targets, set())
+    if any(o.type == "SparseToQueue" for o in order):
+        return "a sparse tensor is enqueued (it travels as one Python object per element)"
+    reads = [o for o in impure if o.type == "ReaderReadV2"]
+    others = [o for o in impure if o.type != "ReaderReadV2"]
+    if others:
+        o = others[0]
+        return (f"{o.type} '{o.name}' is not a per-record function of a reader's records "
+                f"(py_func, a dequeue, a variable or a placeholder): the graph runs op by op")
+    if len(reads) != 1:
+        return ("the enqueued values do not come from one reader's read()" if not reads else
+                "the enqueued values combine several reads")
+    read_op = reads[0]
+    readers = [o for o in op.graph.get_operations() if getattr(o, "reader", None) is read_op.reader
+               and o.type in ("ReaderReadV2", "ReaderReadUpToV2")]
+    if len(readers) > 1:
+        return f"reader '{read_op.reader.name}' is read by several ops"
+    stop = {id(t) for t in read_op.outputs}
+    order, _ = _subgraph(targets, stop)
+    return Lowered(op, read_op, order)
+
+
+def explain(tensor) -> str:
+    """How the queues behind ``tensor`` (what a batcher or a dequeue returned) are
+    filled: for each queue runner, the compiled pipeline of a lowered enqueue op, or
+    why it runs record by record.
+
+    >>> import numpy as np, nbdata as nd
+    >>> with nd.Graph().as_default():
+    ...     x = nd.train.range_input_producer(4, shuffle=False).dequeue()
+    ...     b = nd.train.batch([x * 2], 2)
+    ...     print(nd.train.explain(b).splitlines()[0])
+    queue 'batch/fifo_queue' (FIFOQueue, capacity 32) <- QueueRunner with 1 thread(s)
+    """
+    if isinstance(tensor, (list, tuple)):
+        tensor = tensor[0]
+    if isinstance(tensor, dict):
+        tensor = next(iter(tensor.values()))
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"explain: expected a tensor, got {type(tensor).__name__}")
+    lines: list[str] = []
+    seen: set = set()
+    _explain_queue_of(tensor, lines, seen, 0)
+    if not lines:
+        lines.append(f"{tensor.name}: not fed by a queue")
+    return "\n".join(lines)
+
+
+def _explain_queue_of(tensor: Tensor, lines: list, seen: set, depth: int) -> None:
+    order, impure = _subgraph([tensor], set())
+    for op in impure:
+        queue = getattr(op, "queue", None)
+        if queue is None or id(queue) in seen:
+            continue
+        seen.add(id(queue))
+        pad = "  " * depth
+        for runner in queue.runners or [None]:
+            if runner is None:
+                lines.append(f"{pad}queue '{queue.name}' ({queue.kind}, capacity {queue.capacity}) "
+                             "<- no queue runner: filled by the program")
+                continue
+            lines.append(f"{pad}queue '{queue.name}' ({queue.kind}, capacity {queue.capacity}) "
+                         f"<- QueueRunner with {len(runner.enqueue_ops)} thread(s)")
+            for enqueue in dict.fromkeys(runner.enqueue_ops):
+                lowered = runner.lowering(enqueue)
+                if isinstance(lowered, str):
+                    lines.append(f"{pad}  {enqueue.name}: per record, op by op: {lowered}")
+                    for t in enqueue.inputs:
+                        _explain_queue_of(t, lines, seen, depth + 2)
+                else:
+                    lines.append(f"{pad}  {enqueue.name}: lowered onto a compiled pipeline, chunks "
+                                 "of records per enqueue_many:")
+                    lines.extend(f"{pad}    {line}" for line in lowered.explain().splitlines())
+                    _explain_queue_of(lowered.read_op.outputs[1], lines, seen, depth + 2)
+                    lines.append(f"{pad}    reads work items from queue '{lowered.filenames.name}':")
+                    _explain_filenames(lowered.filenames, lines, seen, depth + 3)
+
+
+def _explain_filenames(queue, lines: list, seen: set, depth: int) -> None:
+    if id(queue) in seen:
+        return
+    seen.add(id(queue))
+    pad = "  " * depth
+    for runner in queue.runners:
+        lines.append(f"{pad}queue '{queue.name}' ({queue.kind}, capacity {queue.capacity}) "
+                     f"<- QueueRunner with {len(runner.enqueue_ops)} thread(s) enqueueing "
+                     "whole lists of work items")
+    if not queue.runners:
+        lines.append(f"{pad}queue '{queue.name}' ({queue.kind}) <- filled by the program")
+
+
+__all__ = ["Lowered", "ReaderRecords", "explain", "lower", "replay_function"]

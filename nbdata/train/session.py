@@ -1,0 +1,431 @@
+"""``nd.Session``: runs a TF1 graph — fetches, feeds, per-session resources, closing.
+
+A session owns the runtime side of the graph's stateful objects (queues, readers,
+variables), made on first use, so two sessions over one graph have separate queues,
+as in TF1. ``run`` evaluates the ops the fetches need once each, in dependency
+order: one ``run`` dequeues once per dequeue op and returns values that belong
+together. Blocking ops (a dequeue from an empty queue, an enqueue into a full one)
+wait on the queue; ``close()`` cancels every wait (CancelledError) and never hangs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any, Callable
+
+import numpy as np
+
+from nbdata.errors import (CancelledError, DeadlineExceededError, FailedPreconditionError,
+                           InvalidArgumentError)
+from nbdata.spec import flatten, is_namedtuple
+from nbdata.train.graph import Graph, Operation, Tensor, TensorShape, get_default_graph
+
+
+class ConfigProto:
+    """Session options (the fields of ``tf.ConfigProto`` that matter here).
+
+    Args:
+        operation_timeout_in_ms: a blocking op (dequeue, enqueue, reader read) that waits
+            longer raises DeadlineExceededError; 0 (the default) waits without limit.
+        queue_runner_start_timeout_in_ms: a dequeue that waits this long on a queue whose
+            queue runners were never started in this session raises
+            FailedPreconditionError naming them (an nbdata extension: TF1 would hang);
+            0 turns the check off.
+        lower_queue_pipelines: run lowerable enqueue ops of queue runners as compiled
+            pipelines moving chunks (see ``nbdata/train/lowering.py``); False runs every
+            enqueue op record by record, op by op (the reference path).
+
+    Other ``tf.ConfigProto`` fields (thread pool sizes, device counts) are accepted
+    and have no effect: nbdata's threads are set by ``nd.Options``.
+    """
+
+    def __init__(self, operation_timeout_in_ms: int = 0,
+                 queue_runner_start_timeout_in_ms: int = 10_000,
+                 lower_queue_pipelines: bool = True, **ignored):
+        self.operation_timeout_in_ms = int(operation_timeout_in_ms or 0)
+        self.queue_runner_start_timeout_in_ms = int(queue_runner_start_timeout_in_ms or 0)
+        self.lower_queue_pipelines = bool(lower_queue_pipelines)
+
+
+class RunOptions:
+    """Options of one ``Session.run`` (``tf.RunOptions``): ``timeout_in_ms`` bounds its
+    blocking ops (DeadlineExceededError), overriding the session's timeout."""
+
+    def __init__(self, timeout_in_ms: int = 0, **ignored):
+        self.timeout_in_ms = int(timeout_in_ms or 0)
+
+
+class RunContext:
+    """One ``run`` (or one step of a queue runner thread): the session, the deadline of
+    its blocking ops and the values computed so far."""
+
+    __slots__ = ("session", "deadline", "needed")
+
+    def __init__(self, session: "Session", timeout_ms: int, needed: frozenset | None = None):
+        self.session = session
+        self.deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms > 0 else None
+        self.needed = needed   # ids of the tensors this run uses (None: all)
+
+    def uses(self, tensor) -> bool:
+        """Whether this run needs ``tensor``'s value (an op may skip computing it)."""
+        return self.needed is None or id(tensor) in self.needed
+
+    def wait(self, cond: threading.Condition, ready: Callable[[], bool], what: str,
+             stalled: Callable[[float], None] | None = None) -> None:
+        """Wait on ``cond`` (held by the caller) until ``ready()``. Raises CancelledError
+        when the session closes, DeadlineExceededError past the deadline; ``stalled(s)``
+        is called every half second with the seconds waited so far (it may raise)."""
+        started = time.monotonic()
+        while not ready():
+            if self.session._closed:
+                raise CancelledError(f"{what} was cancelled: the session was closed")
+            timeout = 0.5
+            if self.deadline is not None:
+                left = self.deadline - time.monotonic()
+                if left <= 0:
+                    raise DeadlineExceededError(f"Timed out waiting for notification: {what}")
+                timeout = min(timeout, left)
+            if stalled is not None:
+                stalled(time.monotonic() - started)
+            cond.wait(timeout)
+
+
+# ------------------------------------------------------------ default session
+
+_local = threading.local()
+
+
+def _session_stack() -> list:
+    stack = getattr(_local, "sessions", None)
+    if stack is None:
+        stack = _local.sessions = []
+    return stack
+
+
+def get_default_session() -> "Session | None":
+    """The session made default in this thread (``with sess:`` or
+    ``sess.as_default()``), else None."""
+    stack = _session_stack()
+    return stack[-1] if stack else None
+
+
+def _session_for(session: "Session | None", graph: Graph) -> "Session":
+    session = session or get_default_session()
+    if session is None:
+        raise ValueError("Cannot evaluate tensor using `eval()`: No default session is "
+                         "registered. Use `with sess.as_default()` or pass an explicit "
+                         "session to `eval(session=sess)`")
+    if session.graph is not graph:
+        raise ValueError("Cannot use the given session to evaluate tensor: the tensor's graph "
+                         "is different from the session's graph.")
+    return session
+
+
+# -------------------------------------------------------------------- session
+
+class Session:
+    """Runs the ops of a graph (``tf.Session``).
+
+    Args:
+        target: accepted for TF1 code; nbdata runs in this process.
+        graph: the graph to run (default: the default graph).
+        config: an :class:`ConfigProto`.
+
+    >>> import numpy as np, nbdata as nd
+    >>> g = nd.Graph()
+    >>> with g.as_default():
+    ...     q = nd.FIFOQueue(3, [np.int64], shapes=[[]])
+    ...     init = q.enqueue_many([[1, 2, 3]])
+    ...     x = q.dequeue()
+    >>> with nd.Session(graph=g) as sess:
+    ...     sess.run(init)
+    ...     [int(sess.run(x)) for _ in range(3)]
+    [1, 2, 3]
+    """
+
+    def __init__(self, target: str = "", graph: Graph | None = None, config: ConfigProto | None = None):
+        self.graph = graph if graph is not None else get_default_graph()
+        self.config = config or ConfigProto()
+        self._closed = False
+        self._lock = threading.RLock()
+        self._resources: dict[int, Any] = {}
+        self._plans: dict[tuple, list] = {}
+        self.variables: dict[int, Any] = {}
+        self.started_runners: set[int] = set()
+        self._resource_numbers = 0
+
+    # ---------------------------------------------------------- resources
+    def next_resource_number(self) -> int:
+        """Numbers the session's resources in the order they are made (TF1 names a queue
+        ``_<n>_<op name>`` in messages)."""
+        with self._lock:
+            n = self._resource_numbers
+            self._resource_numbers += 1
+            return n
+
+    def resource(self, owner: Any, factory: Callable[[], Any]) -> Any:
+        """The runtime object of a stateful graph object (a queue, a reader) in this
+        session, made by ``factory()`` on first use."""
+        key = id(owner)
+        entry = self._resources.get(key)
+        if entry is None:
+            with self._lock:
+                entry = self._resources.get(key)
+                if entry is None:
+                    if self._closed:
+                        raise RuntimeError("Attempted to use a closed Session.")
+                    entry = self._resources[key] = (owner, factory())
+        return entry[1]
+
+    # -------------------------------------------------------------- run
+    def run(self, fetches: Any, feed_dict: Mapping | None = None, options: RunOptions | None = None,
+            run_metadata: Any = None) -> Any:
+        """Evaluate ``fetches`` — a tensor, an operation (giving None), a tensor name, or
+        nested lists, tuples, namedtuples and dicts of them — and return values of the
+        same structure. ``feed_dict`` maps tensors or ``nd.placeholder`` objects to
+        values that replace them in this run."""
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed Session.")
+        targets: list = []
+        structure = self._structure(fetches, targets)
+        values = self._execute(targets, feed_dict, options)
+        it = iter(values)
+        return _rebuild(structure, it)
+
+    def make_callable(self, fetches: Any, feed_list: list | None = None) -> Callable:
+        """A function running ``fetches``; its arguments feed ``feed_list`` in order."""
+        feed_list = list(feed_list or [])
+
+        def call(*args):
+            if len(args) != len(feed_list):
+                raise TypeError(f"expected {len(feed_list)} feed values, got {len(args)}")
+            return self.run(fetches, dict(zip(feed_list, args)) if feed_list else None)
+        return call
+
+    def _structure(self, fetches: Any, targets: list) -> Any:
+        from nbdata.placeholder import Placeholder
+        if isinstance(fetches, (Tensor, Operation)):
+            self._check_graph(fetches.graph)
+            targets.append(fetches)
+            return _Slot
+        if isinstance(fetches, Placeholder):
+            targets.append(self.graph.placeholder_tensor(fetches))
+            return _Slot
+        if isinstance(fetches, str):
+            name = fetches
+            target = (self.graph.get_tensor_by_name(name) if ":" in name
+                      else self.graph.get_operation_by_name(name))
+            targets.append(target)
+            return _Slot
+        if isinstance(fetches, Mapping):
+            return type(fetches)((k, self._structure(v, targets)) for k, v in fetches.items()) \
+                if isinstance(fetches, dict) else {k: self._structure(v, targets) for k, v in fetches.items()}
+        if is_namedtuple(fetches):
+            return type(fetches)(*[self._structure(v, targets) for v in fetches])
+        if isinstance(fetches, (list, tuple)):
+            return type(fetches)(self._structure(v, targets) for v in fetches)
+        if fetches is None:
+            raise TypeError("Fetch argument None has invalid type <class 'NoneType'>")
+        raise TypeError(f"Fetch argument {fetches!r} has invalid type {type(fetches)}, must be a "
+                        "string or Tensor. (Can not convert a {type(fetches).__name__} into a "
+                        "Tensor or Operation.)")
+
+    def _check_graph(self, graph: Graph) -> None:
+        if graph is not self.graph:
+            raise ValueError("Fetch is not an element of this session's graph.")
+
+    def _feeds(self, feed_dict: Mapping | None) -> dict:
+        from nbdata.placeholder import Placeholder
+        feeds = {}
+        for key, value in (feed_dict or {}).items():
+            if isinstance(key, Placeholder):
+                tensor = self.graph.placeholder_tensor(key)
+            elif isinstance(key, Tensor):
+                self._check_graph(key.graph)
+                tensor = key
+            elif isinstance(key, str):
+                tensor = self.graph.get_tensor_by_name(key)
+            else:
+                raise TypeError(f"Cannot interpret feed_dict key as Tensor: {key!r}")
+            feeds[id(tensor)] = _fed_value(tensor, value)
+        return feeds
+
+    def _plan(self, targets: list, fed: frozenset) -> "RunPlan":
+        """The ops to run for ``targets`` (dependencies first), fed tensors cut off."""
+        key = (tuple(id(t) for t in targets), fed)
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
+        order, done = [], set()
+        stack = [(t.op if isinstance(t, Tensor) else t, False) for t in reversed(targets)]
+        while stack:
+            op, expanded = stack.pop()
+            if id(op) in done:
+                continue
+            if expanded:
+                done.add(id(op))
+                order.append(op)
+                continue
+            if op.outputs and all(id(t) in fed for t in op.outputs):
+                continue
+            stack.append((op, True))
+            for dep in reversed(op.control_inputs):
+                if id(dep) not in done:
+                    stack.append((dep, False))
+            for t in reversed(op.inputs):
+                if id(t) not in fed and id(t.op) not in done:
+                    stack.append((t.op, False))
+        needed = {id(t) for op in order for t in op.inputs}
+        needed.update(id(t) for t in targets if isinstance(t, Tensor))
+        plan = self._plans[key] = RunPlan(order, frozenset(needed))
+        return plan
+
+    def execute(self, plan: "RunPlan", timeout_ms: int, feeds: dict | None = None) -> dict:
+        """Run the ops of ``plan`` once; returns the values by tensor id."""
+        run = RunContext(self, timeout_ms, plan.needed)
+        values = dict(feeds) if feeds else {}
+        for op in plan.order:
+            values.update(zip(map(id, op.outputs), evaluate(op, run, [values[id(t)] for t in op.inputs])))
+        return values
+
+    def _execute(self, targets: list, feed_dict: Mapping | None, options: RunOptions | None) -> list:
+        feeds = self._feeds(feed_dict)
+        timeout = options.timeout_in_ms if options is not None and options.timeout_in_ms else \
+            self.config.operation_timeout_in_ms
+        values = self.execute(self._plan(targets, frozenset(feeds)), timeout, feeds)
+        return [values[id(t)] if isinstance(t, Tensor) else None for t in targets]
+
+    # ---------------------------------------------------------- lifetime
+    def close(self) -> None:
+        """Close the session: every blocked op of it (in any thread) raises
+        CancelledError, and later ``run`` calls raise RuntimeError."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            resources = [res for _, res in self._resources.values()]
+        for res in resources:
+            cancel = getattr(res, "cancel_all", None)
+            if cancel is not None:
+                cancel()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @contextlib.contextmanager
+    def as_default(self):
+        """Make this the default session (for ``Tensor.eval``, ``Operation.run``,
+        ``start_queue_runners``) within a ``with`` block; it is not closed at the end."""
+        stack = _session_stack()
+        stack.append(self)
+        try:
+            with self.graph.as_default():
+                yield self
+        finally:
+            stack.remove(self)
+
+    def __enter__(self) -> "Session":
+        self._context = self.as_default()
+        self._context.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self._context.__exit__(*exc)
+        finally:
+            self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass
+
+
+class InteractiveSession(Session):
+    """A session that makes itself the default session when made
+    (``tf.InteractiveSession``)."""
+
+    def __init__(self, target: str = "", graph: Graph | None = None, config: ConfigProto | None = None):
+        super().__init__(target, graph, config)
+        _session_stack().append(self)
+
+    def close(self) -> None:
+        super().close()
+        stack = _session_stack()
+        if self in stack:
+            stack.remove(self)
+
+
+class RunPlan:
+    """The ops one kind of ``run`` executes, in order, and the tensors it uses."""
+
+    __slots__ = ("order", "needed")
+
+    def __init__(self, order: list, needed: frozenset):
+        self.order = order
+        self.needed = needed
+
+
+class _Slot:
+    """Marks where a fetched value goes in the fetch structure."""
+
+
+def _rebuild(structure: Any, values) -> Any:
+    if structure is _Slot:
+        return next(values)
+    if isinstance(structure, Mapping):
+        return type(structure)((k, _rebuild(v, values)) for k, v in structure.items())
+    if is_namedtuple(structure):
+        return type(structure)(*[_rebuild(v, values) for v in structure])
+    if isinstance(structure, (list, tuple)):
+        return type(structure)(_rebuild(v, values) for v in structure)
+    return structure
+
+
+def _fed_value(tensor: Tensor, value: Any) -> Any:
+    """A fed value converted to the tensor's dtype and checked against its shape."""
+    from nbdata.spec import cast_leaf, string, to_leaf
+    spec = tensor.spec
+    if spec.dtype is string:
+        leaf = to_leaf(value, f"feed for {tensor.name}")
+    else:
+        arr = np.array(value)   # a copy: the user may change their array after feeding it
+        if arr.dtype != spec.dtype:
+            if not np.can_cast(arr.dtype, spec.dtype, "same_kind") and arr.size:
+                raise InvalidArgumentError(
+                    f"Cannot feed value of dtype {arr.dtype} for Tensor {tensor.name!r}, which "
+                    f"has dtype {spec.dtype}")
+            arr = arr.astype(spec.dtype)
+        leaf = arr[()] if arr.ndim == 0 else arr
+    if spec.shape is not None:
+        shape = np.shape(leaf)
+        if not TensorShape(spec.shape).is_compatible_with(shape):
+            raise ValueError(f"Cannot feed value of shape {shape} for Tensor {tensor.name!r}, "
+                             f"which has shape {TensorShape(spec.shape)}")
+    return cast_leaf(leaf, spec, f"feed for {tensor.name}") if spec.dtype is not string else leaf
+
+
+def evaluate(op: Operation, run: RunContext, inputs: list) -> list:
+    """The output values of ``op`` in ``run`` given its input values."""
+    if op.kind == "pure":
+        if op.checked is None:   # a constant, or an op made with its output spec given
+            return [op.fn(*inputs)]
+        return flatten(op.checked(tuple(inputs)))
+    if op.kind == "placeholder":
+        t = op.outputs[0]
+        raise InvalidArgumentError(
+            f"You must feed a value for placeholder tensor '{op.name}' with dtype "
+            f"{getattr(t.dtype, 'name', t.dtype)} and shape {t.shape}", op.name)
+    if op.fn is None:   # a group of control inputs
+        return []
+    out = op.fn(run, inputs)
+    return [] if out is None else out
+
+
+__all__ = ["ConfigProto", "InteractiveSession", "RunContext", "RunOptions", "Session",
+           "evaluate", "get_default_session"]
