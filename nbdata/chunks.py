@@ -61,7 +61,8 @@ class StringColumn:
         off = self.offsets
         base = int(off[0])
         data = self.data[base:int(off[-1])].tobytes()
-        return [data[int(a) - base:int(b) - base] for a, b in zip(off[:-1], off[1:])]
+        bounds = (off - base).tolist()
+        return [data[a:b] for a, b in zip(bounds, bounds[1:])]
 
     def slice(self, a: int, b: int) -> "StringColumn":
         return StringColumn(self.data, self.offsets[a:b + 1])
@@ -75,9 +76,32 @@ class StringColumn:
         out[:] = self.values()
         return out
 
+    def to_records(self) -> "RecordArray":
+        """The strings as a :class:`RecordArray`: an object array that decoders given it
+        read through this column instead of joining its bytes again."""
+        out = self.to_objects().view(RecordArray)
+        out.column = self
+        return out
+
     @property
     def nbytes(self) -> int:
         return int(self.offsets[-1] - self.offsets[0]) + 8 * len(self.offsets)
+
+
+class RecordArray(np.ndarray):
+    """An object array of ``bytes`` that still knows the :class:`StringColumn` it was
+    made from (``column``; None for any array derived from it, such as a slice, so a
+    view never claims a column it does not match)."""
+
+    column: "StringColumn | None" = None
+
+    def __array_finalize__(self, obj) -> None:
+        self.column = None
+
+
+def string_column_of(values) -> "StringColumn | None":
+    """The column behind a 1-D :class:`RecordArray` of strings, else None."""
+    return values.column if isinstance(values, RecordArray) else None
 
 
 class RowList(list):

@@ -23,7 +23,7 @@ import numba
 import numpy as np
 
 from nbdata.train.graph import graph_function
-from nbdata.chunks import StringColumn
+from nbdata.chunks import StringColumn, string_column_of
 from nbdata.decoding import Decoder, RowError, for_probe, probed
 from nbdata.errors import InvalidArgumentError
 from nbdata.kernels import csv as k
@@ -265,8 +265,9 @@ def _to_float32(value: float, text: bytes) -> np.float32:
 
 def _records(records):
     """(data, offsets, shape) of a record or a batch (any shape) of records."""
-    if isinstance(records, StringColumn):
-        return records.data, records.offsets, (len(records),)
+    column = records if isinstance(records, StringColumn) else string_column_of(records)
+    if column is not None:
+        return column.data, column.offsets, (len(column),)
     if isinstance(records, (bytes, str, np.bytes_)):
         values, shape = [records], ()
     elif isinstance(records, np.ndarray):

@@ -29,7 +29,7 @@ import numba
 import numpy as np
 
 from nbdata.train.graph import graph_function
-from nbdata.chunks import StringColumn
+from nbdata.chunks import StringColumn, string_column_of
 from nbdata.decoding import probed
 from nbdata.compiler.threads import kernel_section
 from nbdata.errors import InvalidArgumentError
@@ -546,8 +546,9 @@ def _record_bytes(x) -> bytes:
 
 def _batch_source(serialized) -> _Source | None:
     """The records of a batch, or None when ``serialized`` is a single record."""
-    if isinstance(serialized, StringColumn):
-        return _Source(serialized.data, serialized.offsets)
+    column = serialized if isinstance(serialized, StringColumn) else string_column_of(serialized)
+    if column is not None:
+        return _Source(column.data, column.offsets)
     if isinstance(serialized, np.ndarray):
         if serialized.ndim == 0:
             return None

@@ -478,7 +478,8 @@ class Tensor(SymbolicOps):
         return _session_for(session, self.graph).run(self, feed_dict=feed_dict)
 
     def consumers(self) -> list:
-        return [op for op in self.graph.get_operations() if self in op.inputs]
+        """The ops that take this tensor as an input."""
+        return [op for op in self.graph.get_operations() if any(t is self for t in op.inputs)]
 
     def __repr__(self) -> str:
         return (f"<nd.Tensor '{self.name}' shape={self.shape} "

@@ -72,7 +72,7 @@ class ReaderBase:
             keys, vals = self._state(run).read_chunk(run, queue._state(run), n,
                                                      run.uses(op.outputs[0]))
             return [_objects(keys) if keys is not None else _objects([b""] * len(vals)),
-                    vals.to_objects()]
+                    vals.to_records()]
         op = Operation(self.graph, "ReaderReadUpToV2", name or f"{self._short}_ReaderReadUpToV2",
                        [count] if count is not None else [], fn,
                        [TensorSpec((None,), string), TensorSpec((None,), string)], kind="stateful")

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from nbdata.chunks import RecordArray
 from nbdata.errors import (CancelledError, DeadlineExceededError, FailedPreconditionError,
                            InvalidArgumentError)
 from nbdata.spec import flatten, is_namedtuple
@@ -296,7 +297,7 @@ class Session:
         timeout = options.timeout_in_ms if options is not None and options.timeout_in_ms else \
             self.config.operation_timeout_in_ms
         values = self.execute(self._plan(targets, frozenset(feeds)), timeout, feeds)
-        return [values[id(t)] if isinstance(t, Tensor) else None for t in targets]
+        return [_fetched(values[id(t)]) if isinstance(t, Tensor) else None for t in targets]
 
     # ---------------------------------------------------------- lifetime
     def close(self) -> None:
@@ -385,6 +386,12 @@ def _rebuild(structure: Any, values) -> Any:
     if isinstance(structure, (list, tuple)):
         return type(structure)(_rebuild(v, values) for v in structure)
     return structure
+
+
+def _fetched(value: Any) -> Any:
+    """A value as ``run`` returns it: plain NumPy (records read by a reader carry their
+    column inside a run, see ``nbdata.chunks.RecordArray``)."""
+    return value.view(np.ndarray) if isinstance(value, RecordArray) else value
 
 
 def _fed_value(tensor: Tensor, value: Any) -> Any:

@@ -7,7 +7,7 @@ import pytest
 
 import nbdata as nd
 
-from equivalence import assert_reference_matches, fused, reference
+from equivalence import assert_reference_matches, fused, fusing, reference
 
 Point = collections.namedtuple("Point", ["x", "y"])
 
@@ -380,3 +380,17 @@ def test_wrong_arity_is_an_error():
     src = nd.Dataset.from_tensor_slices((np.arange(3), np.arange(3)))
     with pytest.raises((TypeError, nd.errors.OpError)):
         list(src.map(lambda x: x))
+
+
+def test_stack_of_scalars_is_lifted_and_matches_numpy():
+    # The TF1 guide's `stack([col1, col2, col3])` after decode_csv: a vector built from
+    # scalars becomes one lifted expression per position, in NumPy's result dtype.
+    a = np.arange(50, dtype=np.float32)
+    b = np.arange(50, dtype=np.int64) * 3
+    for axis in (0, -1):
+        ds = nd.Dataset.from_tensor_slices((a, b)).map(
+            lambda x, y, axis=axis: (np.stack([x, y * 2, x - 1.5], axis=axis), y)).batch(8)
+        got = assert_reference_matches(ds)
+        assert got[0][0].dtype == np.float64 and got[0][0].shape == (8, 3)
+        text = fusing(ds).compile().explain()
+        assert "elementwise, inlined" in text, text
