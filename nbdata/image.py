@@ -12,8 +12,8 @@ import numpy as np
 from numba.core import types
 from numba.extending import overload
 
-from nbdata.train.graph import is_symbolic, record
 from nbdata import random
+from nbdata.train.graph import is_symbolic, record
 
 # Stream ids of the random draws (the ASCII of their names), so that each op
 # draws independent values even when given the same (seed, counter).

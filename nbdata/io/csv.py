@@ -22,12 +22,12 @@ from typing import Any
 import numba
 import numpy as np
 
-from nbdata.train.graph import graph_function
 from nbdata.chunks import StringColumn, string_column_of
 from nbdata.decoding import Decoder, RowError, for_probe, probed
 from nbdata.errors import InvalidArgumentError
 from nbdata.kernels import csv as k
 from nbdata.spec import TensorSpec, as_dtype, string
+from nbdata.train.graph import graph_function
 
 _KINDS = {np.dtype(np.int32): k.KIND_INT32, np.dtype(np.int64): k.KIND_INT64,
           np.dtype(np.float32): k.KIND_FLOAT32, np.dtype(np.float64): k.KIND_FLOAT64}

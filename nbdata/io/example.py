@@ -28,7 +28,6 @@ from typing import Any, NamedTuple
 import numba
 import numpy as np
 
-from nbdata.train.graph import graph_function
 from nbdata.chunks import StringColumn, string_column_of
 from nbdata.decoding import probed
 from nbdata.compiler.threads import kernel_section
@@ -36,6 +35,7 @@ from nbdata.errors import InvalidArgumentError
 from nbdata.kernels import protobuf as pb
 from nbdata.sparse import SparseTensor
 from nbdata.spec import as_dtype, string
+from nbdata.train.graph import graph_function
 
 __all__ = ["ExamplePlan", "FixedLenFeature", "VarLenFeature", "encode_example",
            "parse_example", "parse_single_example"]

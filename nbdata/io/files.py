@@ -335,8 +335,10 @@ class TFRecordReader(FormatReader):
                     return StringColumn(out[:offsets[n]], offsets[:n + 1])
                 if status == BAD_LENGTH_CRC:
                     w.lo = w.hi  # the rest of the file cannot be framed
-                    raise DataLossError(f"{self.path}: corrupted record at {w.base + pos} "
-                                        "(the length's CRC32C does not match)", self.op)
+                    at = w.base + pos
+                    why = ("Is this even a TFRecord file?" if at == 0   # TensorFlow's words
+                           else "the length's CRC32C does not match")
+                    raise DataLossError(f"{self.path}: corrupted record at {at} ({why})", self.op)
                 if status == BAD_DATA_CRC:
                     w.lo = w.hi
                     raise DataLossError(f"{self.path}: corrupted record at {w.base + pos + FRAME_HEADER} "

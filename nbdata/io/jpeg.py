@@ -24,11 +24,11 @@ from typing import Any
 import numba
 import numpy as np
 
-from nbdata.train.graph import graph_function
 from nbdata.chunks import RowList, StringColumn
 from nbdata.decoding import Decoder, RowError, for_probe, probed
 from nbdata.errors import InvalidArgumentError, UnimplementedError
 from nbdata.spec import TensorSpec
+from nbdata.train.graph import graph_function
 
 EXTRA = "pip install 'nbdata[image]'"
 _DCT_METHODS = ("", "INTEGER_FAST", "INTEGER_ACCURATE")

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from nbdata.train.graph import graph_function
 from nbdata.chunks import StringColumn
 from nbdata.decoding import Decoder, RowError, for_probe, probed
 from nbdata.errors import InvalidArgumentError
 from nbdata.spec import TensorSpec, as_dtype, string
+from nbdata.train.graph import graph_function
 
 _TF_NAMES = {"float16": "half", "float32": "float", "float64": "double"}
 

@@ -55,18 +55,17 @@ class Coordinator:
         return (type(ex), ex, ex.__traceback__)
 
     def request_stop(self, ex=None) -> None:
-        """Ask the threads to stop; ``ex`` (an exception or an ``exc_info`` tuple) is
-        recorded if it is the first one and not a clean-stop type."""
+        """Ask the threads to stop. ``ex`` (an exception or an ``exc_info`` tuple) is
+        recorded for ``join`` when it is the first stop request and not a clean-stop
+        type; after ``join`` it is raised at once (nothing would report it)."""
         with self._lock:
             info = self._filter_exception(ex) if ex is not None else None
-            if self._joined:
+            if self._joined and info is not None:
+                raise info[1].with_traceback(info[2])
+            if not self._stop_event.is_set():
                 if info is not None and self._exc_info_to_raise is None:
-                    # A thread failing after join(): raise now so it is not lost.
-                    raise info[1].with_traceback(info[2])
-                return
-            if info is not None and self._exc_info_to_raise is None:
-                self._exc_info_to_raise = info
-            self._stop_event.set()
+                    self._exc_info_to_raise = info
+                self._stop_event.set()
 
     def clear_stop(self) -> None:
         """Clear the stop request (and the recorded exception): the coordinator can be

@@ -418,6 +418,24 @@ for _name, _ufunc in _UNARY_OPS.items():
     setattr(SymbolicOps, f"__{_name}__", _unary_method(_ufunc))
 
 
+def _array_method(name: str):
+    function = getattr(np, name)
+
+    def method(self, *args, **kwargs):
+        return record(function, (self,) + args, kwargs, name)
+    method.__name__ = name
+    method.__doc__ = f"``np.{name}`` of the tensor, recorded as an op."
+    return method
+
+
+# ndarray methods that are NumPy functions of the array (``t.sum(axis=0)``, ``t.T``).
+for _name in ("sum", "mean", "max", "min", "prod", "std", "var", "any", "all", "argmax",
+              "argmin", "cumsum", "cumprod", "transpose", "ravel", "squeeze", "clip", "round"):
+    setattr(SymbolicOps, _name, _array_method(_name))
+SymbolicOps.T = property(_array_method("transpose"))
+SymbolicOps.flatten = _array_method("ravel")
+
+
 class Tensor(SymbolicOps):
     """A symbolic value: output ``value_index`` of ``op`` (``tf.Tensor`` in a graph).
 
@@ -588,10 +606,44 @@ def record(fn: Callable, args: tuple, kwargs: dict, op_type: str, name: str | No
         return fn(*_substitute(args, bound), **_substitute(kwargs, bound))
     call.__qualname__ = getattr(fn, "__name__", op_type)
     specs = [t.spec for t in tensors]
-    out_spec, traced = trace_op(call, specs, op_type)
+    returned = []
+
+    def probe(*values):   # notes what kind of structure the function returns
+        out = fn(*_substitute(args, dict(zip(keys, values))),
+                 **_substitute(kwargs, dict(zip(keys, values))))
+        returned.append(type(out))
+        return out
+    probe.__qualname__ = call.__qualname__
+    known = _known_spec(fn, args, kwargs, tensors)
+    if known is not None:
+        from nbdata.ops.function import UserFunction
+        out_spec, traced = known, UserFunction(call, op_type, tuple(specs), output_spec=known)
+    else:
+        out_spec, traced = trace_op(probe, specs, op_type)
+    traced.fn = call
     op = Operation(graph, op_type, name, tensors, call, flatten(out_spec))
     op.checked = traced
-    return pack_as(out_spec, op.outputs)
+    outputs = pack_as(out_spec, op.outputs)
+    # A list returned at the top (decode_csv's columns) stays a list, as in TF1.
+    return list(outputs) if returned and returned[0] is list else outputs
+
+
+def _known_spec(fn: Callable, args: tuple, kwargs: dict, tensors: list):
+    """The output spec of calls whose result shape sample values cannot show: a reshape
+    of a tensor with unknown dims to a given shape (``np.reshape(decode_raw(r), (4,))``)
+    has that shape, a -1 dim unknown; None for everything else (traced)."""
+    if fn is not np.reshape or not args or not isinstance(args[0], Tensor) or len(tensors) != 1:
+        return None
+    x = args[0]
+    if x.shape.is_fully_defined() or isinstance(x.spec, TensorSpec) is False:
+        return None
+    shape = args[1] if len(args) > 1 else kwargs.get("newshape", kwargs.get("shape"))
+    if is_symbolic(shape) or shape is None:
+        return None
+    dims = (int(shape),) if np.ndim(shape) == 0 else tuple(int(d) for d in shape)
+    if sum(d == -1 for d in dims) > 1 or any(d < -1 for d in dims):
+        return None
+    return TensorSpec(tuple(None if d == -1 else d for d in dims), x.dtype)
 
 
 def _graph_of(leaves: list) -> Graph:

@@ -38,10 +38,10 @@ def match_filenames_once(pattern, name: str | None = None) -> Tensor:
         out = np.empty(len(names), object)
         out[:] = [os.fsencode(f) for f in names]
         return [out]
-    with graph.name_scope(name or "matching_filenames"):
-        found = Operation(graph, "MatchingFiles", "MatchingFiles", [], find,
-                          [TensorSpec((None,), string)], kind="stateful").outputs[0]
-        var = Variable(found, name="matching_filenames", collections=[GraphKeys.LOCAL_VARIABLES])
+    found = Operation(graph, "MatchingFiles", "MatchingFiles", [], find,
+                      [TensorSpec(None, string)], kind="stateful").outputs[0]
+    var = Variable(found, name=name or "matching_filenames",
+                   collections=[GraphKeys.LOCAL_VARIABLES])
     return var.value()
 
 
@@ -92,10 +92,11 @@ def input_producer(input_tensor, element_shape=None, num_epochs: int | None = No
                    summary_name=None, name: str | None = None, cancel_op=None) -> FIFOQueue:
     """A queue filled with the rows of ``input_tensor``, ``num_epochs`` times (forever
     when None), each epoch reshuffled when ``shuffle`` (``tf.train.input_producer``).
-    A QueueRunner filling it is added to the graph."""
+    A QueueRunner filling it is added to the graph; ``cancel_op`` replaces its default
+    cancel op. ``summary_name`` names TF1's TensorBoard summary of how full the queue
+    is; nbdata writes no summaries, so it only documents the call."""
     graph = get_default_graph()
-    scope_name = name or "input_producer"
-    with graph.name_scope(scope_name) as scope:
+    with graph.name_scope(name or "input_producer") as scope:
         input_tensor = as_tensor(input_tensor)
         shape = input_tensor.shape
         element = shape[1:] if shape.dims is not None else TensorShape(None)
@@ -107,12 +108,13 @@ def input_producer(input_tensor, element_shape=None, num_epochs: int | None = No
         if shuffle:
             input_tensor = _shuffled(input_tensor, seed)
         input_tensor = limit_epochs(input_tensor, num_epochs)
-    # The queue takes the scope's name, as in TF1 ('input_producer').
-    queue = FIFOQueue(capacity, [input_tensor.dtype], shapes=[element], shared_name=shared_name,
-                      name=scope)
-    with graph.name_scope(scope):
+        # Named by the caller's scope ('input_producer' for string_input_producer), else
+        # 'input_producer/FIFOQueueV2', as in TF1.
+        queue = FIFOQueue(capacity, [input_tensor.dtype], shapes=[element],
+                          shared_name=shared_name, name=name if name else "FIFOQueueV2")
         enqueue = queue.enqueue_many([input_tensor])
-    add_queue_runner(QueueRunner(queue, [enqueue], cancel_op=cancel_op))
+    add_queue_runner(QueueRunner(queue, [enqueue], cancel_op=cancel_op,
+                                 queue_closed_exception_types=(OutOfRangeError,)))
     return queue
 
 
@@ -134,34 +136,40 @@ def string_input_producer(string_tensor, num_epochs: int | None = None, shuffle:
     ...         coord.request_stop(); coord.join(threads)
     [b'a', b'b', b'a', b'b']
     """
-    if not isinstance(string_tensor, Tensor) and not is_symbolic(string_tensor):
-        values = np.asarray(string_tensor, dtype=object) if not isinstance(string_tensor, np.ndarray) \
-            else string_tensor
-        if values.size == 0:
-            raise ValueError("string_input_producer requires a non-null input tensor")
-        string_tensor = constant(list(values.reshape(-1)), dtype=string)
-    tensor = as_tensor(string_tensor)
-    if tensor.dtype is not string:
-        raise TypeError(f"string_input_producer expects a string tensor, got "
-                        f"{getattr(tensor.dtype, 'name', tensor.dtype)}")
+    with name_scope(name or "input_producer") as scope:
+        if not isinstance(string_tensor, Tensor) and not is_symbolic(string_tensor):
+            values = list(np.asarray(string_tensor, dtype=object).reshape(-1))
+            if not values:
+                raise ValueError("string_input_producer requires a non-null input tensor")
+            for v in values:
+                if not isinstance(v, (bytes, str)):
+                    raise TypeError(f"Expected string, but got {v!r} of type '{type(v).__name__}'.")
+            string_tensor = constant(values, dtype=string)
+        tensor = as_tensor(string_tensor)
+        if tensor.dtype is not string:
+            raise TypeError(f"Expected string, but got {tensor.name} of dtype "
+                            f"{getattr(tensor.dtype, 'name', tensor.dtype)}.")
 
-    def not_empty(value):
-        if len(value) == 0:
-            raise InvalidArgumentError("string_input_producer requires a non-null input tensor")
-        return value
-    tensor = record(not_empty, (tensor,), {}, "Assert")
-    return input_producer(tensor, [], num_epochs, shuffle, seed, capacity, shared_name,
-                          "fraction_of_%d_full" % capacity, name or "input_producer", cancel_op)
+        def not_empty(value):
+            if len(value) == 0:
+                raise InvalidArgumentError("assertion failed: [string_input_producer requires a "
+                                           "non-null input tensor]")
+            return value
+        tensor = Operation(tensor.graph, "Assert", "Assert", [tensor], not_empty,
+                           [tensor.spec]).outputs[0]
+        return input_producer(tensor, [], num_epochs, shuffle, seed, capacity, shared_name,
+                              "fraction_of_%d_full" % capacity, scope, cancel_op)
 
 
 def range_input_producer(limit: int, num_epochs: int | None = None, shuffle: bool = True, seed=None,
                          capacity: int = 32, shared_name=None, name: str | None = None) -> FIFOQueue:
     """A queue of the int32 integers ``0 .. limit - 1``, ``num_epochs`` times over
     (``tf.train.range_input_producer``)."""
-    values = record(lambda n: np.arange(n, dtype=np.int32), (as_tensor(limit),), {}, "range") \
-        if is_symbolic(limit) else constant(np.arange(int(limit), dtype=np.int32))
-    return input_producer(values, [], num_epochs, shuffle, seed, capacity, shared_name,
-                          None, name or "input_producer")
+    with name_scope(name or "input_producer") as scope:
+        values = record(lambda n: np.arange(n, dtype=np.int32), (as_tensor(limit),), {}, "range") \
+            if is_symbolic(limit) else constant(np.arange(int(limit), dtype=np.int32))
+        return input_producer(values, [], num_epochs, shuffle, seed, capacity, shared_name,
+                              None, scope)
 
 
 def slice_input_producer(tensor_list, num_epochs: int | None = None, shuffle: bool = True,
@@ -173,12 +181,10 @@ def slice_input_producer(tensor_list, num_epochs: int | None = None, shuffle: bo
     if not tensors:
         raise ValueError("Expected at least one tensor in slice_input_producer().")
     with name_scope(name or "input_producer"):
-        sizes = {t.shape[0] for t in tensors if t.shape.dims is not None}
-        sizes.discard(None)
-        if len(sizes) > 1:
-            raise ValueError(f"Dimensions must be equal: the tensors have {sorted(sizes)} rows")
-        if sizes:
-            limit = sizes.pop()
+        # The first tensor's rows, as in TF1 (a shorter tensor fails when its row is read).
+        first = tensors[0].shape
+        if first.dims and first.dims[0] is not None:
+            limit = first.dims[0]
         else:
             limit = record(lambda t: np.int32(len(t)), (tensors[0],), {}, "Shape")
         queue = range_input_producer(limit, num_epochs, shuffle, seed, capacity, shared_name)
@@ -328,10 +334,8 @@ def _enqueue_op(queue, tensor_list: list, enqueue_many: bool, keep) -> Operation
                                  f"{keep.shape[0]} for keep_input and the batched tensors")
         tensor_list = list(record(select, (keep, *tensor_list), {}, "DynamicPartition"))
         keep = True
-    if enqueue_many:
-        return queue.enqueue_many(tensor_list)
-    op = queue.enqueue(tensor_list)
-    if isinstance(keep, Tensor):
+    op = queue.enqueue_many(tensor_list) if enqueue_many else queue.enqueue(tensor_list)
+    if isinstance(keep, Tensor):   # a scalar: enqueue the element (or the batch) or not
         inner = op.fn
 
         def maybe(run, values):

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from nbdata.chunks import Chunk, StringColumn
-from nbdata.errors import CancelledError, OutOfRangeError, UnimplementedError
+from nbdata.errors import OpError, OutOfRangeError, UnimplementedError
 from nbdata.ops.node import UNKNOWN, Node, arg_field
 from nbdata.ops.runtime import ChunkIter
 from nbdata.spec import TensorSpec, string
@@ -110,19 +110,27 @@ class Lowered:
         self._pipeline = None
         self._lock = threading.Lock()
 
-    def dataset(self):
+    def dataset(self, traced: bool = True):
+        """The Dataset; the map's output spec is traced (so that decoders become record
+        kernels), or with ``traced=False`` the specs the graph gives the enqueued tensors
+        (for functions that sample records cannot trace, e.g. a reshape of a decoded
+        record whose length only real records have)."""
         from nbdata.dataset import Dataset
         from nbdata.options import Options
         node = ReaderRecords(source=self, with_key=self.with_key)
         options = Options()
         options.fusion_min_rows = 0   # the records come in chunks: fuse from the first one
-        return Dataset(node).map(self.element_fn).with_options(options)
+        signature = None if traced else tuple(t.spec for t in self.targets)
+        return Dataset(node).map(self.element_fn, output_signature=signature).with_options(options)
 
     def pipeline(self):
         """The compiled pipeline (compiled on first use, once for every session)."""
         with self._lock:
             if self._pipeline is None:
-                self._pipeline = self.dataset().compile()
+                try:
+                    self._pipeline = self.dataset().compile()
+                except OpError:
+                    self._pipeline = self.dataset(traced=False).compile()
             return self._pipeline
 
     def stepper(self, sess):
@@ -231,7 +239,7 @@ class ReaderChunks(ChunkIter):
     def next(self, want: int):
         try:
             keys, values = self.reader.read_chunk(self.run, self.filenames, max(1, want),
-                                                  self.with_key)
+                                                  self.with_key, partial=True)
         except OutOfRangeError:
             return None
         if self.with_key:
@@ -273,7 +281,12 @@ def lower(op: Operation):
         return f"reader '{read_op.reader.name}' is read by several ops"
     stop = {id(t) for t in read_op.outputs}
     order, _ = _subgraph(targets, stop)
-    return Lowered(op, read_op, order)
+    lowered = Lowered(op, read_op, order)
+    try:
+        lowered.pipeline()
+    except Exception as e:  # noqa: BLE001 - the graph still runs, op by op
+        return f"compiling it as a pipeline failed ({type(e).__name__}: {e})"
+    return lowered
 
 
 def explain(tensor) -> str:

@@ -12,10 +12,11 @@ from nbdata.errors import (InvalidArgumentError, OpError, OutOfRangeError, Resou
 from nbdata.spec import TensorSpec, as_dtype, string, to_leaf
 from nbdata.train.graph import Operation, as_tensor, get_default_graph
 
-# The nd.errors class a Python exception raised by the function becomes (as TF1 maps them).
-_ERRORS = ((StopIteration, OutOfRangeError), (IndexError, OutOfRangeError),
-           (ValueError, InvalidArgumentError), (TypeError, InvalidArgumentError),
-           (NotImplementedError, UnimplementedError), (MemoryError, ResourceExhaustedError))
+# The nd.errors class a Python exception raised by the function becomes (as TF1 maps
+# them); any other exception, an nd.errors one included, becomes UnknownError.
+_ERRORS = ((StopIteration, OutOfRangeError), (ValueError, InvalidArgumentError),
+           (TypeError, InvalidArgumentError), (NotImplementedError, UnimplementedError),
+           (MemoryError, ResourceExhaustedError))
 
 
 def _convert(value: Any, dtype, k: int, name: str) -> Any:
@@ -53,11 +54,10 @@ def py_func(func: Callable, inp, Tout, stateful: bool = True, name: str | None =
     def fn(run, values):
         try:
             out = func(*values)
-        except OpError:
-            raise
         except Exception as e:  # noqa: BLE001 - mapped to nd.errors like TF1
-            cls = next((c for t, c in _ERRORS if isinstance(e, t)), UnknownError)
-            raise cls(f"{label}: {type(e).__name__}: {e}", label) from e
+            cls = next((c for t, c in _ERRORS if isinstance(e, t) and not isinstance(e, OpError)),
+                       UnknownError)
+            raise cls(f"{type(e).__name__}: {e}", label) from e
         outs = [out] if single else list(out) if isinstance(out, (list, tuple)) else [out]
         if len(outs) != len(touts):
             raise InvalidArgumentError(f"{label}: the function returned {len(outs)} values, "

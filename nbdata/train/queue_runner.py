@@ -139,7 +139,7 @@ class QueueRunner:
                    for op in self.enqueue_ops]
         if coord is not None:
             threads.append(threading.Thread(target=self._close_on_stop, args=(sess, coord),
-                                            daemon=daemon, name=f"QueueRunnerThread-{self.name}-close"))
+                                            daemon=daemon, name=f"QueueRunnerThread-{self.name}-close_on_stop"))
         for t in threads:
             if coord is not None:
                 coord.register_thread(t)

@@ -57,7 +57,8 @@ class QueueBase:
             if not self._pads and not all(s.is_fully_defined() for s in self.shapes):
                 raise ValueError(f"All shapes must be fully defined: {self.shapes}")
         else:
-            self.shapes = None
+            self.shapes = [TensorShape(None) for _ in self.dtypes]
+        self._shaped = shapes is not None
         if names is not None:
             names = list(names) if isinstance(names, (list, tuple)) else [names]
             if len(names) != len(self.dtypes):
@@ -75,9 +76,11 @@ class QueueBase:
 
     # ------------------------------------------------------------ specs
     def _component_shape(self, k: int):
-        return None if self.shapes is None else self.shapes[k].dims
+        return self.shapes[k].dims
 
     def _state(self, run) -> "QueueState":
+        if self.shared_name:
+            return run.session.resource(self, lambda: _shared_state(self, run.session))
         return run.session.resource(self, lambda: QueueState(self, run.session))
 
     def _values(self, vals: Any, many: bool) -> list:
@@ -93,14 +96,13 @@ class QueueBase:
             raise ValueError("Queue must have names to enqueue a dictionary")
         elif not isinstance(vals, (list, tuple)):
             vals = [vals]
-        if len(vals) != len(self.dtypes):
-            raise ValueError(f"Expected {len(self.dtypes)} values to enqueue, got {len(vals)}")
         tensors = []
+        # As in TF1, extra values are dropped (zip) and missing ones fail when run.
         for k, (v, dt) in enumerate(zip(vals, self.dtypes)):
             t = v if isinstance(v, Tensor) else (as_tensor(v) if not _is_value(v) else
-                                                 constant(v, dtype=dt))
+                                                 constant(_python_value(v, dt), dtype=dt))
             if t.dtype != dt:
-                raise TypeError(f"Expected {dtype_name(dt)}, but got {v!r} of dtype "
+                raise TypeError(f"Expected {dtype_name(dt)}, but got {t.name} of dtype "
                                 f"{dtype_name(t.dtype)} (component {k} of an enqueue to "
                                 f"{self.kind} '{self.name}')")
             shape = self._component_shape(k)
@@ -114,6 +116,13 @@ class QueueBase:
             tensors.append(t)
         return tensors
 
+    def _signature(self, values: list) -> None:
+        if len(values) != len(self.dtypes):
+            have = ", ".join(["resource"] + [dtype_name(self.dtypes[k]) for k in range(len(values))])
+            want = ", ".join(["resource"] + [dtype_name(d) for d in self.dtypes])
+            raise InvalidArgumentError(f"Signature mismatch, have: {have}-> expected: {want}->",
+                                       self.name)
+
     def _outputs(self, tensors: list) -> Any:
         if self.names is not None:
             return dict(zip(self.names, tensors))
@@ -125,6 +134,7 @@ class QueueBase:
         tensors = self._values(vals, many=False)
 
         def fn(run, values):
+            self._signature(values)
             self._state(run).enqueue_many(run, [_one_row(v) for v in values], 1, many=False)
         op = Operation(self.graph, "QueueEnqueueV2", name or f"{self._short}_enqueue", tensors,
                        fn, [], kind="stateful")
@@ -137,6 +147,7 @@ class QueueBase:
         tensors = self._values(vals, many=True)
 
         def fn(run, values):
+            self._signature(values)
             columns = [_as_column(v) for v in values]
             n = len(columns[0])
             if any(len(c) != n for c in columns):
@@ -173,6 +184,8 @@ class QueueBase:
         return self._dequeue_n(n, True, name)
 
     def _dequeue_n(self, n, up_to: bool, name) -> Any:
+        if not isinstance(n, Tensor) and not _is_value(n):
+            n = as_tensor(n)
         count = _static_count(n)
         first = None if up_to or count is None else count
         specs = []
@@ -182,7 +195,7 @@ class QueueBase:
         count_tensor = n if isinstance(n, Tensor) else None
 
         def fn(run, values):
-            if self.shapes is None:
+            if not self._shaped:
                 raise InvalidArgumentError(f"{self.kind}'s DequeueMany and DequeueUpTo require the "
                                            "components to have specified shapes.", self.name)
             want = int(values[0]) if count_tensor is not None else count
@@ -230,7 +243,8 @@ class FIFOQueue(QueueBase):
         dtypes: the dtype of each component.
         shapes: the shape of each component (required for dequeue_many).
         names: component names; enqueue then takes a dict and dequeue gives one.
-        shared_name, name: accepted as in TF1 (``name`` names the ops).
+        shared_name: when given, every session uses the same queue under this name.
+        name: the queue's name (its ops' names start with it).
 
     >>> import numpy as np, nbdata as nd
     >>> with nd.Graph().as_default():
@@ -318,8 +332,28 @@ def _is_value(v) -> bool:
     return not isinstance(v, (Tensor, Placeholder))
 
 
+def _python_value(value: Any, dtype) -> Any:
+    """A Python or NumPy value enqueued as ``dtype``: TF1's conversion rules (a float
+    does not become an integer, a number does not become a string, nor the reverse)."""
+    if dtype is string:
+        arr = np.asarray(value, dtype=object) if not isinstance(value, (bytes, str)) else None
+        if arr is not None and arr.size and not all(isinstance(v, (bytes, str)) for v in arr.reshape(-1)):
+            raise TypeError(f"Expected string, but got {value!r} of type '{type(value).__name__}'.")
+        return value
+    arr = np.asarray(value)
+    kind = arr.dtype.kind
+    if kind in "OSU" or (kind in "fc" and dtype.kind in "biu") or (kind == "c" and dtype.kind == "f"):
+        raise TypeError(f"Expected {dtype_name(dtype)}, but got {value!r} of type "
+                        f"'{type(value).__name__}'.")
+    if kind in "iu" and dtype.kind in "iu" and arr.size and not np.array_equal(arr.astype(dtype), arr):
+        raise ValueError(f"Can't convert Python value {value!r} to {dtype_name(dtype)}: out of range.")
+    return value
+
+
 def _static_count(n) -> int | None:
     if isinstance(n, Tensor):
+        if n.op.type == "Const":
+            return _static_count(n.op.fn())
         return None
     n = int(n)
     if n < 0:
@@ -345,6 +379,32 @@ def _as_column(value: Any) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ runtime
+
+_shared: dict = {}
+_shared_lock = threading.Lock()
+
+
+def _shared_state(qdef: QueueBase, session) -> "QueueState":
+    """The queue state every session shares under ``qdef.shared_name`` (made by the first
+    session that uses it); a queue of another kind, dtypes, shapes or capacity under the
+    same name is an error, as in TF1."""
+    with _shared_lock:
+        state = _shared.get(qdef.shared_name)
+        if state is None:
+            state = _shared[qdef.shared_name] = QueueState(qdef, session)
+            return state
+    other = state.qdef
+    same = (other.kind == qdef.kind and other.dtypes == qdef.dtypes
+            and other.capacity == qdef.capacity
+            and [getattr(x, "dims", None) for x in other.shapes or []] ==
+            [getattr(x, "dims", None) for x in qdef.shapes or []])
+    if not same:
+        raise InvalidArgumentError(
+            f"Shared queue '{qdef.shared_name}' has a different kind, dtypes, shapes or capacity "
+            f"({other.kind} of {[dtype_name(d) for d in other.dtypes]}, capacity {other.capacity}) "
+            f"than {qdef.kind} '{qdef.name}' requests", qdef.name)
+    return state
+
 
 class QueueState:
     """A queue in one session: the elements and the locking around them. Messages name
@@ -434,26 +494,40 @@ class QueueState:
 
     # ------------------------------------------------------------- dequeue
     def dequeue_many(self, run, n: int, up_to: bool, single: bool = False) -> list:
+        """Dequeue ``n`` elements (columns of ``n`` rows). As in TF1, a dequeue that waits
+        takes elements as they arrive (later dequeues do not overtake it); when the queue
+        closes before it has ``n`` it puts them back and raises OutOfRangeError, or with
+        ``up_to`` returns what it has."""
         q = self.qdef
-        floor = self.floor
         kind = self.plain_kind if single else q.kind
+        parts: list = []
+        got = 0
         with self.cond:
-            def ready():
-                return self.closed or n == 0 or self.size >= n + floor
-            if not ready():
-                run.wait(self.cond, ready, f"dequeue from {q.kind} {self.label}", self._stalled)
-            take = n
-            if self.size < n:   # only a closed queue gets here
-                if up_to and self.size > 0:
-                    take = self.size
+            while True:
+                need = n - got
+                if self.closed:
+                    if self.size >= need:
+                        take = need
+                    elif up_to and got + self.size > 0:
+                        take = self.size
+                    else:
+                        if parts:
+                            self.store.put_front(self.store.join(parts), got)
+                            self.size += got
+                        raise OutOfRangeError(
+                            f"{kind} {self.label} is closed and has insufficient elements "
+                            f"(requested {need}, current size {self.size - got})", q.name)
                 else:
-                    raise OutOfRangeError(
-                        f"{kind} {self.label} is closed and has insufficient elements "
-                        f"(requested {n}, current size {self.size})", q.name)
-            cols = self.store.take(take)
-            self.size -= take
-            self.cond.notify_all()
-            return cols
+                    take = min(need, self.size - self.floor)
+                if take > 0 or (need == 0 and not parts):
+                    parts.append(self.store.take(take))
+                    self.size -= take
+                    got += take
+                    self.cond.notify_all()
+                if got == n or (self.closed and up_to):
+                    return parts[0] if len(parts) == 1 else self.store.join(parts)
+                run.wait(self.cond, lambda: self.closed or self.size > self.floor,
+                         f"dequeue from {q.kind} {self.label}", self._stalled)
 
     # --------------------------------------------------------------- close
     def close(self, run, cancel_pending_enqueues: bool) -> None:
@@ -507,6 +581,14 @@ class BlockStore:
                              object if dt is string else dt) for k, dt in enumerate(self.qdef.dtypes)]
         if len(pieces) == 1:
             return pieces[0]
+        return self.join(pieces)
+
+    def put_front(self, columns: list, m: int) -> None:
+        """Put rows taken by an unfinished dequeue back at the head of the queue."""
+        self.blocks.appendleft([columns, 0, m])
+
+    def join(self, pieces: list) -> list:
+        """One list of columns from several taken in turn."""
         return [self._join([p[k] for p in pieces], k) for k in range(len(self.qdef.dtypes))]
 
     def _join(self, parts: list, k: int) -> np.ndarray:
@@ -579,10 +661,17 @@ class ShuffleStore:
         self.order[self.length:self.length + m] = slots
         self.length += m
 
+    def put_front(self, columns: list, m: int) -> None:
+        self.put(columns, m)   # no order to keep
+
+    def join(self, pieces: list) -> list:
+        return [np.concatenate([p[k] for p in pieces]) for k in range(len(self.qdef.dtypes))]
+
     def take(self, n: int) -> list:
         if n == 0:
             return [c[:0].copy() for c in self.columns] if self.columns is not None else [
-                np.empty((0,), object if dt is string else dt) for dt in self.qdef.dtypes]
+                np.empty((0,) + tuple(self.qdef._component_shape(k) or ()),
+                         object if dt is string else dt) for k, dt in enumerate(self.qdef.dtypes)]
         src = drain_plan(self.key, np.uint64(self.draws), n, self.order, self.length)
         self.draws += n
         self.length -= n

@@ -21,7 +21,7 @@ from nbdata.chunks import StringColumn
 from nbdata.errors import InvalidArgumentError, OpError, OutOfRangeError, UnimplementedError
 from nbdata.io import files
 from nbdata.spec import TensorSpec, string
-from nbdata.train.graph import Operation, Tensor, as_tensor, get_default_graph
+from nbdata.train.graph import Operation, Tensor, get_default_graph
 from nbdata.train.queues import QueueBase
 
 _CHUNK = 1024   # records read from a file at a time
@@ -33,6 +33,9 @@ class ReaderBase:
 
     kind = "Reader"
     supports_serialize = False
+    # A work item that cannot be opened: given up (the next read goes on), or, for the
+    # whole-file reader, failing on every read as TF1's does.
+    open_errors_stick = False
 
     def __init__(self, name: str | None = None):
         self.graph = get_default_graph()
@@ -119,7 +122,9 @@ def _check_queue(queue) -> None:
 class WorkRecords:
     """The records of one work item, chunk after chunk: ``next(want)`` gives
     ``(values, numbers)`` — a StringColumn and the int64 key numbers of its rows — or
-    None at the end."""
+    None at the end (``exhausted`` when that is known without reading)."""
+
+    exhausted = False
 
     def __init__(self, work: bytes):
         self.work = work
@@ -237,12 +242,12 @@ class _Single(WorkRecords):
 
     def __init__(self, work: bytes, key: bytes, value: bytes):
         super().__init__(work)
-        self.key, self.value, self.done = key, value, False
+        self.key, self.value = key, value
 
     def next(self, want: int):
-        if self.done:
+        if self.exhausted:
             return None
-        self.done = True
+        self.exhausted = True
         return StringColumn.from_values([self.value]), None
 
     def keys(self, numbers) -> list:
@@ -324,6 +329,7 @@ class WholeFileReader(ReaderBase):
 
     default_name = "WholeFileReaderV2"
     supports_serialize = True
+    open_errors_stick = True
 
     def open_work(self, work: bytes) -> WorkRecords:
         path = files.path_of(work)
@@ -374,7 +380,12 @@ class ReaderState:
         work = cols[0][0]
         if not isinstance(work, bytes):
             work = bytes(work) if isinstance(work, (bytearray, memoryview)) else str(work).encode()
-        self.records = self.reader.open_work(work)
+        try:
+            self.records = self.reader.open_work(work)
+        except OpError as e:
+            if self.reader.open_errors_stick:
+                self.failed = e
+            raise
 
     def _fill(self, run, queue, want: int, same_work: bool) -> bool:
         """Read the next chunk into the buffer; False at the end of the current work item
@@ -398,9 +409,7 @@ class ReaderState:
                 self.values, self.numbers = got
                 self.pos = 0
                 return True
-            self.records.close()
-            self.records = None
-            self.completed += 1
+            self._complete()
             if same_work:
                 return False
 
@@ -412,7 +421,14 @@ class ReaderState:
         keys = self.records.keys(numbers) if with_keys else None
         self.pos = stop
         self.produced += len(values)
+        if stop == len(self.values) and self.records.exhausted:
+            self._complete()   # one-record work items are done at once, as in TF1
         return values, keys
+
+    def _complete(self) -> None:
+        self.records.close()
+        self.records = None
+        self.completed += 1
 
     def _buffered(self) -> int:
         return 0 if self.values is None else len(self.values) - self.pos
@@ -424,16 +440,23 @@ class ReaderState:
             values, keys = self._take(1, with_key)
             return (keys[0] if with_key else b""), values.row(0)
 
-    def read_chunk(self, run, queue, n: int, with_keys: bool = True) -> tuple:
+    def read_chunk(self, run, queue, n: int, with_keys: bool = True, partial: bool = False) -> tuple:
         """Up to ``n`` records of one work item: (key list, or None without
-        ``with_keys``; values StringColumn)."""
+        ``with_keys``; values StringColumn). A read error after some records drops them
+        (TF1's ``read_up_to``), or with ``partial`` returns them first (what ``read``
+        one record at a time would have given); the error comes on the next call."""
         with self.lock:
             if not self._buffered():
                 self._fill(run, queue, n, False)
             parts, keys = [], []
             need = n
             while need:
-                if not self._buffered() and not self._fill(run, queue, need, True):
+                try:
+                    if not self._buffered() and not self._fill(run, queue, need, True):
+                        break
+                except OpError:
+                    if not (partial and parts):
+                        raise
                     break
                 values, k = self._take(need, with_keys)
                 parts.append(values)

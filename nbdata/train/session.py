@@ -19,8 +19,8 @@ from typing import Any, Callable
 import numpy as np
 
 from nbdata.chunks import RecordArray
-from nbdata.errors import (CancelledError, DeadlineExceededError, FailedPreconditionError,
-                           InvalidArgumentError)
+from nbdata.errors import (CancelledError, DeadlineExceededError, InvalidArgumentError,
+                           UnimplementedError)
 from nbdata.spec import flatten, is_namedtuple
 from nbdata.train.graph import Graph, Operation, Tensor, TensorShape, get_default_graph
 
@@ -131,7 +131,7 @@ class Session:
     """Runs the ops of a graph (``tf.Session``).
 
     Args:
-        target: accepted for TF1 code; nbdata runs in this process.
+        target: "" (this process); a remote target raises UnimplementedError.
         graph: the graph to run (default: the default graph).
         config: an :class:`ConfigProto`.
 
@@ -148,6 +148,9 @@ class Session:
     """
 
     def __init__(self, target: str = "", graph: Graph | None = None, config: ConfigProto | None = None):
+        if target not in ("", b"", None):
+            raise UnimplementedError(f"nd.Session runs graphs in this process; target {target!r} "
+                                     "(a remote TensorFlow server) is not supported")
         self.graph = graph if graph is not None else get_default_graph()
         self.config = config or ConfigProto()
         self._closed = False
