@@ -96,7 +96,7 @@ def input_producer(input_tensor, element_shape=None, num_epochs: int | None = No
     cancel op. ``summary_name`` names TF1's TensorBoard summary of how full the queue
     is; nbdata writes no summaries, so it only documents the call."""
     graph = get_default_graph()
-    with graph.name_scope(name or "input_producer") as scope:
+    with graph.name_scope(name or "input_producer"):
         input_tensor = as_tensor(input_tensor)
         shape = input_tensor.shape
         element = shape[1:] if shape.dims is not None else TensorShape(None)

@@ -136,7 +136,7 @@ class Lowered:
     def stepper(self, sess):
         """A callable moving one chunk into the queue in ``sess``; the threads running
         this op in one session share its records."""
-        shared = sess.resource(("lowered", self), lambda: SharedRecords(self, sess))
+        shared = sess.resource(self, lambda: SharedRecords(self, sess))
         return shared.step
 
     def explain(self) -> str:
