@@ -139,7 +139,6 @@ class Graph:
         self._lock = threading.RLock()
         self._scope = threading.local()
         self._finalized = False
-        self.seed = None
 
     # ------------------------------------------------------------ default
     @contextlib.contextmanager

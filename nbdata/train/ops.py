@@ -34,8 +34,10 @@ def _convert(value: Any, dtype, k: int, name: str) -> Any:
 def py_func(func: Callable, inp, Tout, stateful: bool = True, name: str | None = None):
     """An op calling ``func`` on the NumPy values of ``inp`` in each run
     (``tf.py_func``). ``Tout`` is a dtype (one output, returned as a tensor) or a list of
-    dtypes (returned as a list); output shapes are unknown. Runs record by record, in
-    Python: a pipeline using it is not lowered onto the compiled engine.
+    dtypes (returned as a list); output shapes are unknown. A stateful function (the
+    default) keeps a queue pipeline using it from being lowered onto the compiled
+    engine (it runs record by record); with ``stateful=False`` it is a pure function
+    of its inputs, and a lowered pipeline calls it per element in Python.
 
     >>> import numpy as np, nbdata as nd
     >>> x = nd.placeholder(np.int64, shape=[])
@@ -51,7 +53,7 @@ def py_func(func: Callable, inp, Tout, stateful: bool = True, name: str | None =
     touts = [as_dtype(Tout)] if single else [as_dtype(t) for t in Tout]
     label = name or "PyFunc"
 
-    def fn(run, values):
+    def call(*values):
         try:
             out = func(*values)
         except Exception as e:  # noqa: BLE001 - mapped to nd.errors like TF1
@@ -62,9 +64,15 @@ def py_func(func: Callable, inp, Tout, stateful: bool = True, name: str | None =
         if len(outs) != len(touts):
             raise InvalidArgumentError(f"{label}: the function returned {len(outs)} values, "
                                        f"Tout lists {len(touts)}", label)
-        return [_convert(v, dt, k, label) for k, (v, dt) in enumerate(zip(outs, touts))]
-    op = Operation(graph, "PyFunc", name, tensors, fn, [TensorSpec(None, dt) for dt in touts],
-                   kind="stateful")
+        converted = [_convert(v, dt, k, label) for k, (v, dt) in enumerate(zip(outs, touts))]
+        return converted[0] if single else converted
+    specs = [TensorSpec(None, dt) for dt in touts]
+    if stateful:
+        op = Operation(graph, "PyFunc", name, tensors,
+                       lambda run, values: [call(*values)] if single else call(*values),
+                       specs, kind="stateful")
+    else:
+        op = Operation(graph, "PyFuncStateless", name, tensors, call, specs)
     return op.outputs[0] if single else list(op.outputs)
 
 

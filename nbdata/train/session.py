@@ -423,8 +423,9 @@ def _fed_value(tensor: Tensor, value: Any) -> Any:
 def evaluate(op: Operation, run: RunContext, inputs: list) -> list:
     """The output values of ``op`` in ``run`` given its input values."""
     if op.kind == "pure":
-        if op.checked is None:   # a constant, or an op made with its output spec given
-            return [op.fn(*inputs)]
+        if op.checked is None:   # a constant, or an op made with its output specs given
+            out = op.fn(*inputs)
+            return [out] if len(op.outputs) == 1 else list(out)
         return flatten(op.checked(tuple(inputs)))
     if op.kind == "placeholder":
         t = op.outputs[0]

@@ -290,6 +290,27 @@ def test_py_func_pipeline_is_not_lowered(csv_files):
     assert "PyFunc" in lines[0]
 
 
+def stateless_py_func_guide(files):
+    fq = nd.train.string_input_producer(files, num_epochs=1, shuffle=False)
+    _, value = nd.TextLineReader(skip_header_lines=1).read(fq)
+    cols = nd.io.decode_csv(value, record_defaults=[[0.0], [0.0], [0.0], [0.0], [0]])
+    mixed = nd.train.py_func(lambda a, label: a * 10 + label, [cols[0], cols[4]], np.float64,
+                             stateful=False)
+    mixed.set_shape([])
+    return nd.train.batch([mixed, cols[4]], 16, allow_smaller_final_batch=True)
+
+
+def test_stateless_py_func_pipeline_is_lowered_and_matches(csv_files):
+    # stateful=False declares the function pure: the pipeline is still lowered (the
+    # function runs per element inside it) and gives the reference path's batches.
+    with nd.Graph().as_default():
+        assert_lowered(stateless_py_func_guide(csv_files))
+    lowered = run(lambda: stateless_py_func_guide(csv_files), lower=True)
+    reference = run(lambda: stateless_py_func_guide(csv_files), lower=False)
+    assert lowered[:2] == reference[:2]
+    assert sum(len(b[1][2]) for b in reference[0]) == 450
+
+
 def test_read_up_to_pipeline_is_not_lowered(csv_files):
     with nd.Graph().as_default():
         fq = nd.train.string_input_producer(csv_files)
