@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from nbdata.chunks import Chunk, StringColumn
+from nbdata.chunks import Chunk, RowList, StringColumn
 from nbdata.errors import OpError, OutOfRangeError, UnimplementedError
 from nbdata.ops.node import UNKNOWN, Node, arg_field
 from nbdata.ops.runtime import ChunkIter
@@ -175,16 +175,44 @@ class SharedRecords:
             if chunk is None:
                 self.ended = True
                 raise OutOfRangeError("the reader's input is exhausted", lowered.read_op.name)
-        columns = [c.to_objects() if isinstance(c, StringColumn) else np.asarray(c)
+        ragged = [isinstance(c, RowList) for c in chunk.columns]
+        columns = [c.to_objects() if isinstance(c, StringColumn) else
+                   _object_column(c) if isinstance(c, RowList) else np.asarray(c)
                    for c in chunk.columns]
         n = chunk.n
         if lowered.keep:
             mask = columns[0].astype(bool)
             columns = [c[mask] for c in columns[1:]]
+            ragged = ragged[1:]
             n = int(mask.sum())
             if not n:
                 return
-        lowered.queue._state(run).enqueue_many(run, columns, n)
+        queue = lowered.queue._state(run)
+        for block, rows in _uniform_blocks(columns, ragged, n):
+            queue.enqueue_many(run, block, rows)
+
+
+def _object_column(rows: list) -> np.ndarray:
+    out = np.empty(len(rows), object)
+    out[:] = rows
+    return out
+
+
+def _uniform_blocks(columns: list, ragged: list, n: int):
+    """The rows as blocks of columns in which every row has one shape: ragged columns
+    (rows of different shapes, for a PaddingFIFOQueue) are cut into runs of rows of
+    equal shapes and stacked."""
+    if not any(ragged):
+        yield columns, n
+        return
+    shapes = [tuple(np.shape(columns[k][j]) for k in range(len(columns)) if ragged[k])
+              for j in range(n)]
+    start = 0
+    for j in range(1, n + 1):
+        if j == n or shapes[j] != shapes[start]:
+            yield [np.stack(list(c[start:j])) if r else c[start:j]
+                   for c, r in zip(columns, ragged)], j - start
+            start = j
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

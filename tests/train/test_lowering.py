@@ -311,6 +311,26 @@ def test_stateless_py_func_pipeline_is_lowered_and_matches(csv_files):
     assert sum(len(b[1][2]) for b in reference[0]) == 450
 
 
+def ragged_guide(path):
+    fq = nd.train.string_input_producer([path], num_epochs=1, shuffle=False)
+    _, value = nd.TextLineReader().read(fq)
+    return nd.train.batch([nd.io.decode_raw(value, np.uint8)], 3, dynamic_pad=True,
+                          allow_smaller_final_batch=True)
+
+
+def test_dynamic_pad_of_records_of_different_lengths_lowered_and_not(tmp_path):
+    # Decoded records of different lengths reach the PaddingFIFOQueue from the lowered
+    # pipeline as ragged columns: they are enqueued in runs of equal shapes.
+    path = tmp_path / "ragged.txt"
+    path.write_text("".join("x" * ((i * 7) % 5) + "\n" for i in range(11)))
+    with nd.Graph().as_default():
+        assert_lowered(ragged_guide(str(path)))
+    lowered = run(lambda: ragged_guide(str(path)), lower=True)
+    reference = run(lambda: ragged_guide(str(path)), lower=False)
+    assert lowered[:2] == reference[:2]
+    assert len(reference[0]) == 4
+
+
 def test_read_up_to_pipeline_is_not_lowered(csv_files):
     with nd.Graph().as_default():
         fq = nd.train.string_input_producer(csv_files)
