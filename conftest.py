@@ -3,8 +3,14 @@
 Numba starts ``NUMBA_NUM_THREADS`` threads, by default one per core; tests that run
 kernels at two threads need two even on a one-core machine, so at least 2 are
 started.
+
+The GPU tests (tests/gpu) run their kernels in Numba's CUDA simulator unless
+``NBDATA_GPU_TESTS=device`` asks for the real GPU: the simulator must be switched on
+before Numba is first imported, which is here. It only affects ``numba.cuda``.
 """
 
 import os
 
 os.environ.setdefault("NUMBA_NUM_THREADS", str(max(2, os.cpu_count() or 1)))
+if os.environ.get("NBDATA_GPU_TESTS", "sim") != "device":
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")

@@ -277,7 +277,8 @@ class Dataset(DatasetBase):
 
     # ------------------------------------------------------ transformations
     def map(self, map_func: Callable, num_parallel_calls: Any = None, deterministic: Any = None,
-            name: str | None = None, output_signature: Any = None) -> "Dataset":
+            name: str | None = None, output_signature: Any = None,
+            device: str | None = None) -> "Dataset":
         """Apply ``map_func`` to each element (tuples and namedtuples unpacked as
         arguments, dicts passed as one).
 
@@ -311,6 +312,12 @@ class Dataset(DatasetBase):
         >>> ds.element_spec
         (TensorSpec(shape=(3,), dtype=float32, name=None), TensorSpec(shape=(), dtype=int64, name=None))
         """
+        if device is not None or getattr(self._node, "device_leaves", None):
+            # After prefetch_to_device: nd.gpu ops on the device batches (nbdata/gpu/map.py).
+            if device not in (None, "cuda", "gpu") and not str(device).startswith(("cuda:", "gpu:")):
+                raise ValueError(f"map: device must be None or 'cuda', got {device!r}")
+            from nbdata.gpu.map import gpu_map
+            return self._derive(gpu_map(self._node, map_func, name, per_value=device is not None))
         threads = _parallel_calls(num_parallel_calls, "map")
         fn = self._fn(map_func, "map", _tupleize(output_signature) if output_signature else None, name)
         return self._derive(Map(self._node, fn, threads, deterministic, name=name))
@@ -630,6 +637,29 @@ class Dataset(DatasetBase):
         """
         size = _int_arg(buffer_size, "prefetch", "buffer_size", minimum=0, allow=(AUTOTUNE,))
         return self._derive(Prefetch(self._node, size, name=name))
+
+    def prefetch_to_device(self, device: str = "cuda:0", buffer_size: Any = 2,
+                           name: str | None = None) -> "Dataset":
+        """Copy each element's numeric arrays (batches) to GPU memory ``buffer_size``
+        batches ahead, on a background thread and a CUDA stream of their own: elements
+        then hold ``nd.gpu.DeviceArray`` leaves (strings stay on the host), and ``map``
+        functions apply ``nd.gpu`` ops to them, fused into one kernel per batch
+        (``nbdata/gpu/``). Needs a GPU (or the CUDA simulator); save/restore works
+        across it.
+
+        >>> import numpy as np, nbdata as nd
+        >>> ds = nd.Dataset.from_tensor_slices(np.zeros((8, 4, 4, 3), np.uint8)).batch(4)
+        >>> ds = ds.prefetch_to_device("cuda:0").map(lambda x: nd.gpu.normalize(x, 127.5, 64.0))
+        >>> [(type(b).__name__, b.shape, b.dtype.name) for b in ds]
+        [('DeviceArray', (4, 4, 4, 3), 'float32'), ('DeviceArray', (4, 4, 4, 3), 'float32')]
+        """
+        from nbdata.gpu.runtime import device_index
+        from nbdata.gpu.staging import PrefetchToDevice
+        index = device_index(device)
+        size = _int_arg(buffer_size, "prefetch_to_device", "buffer_size", minimum=1,
+                        allow=(AUTOTUNE,))
+        return self._derive(PrefetchToDevice(self._node, index, 2 if size == AUTOTUNE else size,
+                                             name=name))
 
     def ignore_errors(self, log_warning: bool = False, name: str | None = None) -> "Dataset":
         """Drops the elements whose production raised an error (a corrupt record, a

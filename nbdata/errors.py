@@ -75,6 +75,10 @@ class DeadlineExceededError(OpError, TimeoutError):
     """An operation did not finish before its deadline (a session's operation timeout)."""
 
 
+class InternalError(OpError):
+    """A failure inside the runtime (e.g. a CUDA driver call), not caused by the input."""
+
+
 class UnknownError(OpError):
     """An error of no other class (e.g. an exception of an unusual type in a py_func)."""
 
@@ -83,5 +87,5 @@ __all__ = [
     "OpError", "CancelledError", "InvalidArgumentError", "NotFoundError",
     "AlreadyExistsError", "FailedPreconditionError", "OutOfRangeError",
     "UnimplementedError", "ResourceExhaustedError", "UnavailableError",
-    "DataLossError", "DeadlineExceededError", "UnknownError",
+    "DataLossError", "DeadlineExceededError", "InternalError", "UnknownError",
 ]

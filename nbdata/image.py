@@ -4,13 +4,19 @@ Each op is a Python function that runs its Numba implementation; inside compiled
 functions the implementation is called directly (an overload). Traced with symbolic
 inputs (a fused map whose function only crops, flips and normalizes), the ops build
 expressions instead: the fused kernel then reads each output pixel straight from the
-source image, with no intermediate arrays, and computes the same values.
+source image, with no intermediate arrays, and computes the same values. The resizing
+and layout ops (resize, random_resized_crop, transpose, hwc_to_chw) run as compiled
+calls there instead; cast lifts as an elementwise cast.
 """
+
+import operator
 
 import numba
 import numpy as np
 from numba.core import types
+from numba.core.errors import TypingError
 from numba.extending import overload
+from numba.np.numpy_support import as_dtype
 
 from nbdata import random
 from nbdata.train.graph import is_symbolic, record
@@ -213,6 +219,213 @@ def _normalize(image, mean, std):
     return out
 
 
+# ------------------------------------------------------- resizing and layout
+#
+# resize and random_resized_crop are written as plain per-output-pixel loops so
+# that a GPU kernel (one thread per output pixel) can mirror them operation for
+# operation. Every float step is a single IEEE float32 operation in the order
+# written (Numba does not contract a * b + c into a fused multiply-add unless
+# fastmath is on); a CUDA port must keep that order and avoid FMA contraction
+# (``__fmul_rn``/``__fadd_rn`` or ``-fmad=false``) to match bit for bit.
+
+# Stream ids of random_resized_crop's draws (the ASCII of their names).
+_RRC_AREA_STREAM = 0x7272635F61726561  # b"rrc_area": area fraction, uniform in scale
+_RRC_RATIO_STREAM = 0x7272635F7261746F  # b"rrc_rato": log aspect ratio, uniform in log(ratio)
+_RRC_TOP_STREAM = 0x7272635F746F705F  # b"rrc_top_": top offset of a window that fits
+_RRC_LEFT_STREAM = 0x7272635F6C656674  # b"rrc_left": left offset of a window that fits
+# Attempts before the central-crop fallback, and the counter of attempt a for
+# a seed counter c: (c * _RRC_COUNTER_STRIDE + a) modulo 2**64.
+_RRC_ATTEMPTS = 10
+_RRC_COUNTER_STRIDE = 16
+
+_HALF = np.float32(0.5)
+
+
+@numba.njit(nogil=True, cache=True)
+def _bilinear_source(out_index, scale, in_size):
+    """TF's half-pixel bilinear source of one output row or column.
+
+    Returns ``(lower, upper, lerp)``: the two input indices to blend and the
+    float32 weight of ``upper``, exactly as TensorFlow's
+    ``compute_interpolation_weights`` with ``HalfPixelScaler`` computes them.
+    """
+    source = (np.float32(out_index) + _HALF) * scale - _HALF
+    source_floor = np.floor(source)
+    lower = max(np.int64(source_floor), 0)
+    upper = min(np.int64(np.ceil(source)), in_size - 1)
+    lower = min(lower, upper)
+    return lower, upper, source - source_floor
+
+
+@numba.njit(nogil=True, cache=True)
+def _nearest_source(out_index, scale, in_size):
+    """TF's half-pixel nearest-neighbour source index of one output row or column."""
+    source = (np.float32(out_index) + _HALF) * scale
+    return max(min(np.int64(np.floor(source)), in_size - 1), 0)
+
+
+@numba.njit(nogil=True, cache=True)
+def _check_resize_sizes(op, in_height, in_width, out_height, out_width):
+    if in_height <= 0 or in_width <= 0:
+        raise ValueError(
+            op + ": the image must not be empty, got size "
+            + str(in_height) + "x" + str(in_width)
+        )
+    if out_height <= 0 or out_width <= 0:
+        raise ValueError(
+            op + ": size must be positive, got " + str(out_height) + "x"
+            + str(out_width)
+        )
+
+
+@numba.njit(nogil=True, cache=True)
+def _resize_bilinear_window(image, row0, col0, in_height, in_width,
+                            out_height, out_width):
+    """Bilinear resize of ``image[row0:row0+in_height, col0:col0+in_width]``.
+
+    Samples only inside the window (its borders clamp, as for a whole image),
+    so it equals resizing the cropped view. Output is float32 (h, w, C).
+    """
+    channels = image.shape[2]
+    out = np.empty((out_height, out_width, channels), dtype=np.float32)
+    height_scale = np.float32(in_height) / np.float32(out_height)
+    width_scale = np.float32(in_width) / np.float32(out_width)
+    # The column sources, computed once per column (the same values a per-pixel
+    # _bilinear_source(x, ...) call gives; a GPU thread computes its own).
+    x0s = np.empty(out_width, dtype=np.int64)
+    x1s = np.empty(out_width, dtype=np.int64)
+    x_lerps = np.empty(out_width, dtype=np.float32)
+    for x in range(out_width):
+        x0s[x], x1s[x], x_lerps[x] = _bilinear_source(x, width_scale, in_width)
+    for y in range(out_height):
+        y0, y1, y_lerp = _bilinear_source(y, height_scale, in_height)
+        for x in range(out_width):
+            x0, x1, x_lerp = x0s[x], x1s[x], x_lerps[x]
+            for c in range(channels):
+                top_left = np.float32(image[row0 + y0, col0 + x0, c])
+                top_right = np.float32(image[row0 + y0, col0 + x1, c])
+                bottom_left = np.float32(image[row0 + y1, col0 + x0, c])
+                bottom_right = np.float32(image[row0 + y1, col0 + x1, c])
+                top = top_left + (top_right - top_left) * x_lerp
+                bottom = bottom_left + (bottom_right - bottom_left) * x_lerp
+                out[y, x, c] = top + (bottom - top) * y_lerp
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def _resize_bilinear(image, out_height, out_width):
+    height, width, _ = image.shape
+    _check_resize_sizes("resize", height, width, out_height, out_width)
+    return _resize_bilinear_window(image, 0, 0, height, width, out_height, out_width)
+
+
+@numba.njit(nogil=True, cache=True)
+def _resize_nearest(image, out_height, out_width):
+    height, width, channels = image.shape
+    _check_resize_sizes("resize", height, width, out_height, out_width)
+    out = np.empty((out_height, out_width, channels), dtype=image.dtype)
+    height_scale = np.float32(height) / np.float32(out_height)
+    width_scale = np.float32(width) / np.float32(out_width)
+    for y in range(out_height):
+        source_y = _nearest_source(y, height_scale, height)
+        for x in range(out_width):
+            source_x = _nearest_source(x, width_scale, width)
+            for c in range(channels):
+                out[y, x, c] = image[source_y, source_x, c]
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def _random_resized_crop_window(height, width, scale_low, scale_high,
+                                ratio_low, ratio_high, seed, counter):
+    """(top, left, h, w) of random_resized_crop; see its docstring."""
+    if height <= 0 or width <= 0:
+        raise ValueError(
+            "random_resized_crop: the image must not be empty, got size "
+            + str(height) + "x" + str(width)
+        )
+    if not (np.isfinite(scale_high) and 0.0 <= scale_low <= scale_high):
+        raise ValueError(
+            "random_resized_crop: scale must be finite with "
+            "0 <= scale[0] <= scale[1]"
+        )
+    if not (np.isfinite(ratio_high) and 0.0 < ratio_low <= ratio_high):
+        raise ValueError(
+            "random_resized_crop: ratio must be finite with "
+            "0 < ratio[0] <= ratio[1]"
+        )
+    area = np.float64(height) * np.float64(width)
+    log_ratio_low = np.log(ratio_low)
+    log_ratio_high = np.log(ratio_high)
+    area_key = random.key(seed, _RRC_AREA_STREAM, 0)
+    ratio_key = random.key(seed, _RRC_RATIO_STREAM, 0)
+    first = np.uint64(counter) * np.uint64(_RRC_COUNTER_STRIDE)
+    for attempt in range(_RRC_ATTEMPTS):
+        draw = first + np.uint64(attempt)
+        target_area = area * (
+            scale_low + (scale_high - scale_low) * random.uniform(area_key, draw))
+        aspect_ratio = np.exp(
+            log_ratio_low
+            + (log_ratio_high - log_ratio_low) * random.uniform(ratio_key, draw))
+        crop_width = np.int64(np.rint(np.sqrt(target_area * aspect_ratio)))
+        crop_height = np.int64(np.rint(np.sqrt(target_area / aspect_ratio)))
+        if 0 < crop_width <= width and 0 < crop_height <= height:
+            top = random.randint(random.key(seed, _RRC_TOP_STREAM, 0), draw,
+                                 0, height - crop_height + 1)
+            left = random.randint(random.key(seed, _RRC_LEFT_STREAM, 0), draw,
+                                  0, width - crop_width + 1)
+            return top, left, crop_height, crop_width
+    # No attempt fit: the central crop with the aspect ratio clamped to ratio.
+    in_ratio = np.float64(width) / np.float64(height)
+    crop_height = np.int64(height)
+    crop_width = np.int64(width)
+    if in_ratio < ratio_low:
+        crop_height = max(np.int64(np.rint(crop_width / ratio_low)), 1)
+    elif in_ratio > ratio_high:
+        crop_width = max(np.int64(np.rint(crop_height * ratio_high)), 1)
+    return ((height - crop_height) // 2, (width - crop_width) // 2,
+            crop_height, crop_width)
+
+
+@numba.njit(nogil=True, cache=True)
+def _random_resized_crop(image, out_height, out_width, scale_low, scale_high,
+                         ratio_low, ratio_high, seed, counter):
+    height, width, _ = image.shape
+    _check_resize_sizes("random_resized_crop", height, width, out_height, out_width)
+    top, left, crop_height, crop_width = _random_resized_crop_window(
+        height, width, scale_low, scale_high, ratio_low, ratio_high, seed, counter)
+    return _resize_bilinear_window(image, top, left, crop_height, crop_width,
+                                   out_height, out_width)
+
+
+@numba.njit(nogil=True, cache=True)
+def _check_perm(perm, ndim):
+    if len(perm) != ndim:
+        raise ValueError(
+            "transpose: perm has " + str(len(perm)) + " axes but the array has "
+            + str(ndim)
+        )
+    seen = np.zeros(ndim, dtype=np.bool_)
+    for axis in perm:
+        if axis < 0 or axis >= ndim or seen[axis]:
+            raise ValueError(
+                "transpose: perm is not a permutation of the axes 0.."
+                + str(ndim - 1)
+            )
+        seen[axis] = True
+
+
+@numba.njit(nogil=True, cache=True)
+def _transpose(image, perm):
+    _check_perm(perm, image.ndim)
+    return image.transpose(perm).copy()   # a C-contiguous copy
+
+
+@numba.njit(nogil=True, cache=True)
+def _cast(image, dtype):
+    return np.ascontiguousarray(image.astype(dtype))  # astype keeps a Fortran layout
+
+
 # ---------------------------------------------------------------- dispatch
 
 def _symbolic(*values) -> bool:
@@ -271,6 +484,383 @@ def normalize(image, mean, std):
     return _normalize(image, mean, std)
 
 
+# -------------------------------------------- resizing and layout: dispatch
+
+_RESIZE_METHODS = ("bilinear", "nearest")
+
+
+def _not_liftable(op, *values):
+    """Fused-map tracing: these ops run as compiled calls, not expressions."""
+    if _symbolic(*values):
+        from nbdata.compiler import elementwise as ew
+        raise ew.NotElementwise(op)
+
+
+def _as_image(op, image, kinds="iuf"):
+    """``image`` as an (H, W, C) ndarray of a dtype kind in ``kinds``."""
+    image = np.asarray(image)
+    if image.dtype.kind not in kinds or image.dtype == np.float16:
+        raise TypeError(f"{op}: unsupported image dtype {image.dtype}")
+    if image.ndim != 3:
+        raise ValueError(
+            f"{op}: expected an (H, W, C) image, got an array of shape {image.shape}")
+    return image
+
+
+def _as_int64(value):
+    """A Python or NumPy integer wrapped into int64 (modulo 2**64)."""
+    value = operator.index(value) & ((1 << 64) - 1)
+    return np.int64(value - (1 << 64) if value >= 1 << 63 else value)
+
+
+def _int_pair(op, name, value, count=2):
+    """``value`` as a tuple of ``count`` Python ints."""
+    try:
+        values = tuple(np.asarray(value).ravel().tolist()) if isinstance(
+            value, np.ndarray) else tuple(value)
+    except TypeError:
+        raise TypeError(f"{op}: {name} must be a sequence of {count} integers, "
+                        f"got {value!r}") from None
+    if len(values) != count:
+        raise ValueError(f"{op}: {name} must have {count} values, got {len(values)}")
+    try:
+        return tuple(operator.index(v) for v in values)
+    except TypeError:
+        raise TypeError(f"{op}: {name} must hold integers, got {value!r}") from None
+
+
+def _float_pair(op, name, value):
+    """``value`` as a tuple of two Python floats."""
+    try:
+        values = tuple(value)
+    except TypeError:
+        raise TypeError(f"{op}: {name} must be a (low, high) pair of numbers, "
+                        f"got {value!r}") from None
+    if len(values) != 2:
+        raise ValueError(f"{op}: {name} must be a (low, high) pair, got {len(values)} values")
+    try:
+        return tuple(float(v) for v in values)
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: {name} must hold numbers, got {value!r}") from None
+
+
+def _seed_pair(op, seed):
+    """``(seed, counter)`` as two int64 values."""
+    if seed is None:
+        raise TypeError(f"{op}: seed=(seed, counter) is required")
+    return tuple(_as_int64(v) for v in _int_pair(op, "seed", seed))
+
+
+def resize(image, size, method="bilinear"):
+    """Resizes an (H, W, C) image to ``size`` like TF2's ``tf.image.resize``.
+
+    The semantics are those of ``tf.image.resize`` (``half_pixel_centers=True``,
+    ``antialias=False``), computed per output pixel in float32:
+
+    * ``"bilinear"``: with ``scale = float32(H) / float32(h)``, output row
+      ``y`` reads input rows ``floor(s)`` and ``ceil(s)`` of
+      ``s = (y + 0.5) * scale - 0.5`` (float32), clamped to ``[0, H - 1]``,
+      weighting the ``ceil(s)`` row by ``lerp = s - floor(s)`` (columns alike).
+      Each pixel is ``top + (bottom - top) * y_lerp`` with
+      ``top = tl + (tr - tl) * x_lerp`` and ``bottom = bl + (br - bl) * x_lerp``,
+      every step a float32 operation (no fused multiply-add). Inputs are
+      cast to float32 first; the result is float32.
+    * ``"nearest"``: output row ``y`` reads input row
+      ``clip(floor((y + 0.5) * scale), 0, H - 1)`` (columns alike); the
+      result keeps the image's dtype, as in TF.
+
+    Against ``tf.image.resize`` the tested tolerance is a relative 1e-5 (TF
+    builds may associate the same formula differently or fuse multiply-adds);
+    TensorFlow 2.21's CPU kernel in fact gives bit-identical values. Nearest
+    is exact.
+
+    Args:
+        image: An (H, W, C) array of integers or float32/float64, H, W > 0.
+        size: ``(h, w)``, the output height and width (positive integers).
+        method: ``"bilinear"`` (default) or ``"nearest"``. Inside
+            ``numba.njit`` functions it must be a constant string.
+
+    Returns:
+        A new C-contiguous (h, w, C) array: float32 for bilinear, the
+        image's dtype for nearest.
+
+    Raises:
+        ValueError: If ``method`` is unknown, the image is not 3-D or empty,
+            or ``size`` is not two positive integers.
+        TypeError: If the image dtype is not an integer, float32 or float64
+            type, or ``size`` does not hold integers.
+
+    Example:
+        >>> import numpy as np
+        >>> from nbdata import image
+        >>> img = np.array([[[0], [10]], [[20], [30]]], dtype=np.uint8)
+        >>> image.resize(img, (3, 3))[..., 0]
+        array([[ 0.,  5., 10.],
+               [10., 15., 20.],
+               [20., 25., 30.]], dtype=float32)
+        >>> image.resize(img, (1, 4), method="nearest")[..., 0]
+        array([[20, 20, 30, 30]], dtype=uint8)
+    """
+    if is_symbolic(image, size):
+        return record(resize, (image, size), {"method": method}, "resize")
+    _not_liftable("resize", image)
+    if not isinstance(method, str):
+        raise TypeError(f"resize: method must be a string, got {method!r}")
+    if method not in _RESIZE_METHODS:
+        raise ValueError(f"resize: unsupported method {method!r}; expected one of "
+                         f"{', '.join(map(repr, _RESIZE_METHODS))}")
+    image = _as_image("resize", image)
+    out_height, out_width = _int_pair("resize", "size", size)
+    if method == "bilinear":
+        return _resize_bilinear(image, out_height, out_width)
+    return _resize_nearest(image, out_height, out_width)
+
+
+def random_resized_crop_window(height, width, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3),
+                               seed=None):
+    """The window ``(top, left, h, w)`` that :func:`random_resized_crop` resizes.
+
+    Depends only on the image size, ``scale``, ``ratio`` and ``seed``; the
+    draw order is documented in :func:`random_resized_crop`. A GPU kernel
+    can take the windows from here (or compute them the same way) and then
+    resize each one.
+
+    Args:
+        height: The image height H (positive integer).
+        width: The image width W (positive integer).
+        scale: ``(low, high)``, the range of the window's area as a fraction
+            of the image's, ``0 <= low <= high``.
+        ratio: ``(low, high)``, the range of the window's aspect ratio
+            (width / height), ``0 < low <= high``; drawn log-uniformly.
+        seed: ``(seed, counter)``, two integers (required).
+
+    Returns:
+        A tuple of four ints ``(top, left, h, w)`` with ``0 <= top``,
+        ``top + h <= H``, ``0 <= left``, ``left + w <= W`` and ``h, w >= 1``.
+
+    Raises:
+        ValueError: If the size is not positive or ``scale``/``ratio`` are
+            not ordered, non-negative (positive) finite ranges.
+        TypeError: If ``seed`` is missing or an argument has the wrong type.
+
+    Example:
+        >>> from nbdata import image
+        >>> top, left, h, w = image.random_resized_crop_window(100, 200, seed=(3, 0))
+        >>> 0 <= top <= 100 - h and 0 <= left <= 200 - w
+        True
+        >>> image.random_resized_crop_window(100, 200, seed=(3, 0)) == (top, left, h, w)
+        True
+        >>> image.random_resized_crop_window(10, 100, scale=(1.0, 1.0), ratio=(1.0, 2.0),
+        ...                                  seed=(3, 0))  # nothing fits: central crop
+        (0, 40, 10, 20)
+    """
+    op = "random_resized_crop"
+    height, width = _int_pair(op, "image size", (height, width))
+    scale_low, scale_high = _float_pair(op, "scale", scale)
+    ratio_low, ratio_high = _float_pair(op, "ratio", ratio)
+    seed, counter = _seed_pair(op, seed)
+    top, left, crop_height, crop_width = _random_resized_crop_window(
+        np.int64(height), np.int64(width), scale_low, scale_high,
+        ratio_low, ratio_high, seed, counter)
+    return int(top), int(left), int(crop_height), int(crop_width)
+
+
+def random_resized_crop(image, size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), seed=None):
+    """Crops a random window of random area and aspect ratio and resizes it.
+
+    The Inception-style crop of torchvision's ``RandomResizedCrop``, stateless:
+    the window depends only on the image size, ``scale``, ``ratio`` and
+    ``seed = (s, c)``. With ``H, W`` the image size, ``area = H * W`` and all
+    arithmetic in float64, attempt ``a = 0, 1, ..., 9`` draws at counter
+    ``n = (c * 16 + a) mod 2**64``::
+
+        u_area  = random.uniform(random.key(s, _RRC_AREA_STREAM, 0), n)
+        u_ratio = random.uniform(random.key(s, _RRC_RATIO_STREAM, 0), n)
+        target_area = area * (scale[0] + (scale[1] - scale[0]) * u_area)
+        aspect = exp(log(ratio[0]) + (log(ratio[1]) - log(ratio[0])) * u_ratio)
+        w = int(rint(sqrt(target_area * aspect)))   # rint: half to even
+        h = int(rint(sqrt(target_area / aspect)))
+
+    and the first attempt with ``0 < w <= W`` and ``0 < h <= H`` places the
+    window at::
+
+        top  = random.randint(random.key(s, _RRC_TOP_STREAM, 0), n, 0, H - h + 1)
+        left = random.randint(random.key(s, _RRC_LEFT_STREAM, 0), n, 0, W - w + 1)
+
+    (later attempts draw nothing). If no attempt fits, the window is the
+    central crop with the aspect ratio clamped to ``ratio``: if
+    ``W / H < ratio[0]``, ``w = W`` and ``h = max(1, rint(W / ratio[0]))``;
+    if ``W / H > ratio[1]``, ``h = H`` and ``w = max(1, rint(H * ratio[1]))``;
+    otherwise the whole image; then ``top = (H - h) // 2`` and
+    ``left = (W - w) // 2``. The stream ids are the ASCII of ``b"rrc_area"``,
+    ``b"rrc_rato"``, ``b"rrc_top_"`` and ``b"rrc_left"``; counters ``c`` that
+    differ modulo 2**60 never share a draw.
+
+    The window is then resized to ``size`` exactly as :func:`resize` with
+    ``method="bilinear"`` resizes ``image[top:top + h, left:left + w]``
+    (sampling only inside the window), so the output is float32.
+
+    Args:
+        image: An (H, W, C) array of integers or float32/float64.
+        size: ``(h, w)``, the output height and width (positive integers).
+        scale: ``(low, high)``, the range of the window's area as a fraction
+            of the image's, ``0 <= low <= high``.
+        ratio: ``(low, high)``, the range of the window's aspect ratio
+            (width / height), ``0 < low <= high``; drawn log-uniformly.
+        seed: ``(seed, counter)``, two integers (required); pass e.g. the
+            element index from ``Dataset.enumerate`` as the counter.
+
+    Returns:
+        A new C-contiguous float32 array of shape ``(h, w, C)``.
+
+    Raises:
+        ValueError: If the image is not 3-D or empty, ``size`` is not two
+            positive integers, or ``scale``/``ratio`` are invalid ranges.
+        TypeError: If ``seed`` is missing or an argument has the wrong type.
+
+    Example:
+        >>> import numpy as np
+        >>> from nbdata import image
+        >>> img = np.arange(40 * 60 * 3, dtype=np.uint8).reshape(40, 60, 3)
+        >>> out = image.random_resized_crop(img, (16, 16), seed=(5, 2))
+        >>> out.shape, out.dtype
+        ((16, 16, 3), dtype('float32'))
+        >>> top, left, h, w = image.random_resized_crop_window(40, 60, seed=(5, 2))
+        >>> window = img[top:top + h, left:left + w]
+        >>> np.array_equal(out, image.resize(window, (16, 16)))
+        True
+    """
+    if is_symbolic(image, size, seed):
+        return record(random_resized_crop, (image, size),
+                      {"scale": scale, "ratio": ratio, "seed": seed}, "random_resized_crop")
+    op = "random_resized_crop"
+    _not_liftable(op, image, *(seed if isinstance(seed, (tuple, list)) else ()))
+    image = _as_image(op, image)
+    out_height, out_width = _int_pair(op, "size", size)
+    scale_low, scale_high = _float_pair(op, "scale", scale)
+    ratio_low, ratio_high = _float_pair(op, "ratio", ratio)
+    seed, counter = _seed_pair(op, seed)
+    return _random_resized_crop(image, out_height, out_width, scale_low, scale_high,
+                                ratio_low, ratio_high, seed, counter)
+
+
+def transpose(image, perm):
+    """Permutes the axes of an array into a new C-contiguous array.
+
+    ``np.transpose(image, perm).copy()``: the CPU twin of a GPU layout
+    change, so the result is always a fresh C-contiguous copy.
+
+    Args:
+        image: An array of any numeric or bool dtype and any rank.
+        perm: The permutation of ``range(image.ndim)``: output axis ``i``
+            is input axis ``perm[i]``.
+
+    Returns:
+        A new C-contiguous array of the same dtype.
+
+    Raises:
+        ValueError: If ``perm`` is not a permutation of the array's axes.
+        TypeError: If ``perm`` does not hold integers.
+
+    Example:
+        >>> import numpy as np
+        >>> from nbdata import image
+        >>> img = np.arange(12).reshape(2, 3, 2)
+        >>> out = image.transpose(img, (2, 0, 1))
+        >>> out.shape, out.flags.c_contiguous, out[1].tolist()
+        ((2, 2, 3), True, [[1, 3, 5], [7, 9, 11]])
+    """
+    if is_symbolic(image, perm):
+        return record(transpose, (image, perm), {}, "transpose")
+    _not_liftable("transpose", image)
+    image = np.asarray(image)
+    if image.dtype.kind not in "biuf" or image.dtype == np.float16:
+        raise TypeError(f"transpose: unsupported dtype {image.dtype}")
+    perm = _int_pair("transpose", "perm", perm, count=image.ndim)
+    return _transpose(image, perm)
+
+
+def hwc_to_chw(image):
+    """Moves the channel axis first: (H, W, C) -> (C, H, W), (N, H, W, C) -> (N, C, H, W).
+
+    A new C-contiguous array (see :func:`transpose`).
+
+    Args:
+        image: A 3-D (H, W, C) or 4-D (N, H, W, C) array.
+
+    Returns:
+        The (C, H, W) or (N, C, H, W) array, of the same dtype.
+
+    Raises:
+        ValueError: If the array is not 3-D or 4-D.
+
+    Example:
+        >>> import numpy as np
+        >>> from nbdata import image
+        >>> img = np.arange(12, dtype=np.uint8).reshape(2, 2, 3)
+        >>> image.hwc_to_chw(img)[0].tolist()
+        [[0, 3], [6, 9]]
+    """
+    if is_symbolic(image):
+        return record(hwc_to_chw, (image,), {}, "hwc_to_chw")
+    _not_liftable("hwc_to_chw", image)
+    image = np.asarray(image)
+    if image.ndim not in (3, 4):
+        raise ValueError(f"hwc_to_chw: expected an (H, W, C) or (N, H, W, C) array, "
+                         f"got shape {image.shape}")
+    return transpose(image, (2, 0, 1) if image.ndim == 3 else (0, 3, 1, 2))
+
+
+def _cast_dtype(dtype):
+    """``dtype`` as a NumPy bool, integer, float32 or float64 dtype, or TypeError."""
+    try:
+        target = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"cast: {dtype!r} is not a dtype") from None
+    if target.kind not in "biuf" or target == np.float16:
+        raise TypeError(f"cast: unsupported target dtype {target}")
+    return target
+
+
+def cast(image, dtype):
+    """Converts an array's values to ``dtype``, like ``tf.cast`` (no rescaling).
+
+    ``np.ascontiguousarray(image).astype(dtype)``: floats to integers
+    truncate toward zero and bool is ``value != 0``. As in NumPy and TF,
+    float values outside the target integer range (and NaN) give
+    unspecified results, which may differ between CPU and GPU: clip first.
+    Unlike ``tf.image.convert_image_dtype`` the values are not rescaled.
+
+    Args:
+        image: An array of any numeric or bool dtype and any rank.
+        dtype: The target dtype (bool, an integer type, float32 or float64),
+            as anything ``np.dtype`` accepts (``np.float32``, ``"uint8"``).
+
+    Returns:
+        A new C-contiguous array of ``dtype`` and the image's shape.
+
+    Raises:
+        TypeError: If ``dtype`` or the image's dtype is not supported.
+
+    Example:
+        >>> import numpy as np
+        >>> from nbdata import image
+        >>> image.cast(np.array([[-1.7, 0.5, 2.9]]), np.int32)
+        array([[-1,  0,  2]], dtype=int32)
+        >>> image.cast(np.array([0, 255], dtype=np.uint8), "float32")
+        array([  0., 255.], dtype=float32)
+    """
+    if is_symbolic(image):
+        return record(cast, (image,), {"dtype": dtype}, "cast")
+    target = _cast_dtype(dtype)
+    if _symbolic(image):   # lifts into fused kernels as an elementwise cast
+        return image.astype(target)
+    image = np.asarray(image)
+    if image.dtype.kind not in "biuf" or image.dtype == np.float16:
+        raise TypeError(f"cast: unsupported image dtype {image.dtype}")
+    return _cast(image, target.type)
+
+
 for _public, _impl in ((random_crop, _random_crop), (flip_left_right, _flip_left_right),
                        (random_flip_left_right, _random_flip_left_right), (normalize, _normalize)):
     _public.__doc__ = _impl.__doc__
@@ -294,6 +884,151 @@ def _random_flip_left_right_nopython(image, seed):
 @overload(normalize, jit_options={"nogil": True})
 def _normalize_nopython(image, mean, std):
     return lambda image, mean, std: _normalize(image, mean, std)
+
+
+# --------------------------------------------- resizing and layout: nopython
+
+def _typing_image(op, image, ndims=(3,)):
+    if not (isinstance(image, types.Array) and image.ndim in ndims
+            and isinstance(image.dtype, (types.Integer, types.Float))
+            and image.dtype != types.float16):
+        shape = "(H, W, C)" if ndims == (3,) else f"{ndims[0]}-D to {ndims[-1]}-D"
+        raise TypingError(f"{op}: expected a {shape} array of integers, float32 or "
+                          f"float64, got {image}")
+
+
+def _typing_pair(op, name, value, kinds, required=True):
+    # an omitted argument arrives as its default (or as types.Omitted)
+    if not required and (isinstance(value, (tuple, types.Omitted))):
+        return
+    if isinstance(value, types.BaseTuple) and len(value) == 2 and all(
+            isinstance(t, kinds) for t in value):
+        return
+    if isinstance(value, types.Array) and value.ndim == 1 and isinstance(value.dtype, kinds):
+        return
+    if (value is None or isinstance(value, (types.NoneType, types.Omitted))) and name == "seed":
+        raise TypingError(f"{op}: seed=(seed, counter) is required")
+    raise TypingError(f"{op}: {name} must be a pair of "
+                      f"{'integers' if kinds is types.Integer else 'numbers'}, got {value}")
+
+
+@numba.njit(nogil=True, cache=True)
+def _pair_length(op, name, value):
+    if len(value) != 2:
+        raise ValueError(op + ": " + name + " must have 2 values, got " + str(len(value)))
+
+
+@overload(resize, jit_options={"nogil": True}, prefer_literal=True)
+def _resize_nopython(image, size, method="bilinear"):
+    _typing_image("resize", image)
+    _typing_pair("resize", "size", size, types.Integer)
+    if isinstance(method, str):   # omitted: the default itself
+        name = method
+    elif isinstance(method, types.Omitted):
+        name = method.value
+    elif isinstance(method, types.StringLiteral):
+        name = method.literal_value
+    elif isinstance(method, types.UnicodeType):
+        raise TypingError("resize: inside numba.njit functions method must be a "
+                          "constant string")
+    else:
+        raise TypingError(f"resize: method must be a string, got {method}")
+    if name not in _RESIZE_METHODS:
+        raise ValueError(f"resize: unsupported method {name!r}; expected one of "
+                         f"{', '.join(map(repr, _RESIZE_METHODS))}")
+    resize_impl = _resize_bilinear if name == "bilinear" else _resize_nearest
+
+    def impl(image, size, method="bilinear"):
+        _pair_length("resize", "size", size)
+        return resize_impl(image, size[0], size[1])
+    return impl
+
+
+@overload(random_resized_crop_window, jit_options={"nogil": True})
+def _random_resized_crop_window_nopython(height, width, scale=(0.08, 1.0),
+                                         ratio=(3 / 4, 4 / 3), seed=None):
+    op = "random_resized_crop"
+    for name, value in (("height", height), ("width", width)):
+        if not isinstance(value, types.Integer):
+            raise TypingError(f"{op}: {name} must be an integer, got {value}")
+    _typing_pair(op, "scale", scale, (types.Integer, types.Float), required=False)
+    _typing_pair(op, "ratio", ratio, (types.Integer, types.Float), required=False)
+    _typing_pair(op, "seed", seed, types.Integer)
+
+    def impl(height, width, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), seed=None):
+        _pair_length(op, "scale", scale)
+        _pair_length(op, "ratio", ratio)
+        _pair_length(op, "seed", seed)
+        return _random_resized_crop_window(
+            np.int64(height), np.int64(width), np.float64(scale[0]), np.float64(scale[1]),
+            np.float64(ratio[0]), np.float64(ratio[1]), np.int64(seed[0]), np.int64(seed[1]))
+    return impl
+
+
+@overload(random_resized_crop, jit_options={"nogil": True})
+def _random_resized_crop_nopython(image, size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3),
+                                  seed=None):
+    op = "random_resized_crop"
+    _typing_image(op, image)
+    _typing_pair(op, "size", size, types.Integer)
+    _typing_pair(op, "scale", scale, (types.Integer, types.Float), required=False)
+    _typing_pair(op, "ratio", ratio, (types.Integer, types.Float), required=False)
+    _typing_pair(op, "seed", seed, types.Integer)
+
+    def impl(image, size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), seed=None):
+        _pair_length(op, "size", size)
+        _pair_length(op, "scale", scale)
+        _pair_length(op, "ratio", ratio)
+        _pair_length(op, "seed", seed)
+        return _random_resized_crop(
+            image, size[0], size[1], np.float64(scale[0]), np.float64(scale[1]),
+            np.float64(ratio[0]), np.float64(ratio[1]), np.int64(seed[0]), np.int64(seed[1]))
+    return impl
+
+
+@overload(transpose, jit_options={"nogil": True})
+def _transpose_nopython(image, perm):
+    if not (isinstance(image, types.Array) and isinstance(image.dtype, (
+            types.Boolean, types.Integer, types.Float))):
+        raise TypingError(f"transpose: expected a numeric array, got {image}")
+    if not (isinstance(perm, types.BaseTuple) and all(
+            isinstance(t, types.Integer) for t in perm)):
+        raise TypingError(f"transpose: perm must be a tuple of integers, got {perm}")
+    if len(perm) != image.ndim:
+        raise ValueError(f"transpose: perm has {len(perm)} axes but the array has "
+                         f"{image.ndim}")
+    return lambda image, perm: _transpose(image, perm)
+
+
+@overload(hwc_to_chw, jit_options={"nogil": True})
+def _hwc_to_chw_nopython(image):
+    if not (isinstance(image, types.Array) and image.ndim in (3, 4)):
+        raise TypingError(f"hwc_to_chw: expected an (H, W, C) or (N, H, W, C) array, "
+                          f"got {image}")
+    if image.ndim == 3:
+        return lambda image: transpose(image, (2, 0, 1))
+    return lambda image: transpose(image, (0, 3, 1, 2))
+
+
+@overload(cast, jit_options={"nogil": True}, prefer_literal=True)
+def _cast_nopython(image, dtype):
+    if not (isinstance(image, types.Array) and isinstance(image.dtype, (
+            types.Boolean, types.Integer, types.Float))):
+        raise TypingError(f"cast: expected a numeric array, got {image}")
+    if isinstance(dtype, types.NumberClass):
+        target = dtype.instance_type
+    elif isinstance(dtype, types.DType):
+        target = dtype.dtype
+    elif isinstance(dtype, types.StringLiteral):
+        target = dtype.literal_value
+    else:
+        raise TypingError(f"cast: dtype must be a NumPy dtype or a constant string, got {dtype}")
+    try:
+        target = as_dtype(target) if isinstance(target, types.Type) else target
+    except NotImplementedError:
+        raise TypeError(f"cast: unsupported target dtype {target}") from None
+    target_type = _cast_dtype(target).type
+    return lambda image, dtype: _cast(image, target_type)
 
 
 # JPEG coding (libjpeg-turbo through the optional [image] extra), as tf.image has it.

@@ -84,7 +84,8 @@ class OptimizationOptions(_OptionGroup):
     ``noop_elimination``, ``decode_lifting`` (a map that decodes records runs the
     decoder as a kernel over record columns), ``decode_vectorization``
     (``map(parse_single_example).batch(n)`` → ``batch(n).map(parse_example)``),
-    ``map_fusion``, ``filter_fusion``, ``shuffle_indices``.
+    ``map_fusion``, ``gpu_map_fusion`` (consecutive maps of nd.gpu ops after
+    ``prefetch_to_device`` run as one kernel), ``filter_fusion``, ``shuffle_indices``.
 
     >>> import nbdata as nd
     >>> o = nd.Options(); o.optimization.map_fusion = False
@@ -92,8 +93,9 @@ class OptimizationOptions(_OptionGroup):
     (False, True)
     """
 
-    _defaults = {"map_fusion": True, "filter_fusion": True, "noop_elimination": True,
-                 "shuffle_indices": True, "decode_lifting": True, "decode_vectorization": True}
+    _defaults = {"map_fusion": True, "gpu_map_fusion": True, "filter_fusion": True,
+                 "noop_elimination": True, "shuffle_indices": True, "decode_lifting": True,
+                 "decode_vectorization": True}
 
 
 class ThreadingOptions(_OptionGroup):

@@ -5,14 +5,15 @@ from __future__ import annotations
 from nbdata.compiler.passes.decode_lifting import DecodeLifting
 from nbdata.compiler.passes.decode_vectorization import DecodeVectorization
 from nbdata.compiler.passes.filter_fusion import FilterFusion
+from nbdata.compiler.passes.gpu_map_fusion import GpuMapFusion
 from nbdata.compiler.passes.map_fusion import MapFusion
 from nbdata.compiler.passes.noop_elimination import NoopElimination
 from nbdata.compiler.passes.shuffle_indices import ShuffleIndices
 from nbdata.ops.node import Node
 from nbdata.options import Options
 
-PASSES = (NoopElimination(), DecodeLifting(), DecodeVectorization(), MapFusion(), FilterFusion(),
-          ShuffleIndices())
+PASSES = (NoopElimination(), DecodeLifting(), DecodeVectorization(), MapFusion(), GpuMapFusion(),
+          FilterFusion(), ShuffleIndices())
 
 
 class PassError(RuntimeError):

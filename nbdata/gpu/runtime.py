@@ -1,0 +1,210 @@
+"""The GPU runtime: which backend runs, device and pinned memory, streams and events.
+
+Two backends, chosen when first needed:
+
+- ``cuda``: a real GPU. Memory, streams and events come from cuda-python's
+  ``cuda.core`` (a stream-ordered device memory pool, pinned host buffers); kernels
+  are numba-cuda's, launched on ``cuda.core`` streams. numba-cuda's host-side array
+  API (``cuda.to_device``, ``DeviceNDArray``, its pinned allocators) is not used.
+- ``sim``: numba-cuda's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1`` set before Numba
+  is imported): "device" memory is host memory, copies are NumPy copies, kernels run
+  as Python in the simulator. For tests of the kernels and the staging logic on
+  machines without a GPU; it is slow, so only tiny shapes.
+
+Nothing here is imported by ``import nbdata``; without numba-cuda or a GPU every
+call raises :class:`nbdata.errors.UnavailableError` saying what is missing.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+import numpy as np
+
+from nbdata.errors import UnavailableError
+
+_INSTALL = "pip install 'nbdata[cuda]'"
+
+
+def simulated() -> bool:
+    """Whether Numba's CUDA simulator is on (``NUMBA_ENABLE_CUDASIM=1`` at import)."""
+    import numba
+    return bool(numba.config.ENABLE_CUDASIM)
+
+
+@functools.lru_cache(maxsize=None)
+def backend() -> "Backend":
+    """The backend of this process (made once); raises UnavailableError when neither a
+    GPU nor the simulator can be used."""
+    try:
+        from numba import cuda
+    except ImportError as e:   # pragma: no cover - numba always ships numba.cuda
+        raise UnavailableError(f"nbdata.gpu needs numba-cuda ({_INSTALL}): {e}") from None
+    if simulated():
+        return SimBackend(cuda)
+    try:
+        import cuda.core as core
+    except ImportError as e:
+        raise UnavailableError(f"nbdata.gpu needs cuda-python's cuda.core ({_INSTALL}): {e}") from None
+    try:
+        device = core.Device(0)
+        device.set_current()
+    except Exception as e:  # noqa: BLE001 - no driver, no GPU: cuda.core raises several types
+        raise UnavailableError(f"nbdata.gpu: no usable CUDA GPU ({type(e).__name__}: {e})") from None
+    return CudaBackend(cuda, core, device)
+
+
+def available() -> bool:
+    """Whether GPU calls can run here (a CUDA GPU, or the simulator)."""
+    try:
+        backend()
+    except UnavailableError:
+        return False
+    return True
+
+
+def device_index(device: Any) -> int:
+    """The GPU index of ``"cuda"``, ``"cuda:1"``, ``"gpu:0"``, ``"/gpu:0"`` or an int."""
+    if isinstance(device, (int, np.integer)):
+        return int(device)
+    text = str(device).strip().lower().lstrip("/")
+    if text.startswith("device:"):
+        text = text[len("device:"):]
+    name, _, index = text.partition(":")
+    if name not in ("cuda", "gpu") or (index and not index.isdigit()):
+        raise ValueError(f"not a GPU device: {device!r} (use 'cuda:0', 'gpu:0' or an index)")
+    return int(index or 0)
+
+
+class Backend:
+    """What the GPU code needs from a backend."""
+
+    name = "backend"
+
+    def alloc(self, nbytes: int, stream=None) -> Any:
+        """Device memory of ``nbytes`` (freed when the returned object is dropped)."""
+        raise NotImplementedError
+
+    def pinned(self, nbytes: int) -> tuple[Any, np.ndarray]:
+        """Pinned host memory: (owner, uint8 NumPy view of it)."""
+        raise NotImplementedError
+
+    def stream(self) -> Any:
+        raise NotImplementedError
+
+    def event(self, stream) -> Any:
+        """An event recorded now on ``stream``."""
+        raise NotImplementedError
+
+
+class SimBackend(Backend):
+    """The simulator: device buffers are NumPy arrays, streams and events are trivial
+    (everything is synchronous)."""
+
+    name = "sim"
+
+    def __init__(self, cuda):
+        self.cuda = cuda
+        self.device_id = 0
+
+    def alloc(self, nbytes: int, stream=None) -> np.ndarray:
+        return np.empty(nbytes, np.uint8)
+
+    def pinned(self, nbytes: int):
+        buf = np.empty(nbytes, np.uint8)
+        return buf, buf
+
+    def copy_h2d(self, dst, src: np.ndarray, stream) -> None:
+        dst[:src.nbytes] = src.reshape(-1).view(np.uint8)
+
+    def copy_d2h(self, dst: np.ndarray, src, nbytes: int, stream) -> None:
+        dst.reshape(-1).view(np.uint8)[:nbytes] = src[:nbytes]
+
+    def stream(self):
+        return None
+
+    def event(self, stream):
+        return None
+
+    def wait(self, stream, event) -> None:
+        pass
+
+    def sync(self, event_or_stream) -> None:
+        pass
+
+    def elapsed_ms(self, start, end) -> float | None:
+        return None
+
+    def host_view(self, buf, nbytes: int) -> np.ndarray:
+        """The memory of a device buffer as a uint8 array kernels take (simulator only)."""
+        return buf[:nbytes]
+
+    def pointer(self, buf) -> int:
+        return int(buf.ctypes.data)
+
+
+class CudaBackend(Backend):
+    """A real GPU through cuda.core (memory, streams, events) and numba-cuda (kernels)."""
+
+    name = "cuda"
+
+    def __init__(self, cuda, core, device):
+        self.cuda = cuda
+        self.core = core
+        self.device = device
+        self.device_id = int(device.device_id)
+        self.pool = core.DeviceMemoryResource(device)
+        self.pinned_pool = core.LegacyPinnedMemoryResource()
+        self.default = device.create_stream()
+        self.lock = threading.Lock()
+
+    def alloc(self, nbytes: int, stream=None):
+        return self.pool.allocate(max(1, nbytes), stream=stream or self.default)
+
+    def pinned(self, nbytes: int):
+        buf = self.pinned_pool.allocate(max(1, nbytes))
+        view = np.from_dlpack(buf).view(np.uint8)[:nbytes]
+        return buf, view
+
+    def copy_h2d(self, dst, src: np.ndarray, stream) -> None:
+        from cuda.bindings import driver
+        (err,) = driver.cuMemcpyHtoDAsync(int(dst.handle), int(src.ctypes.data), src.nbytes,
+                                          int(stream.handle))
+        _check(err, "cuMemcpyHtoDAsync")
+
+    def copy_d2h(self, dst: np.ndarray, src, nbytes: int, stream) -> None:
+        from cuda.bindings import driver
+        (err,) = driver.cuMemcpyDtoHAsync(int(dst.ctypes.data), int(src.handle), nbytes,
+                                          int(stream.handle))
+        _check(err, "cuMemcpyDtoHAsync")
+
+    def stream(self):
+        return self.device.create_stream(options=self.core.StreamOptions(nonblocking=True))
+
+    def event(self, stream):
+        return stream.record(options=self.core.EventOptions(timing_enabled=True))
+
+    def wait(self, stream, event) -> None:
+        if event is not None:
+            stream.wait(event)
+
+    def sync(self, event_or_stream) -> None:
+        if event_or_stream is not None:
+            event_or_stream.sync()
+
+    def elapsed_ms(self, start, end) -> float | None:
+        return float(end - start)
+
+    def pointer(self, buf) -> int:
+        return int(buf.handle)
+
+
+def _check(err, what: str) -> None:
+    if int(err) != 0:
+        from nbdata.errors import InternalError
+        raise InternalError(f"{what} failed: CUresult {int(err)}")
+
+
+__all__ = ["Backend", "available", "backend", "device_index", "simulated"]

@@ -1,0 +1,114 @@
+"""nd.gpu ops and their fused kernels against the CPU nd.image ops (tiny shapes: the
+kernels run in Numba's CUDA simulator unless NBDATA_GPU_TESTS=device)."""
+
+import numpy as np
+import pytest
+
+import nbdata as nd
+from nbdata.gpu import ops
+from nbdata.gpu.array import DeviceArray
+
+pytestmark = pytest.mark.skipif(not nd.gpu.available(), reason="no GPU and no CUDA simulator")
+
+MEAN = np.array([10.0, 20.0, 30.0])
+STD = np.array([2.0, 4.0, 8.0])
+
+
+@pytest.fixture(scope="module")
+def images():
+    return np.random.default_rng(0).integers(0, 256, (3, 6, 7, 3)).astype(np.uint8)
+
+
+def host(x):
+    return x.copy_to_host()
+
+
+def cpu_each(images, fn):
+    return np.stack([fn(images[j], j) for j in range(len(images))])
+
+
+def test_crop_flip_normalize_equal_the_cpu_ops_exactly(images):
+    d = DeviceArray.from_host(images)
+    got = host(nd.gpu.normalize(nd.gpu.random_flip_left_right(
+        nd.gpu.random_crop(d, (4, 5), seed=3), seed=5), MEAN, STD))
+    want = cpu_each(images, lambda im, j: nd.image.normalize(nd.image.random_flip_left_right(
+        nd.image.random_crop(im, (4, 5, 3), (3, j)), (5, j)), MEAN, STD))
+    assert got.dtype == want.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
+
+
+def test_seed_counter_offsets_the_elements(images):
+    d = DeviceArray.from_host(images)
+    got = host(nd.gpu.random_crop(d, (2, 2), seed=(9, 40)))
+    want = cpu_each(images, lambda im, j: nd.image.random_crop(im, (2, 2, 3), (9, 40 + j)))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_resize_equals_cpu_resize(images):
+    d = DeviceArray.from_host(images)
+    for size in ((4, 4), (9, 11), (6, 7)):
+        got = host(nd.gpu.resize(d, size))
+        want = cpu_each(images, lambda im, j: nd.image.resize(im, size))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_random_resized_crop_equals_cpu(images):
+    d = DeviceArray.from_host(images)
+    got = host(nd.gpu.random_resized_crop(d, (5, 4), seed=(7, 2)))
+    want = cpu_each(images, lambda im, j: nd.image.random_resized_crop(im, (5, 4), seed=(7, 2 + j)))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_cast_transpose_flip_decode_raw(images):
+    d = DeviceArray.from_host(images)
+    np.testing.assert_array_equal(host(nd.gpu.hwc_to_chw(d)), images.transpose(0, 3, 1, 2))
+    np.testing.assert_array_equal(host(nd.gpu.transpose(d, (1, 0, 2))), images.transpose(0, 2, 1, 3))
+    np.testing.assert_array_equal(host(nd.gpu.flip_left_right(d)), images[:, :, ::-1])
+    got = host(nd.gpu.cast(d, np.float32))
+    assert got.dtype == np.float32 and np.array_equal(got, images.astype(np.float32))
+    raw = DeviceArray.from_host(images.reshape(3, -1))
+    viewed = nd.gpu.decode_raw(raw, np.uint16)
+    np.testing.assert_array_equal(host(viewed), images.reshape(3, -1).view(np.uint16))
+    shaped = nd.gpu.decode_raw(raw, np.uint8, (6, 7, 3))
+    np.testing.assert_array_equal(host(shaped), images)
+
+
+def test_apply_runs_a_device_function_per_value(images):
+    # The output dtype is NumPy's for the function on one value (uint8 stays uint8).
+    small = images[:1, :2, :2]
+    got = host(nd.gpu.apply(DeviceArray.from_host(small.astype(np.float32)), lambda v: v * 2 + 1))
+    np.testing.assert_array_equal(got, small.astype(np.float32) * 2 + 1)
+    assert got.dtype == np.float32
+
+
+def test_one_kernel_for_a_chain_and_its_source():
+    chain = ops.Chain([ops.RandomCrop((4, 5), 3), ops.Flip(5), ops.Normalize(MEAN, STD),
+                       ops.Transpose((2, 0, 1))], (6, 7, 3), np.uint8)
+    source, _ = chain.source()
+    assert source.count("def kernel") == 1 and "cuda.grid(1)" in source
+    assert chain.out_shape == (3, 4, 5) and chain.out_dtype == np.float32
+
+
+def test_errors_name_the_op(images):
+    d = DeviceArray.from_host(images)
+    with pytest.raises(ValueError, match="random_crop.*does not fit"):
+        nd.gpu.random_crop(d, (9, 9), seed=1)
+    with pytest.raises(ValueError, match="transpose last"):
+        ops.Chain([ops.Transpose((2, 0, 1)), ops.RandomCrop((2, 2), 1)], (6, 7, 3), np.uint8)
+    with pytest.raises(TypeError, match="DeviceArray"):
+        nd.gpu.normalize(images, MEAN, STD)
+    with pytest.raises(ValueError, match="seed is required"):
+        nd.gpu.random_flip_left_right(d, None)
+    with pytest.raises(ValueError, match="bilinear"):
+        nd.gpu.resize(d, (2, 2), method="area")
+
+
+def test_device_array_views_and_protocols(images):
+    d = DeviceArray.from_host(images)
+    assert d.shape == (3, 6, 7, 3) and d.dtype == np.uint8 and d.nbytes == images.nbytes
+    np.testing.assert_array_equal(host(d[1]), images[1])
+    np.testing.assert_array_equal(host(d[1:3]), images[1:3])
+    cai = d.__cuda_array_interface__
+    assert cai["version"] == 3 and cai["shape"] == d.shape and cai["typestr"] == "|u1"
+    np.testing.assert_array_equal(np.from_dlpack(d), images)   # the simulator's memory is host memory
+    np.testing.assert_array_equal(np.asarray(d), images)
