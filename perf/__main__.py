@@ -9,6 +9,7 @@ import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOADS = ("w1", "w2", "w2_gzip", "w3", "crc32c", "jpeg", "w4", "w5", "w6", "pymap", "pymap_nogil",
+             "gpu",
              "tf1_csv", "tf1_tfrecord", "compile")
 
 
@@ -57,6 +58,9 @@ def main(argv=None) -> int:
         elif name == "crc32c":
             from perf import crc32c_throughput
             print(crc32c_throughput.report(line, args.quick, load), flush=True)
+        elif name == "gpu":
+            from perf import gpu_pipeline
+            print(gpu_pipeline.report(line, args.quick, load), flush=True)
         else:
             from perf.measure import format_table
             from perf.row_process import build, run_row
