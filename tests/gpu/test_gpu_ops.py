@@ -112,3 +112,40 @@ def test_device_array_views_and_protocols(images):
     assert cai["version"] == 3 and cai["shape"] == d.shape and cai["typestr"] == "|u1"
     np.testing.assert_array_equal(np.from_dlpack(d), images)   # the simulator's memory is host memory
     np.testing.assert_array_equal(np.asarray(d), images)
+
+
+def test_without_gpu_or_simulator_gpu_calls_raise_unavailable():
+    # A fresh process with the simulator off on a machine without a GPU: importing
+    # nbdata and CPU pipelines work, GPU calls raise UnavailableError saying why.
+    import os
+    import subprocess
+    import sys
+    probe = ("import numpy as np, nbdata as nd\n"
+             "assert [int(x) for x in nd.Dataset.range(3)] == [0, 1, 2]\n"
+             "try:\n"
+             "    nd.gpu.DeviceArray.from_host(np.zeros(2))\n"
+             "except nd.errors.UnavailableError as e:\n"
+             "    print('unavailable:', e)\n"
+             "else:\n"
+             "    print('gpu present')\n"
+             "print('available:', nd.gpu.available())\n")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    if "gpu present" in out.stdout:
+        pytest.skip("this machine has a GPU")
+    assert "unavailable: nbdata.gpu" in out.stdout and "available: False" in out.stdout
+
+
+@pytest.mark.parametrize("library", ["torch", "jax", "cupy"])
+def test_dlpack_consumers_take_device_arrays(images, library):
+    mod = pytest.importorskip(library)
+    d = DeviceArray.from_host(images)
+    if library == "torch":
+        got = mod.from_dlpack(d).cpu().numpy()
+    elif library == "jax":
+        got = np.asarray(mod.dlpack.from_dlpack(d))
+    else:
+        got = mod.asnumpy(mod.from_dlpack(d))
+    np.testing.assert_array_equal(got, images)
