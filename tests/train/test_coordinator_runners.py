@@ -5,8 +5,6 @@ Expected behaviour is TF1's (``tf.compat.v1.train``), measured with TensorFlow 2
 Every thread is joined with a timeout and the tests assert it ended.
 """
 
-import os
-import re
 import sys
 import threading
 import time
@@ -15,19 +13,9 @@ import numpy as np
 import pytest
 
 import nbdata as nd
+from queue_helpers import core_message, session, without_counts
 
 OutOfRange = nd.errors.OutOfRangeError
-
-
-@pytest.fixture
-def graph():
-    g = nd.Graph()
-    with g.as_default():
-        yield g
-
-
-def session(g, timeout_ms=5000, **config):
-    return nd.Session(graph=g, config=nd.ConfigProto(operation_timeout_in_ms=timeout_ms, **config))
 
 
 def start(target, name=None):
@@ -495,24 +483,6 @@ def test_session_close_mid_run(graph):
 
 # ------------------------------------------------------------ against TensorFlow
 
-@pytest.fixture(scope="module")
-def tf():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    tf = pytest.importorskip("tensorflow")
-    return tf.compat.v1
-
-
-def _core_message(e):
-    m = getattr(e, "message", str(e))
-    if "Graph execution error" in m:
-        lines = [line for line in m.split("\n") if line.strip()]
-        i = next(j for j, line in enumerate(lines) if line.startswith("Node:"))
-        m = "\n".join(line for line in lines[i + 1:] if not line.strip().startswith("[["))
-    m = m.split("\n\t [[")[0]
-    m = re.sub(r"'_\d+_", "'_N_", m)
-    return re.sub(r" \(requested \d+, current size \d+\)", "", m)
-
-
 def _pipeline_run(m, graph_cls, asfb, failing=False):
     """range_input_producer -> (py_func) -> batch(3): the batches, their static shape and
     how the epoch ends, run through queue runners."""
@@ -540,7 +510,7 @@ def _pipeline_run(m, graph_cls, asfb, failing=False):
                 try:
                     batches.append(sess.run(b).tolist())
                 except Exception as e:  # noqa: BLE001
-                    out["end"] = (type(e).__name__, _core_message(e))
+                    out["end"] = (type(e).__name__, without_counts(core_message(e)))
                     break
             out["batches"] = batches
             coord.request_stop()

@@ -6,7 +6,6 @@ follow NumPy (a Python int is int64, a float float64) as nbdata documents.
 """
 
 import collections
-import os
 import threading
 import time
 
@@ -14,19 +13,9 @@ import numpy as np
 import pytest
 
 import nbdata as nd
+from queue_helpers import session
 
 Pair = collections.namedtuple("Pair", ["first", "second"])
-
-
-@pytest.fixture
-def graph():
-    g = nd.Graph()
-    with g.as_default():
-        yield g
-
-
-def session(g, timeout_ms=5000, **config):
-    return nd.Session(graph=g, config=nd.ConfigProto(operation_timeout_in_ms=timeout_ms, **config))
 
 
 def filled_queue(values, dtype=np.int64):
@@ -371,13 +360,6 @@ def test_run_options_override_session_timeout(graph):
 
 
 # ------------------------------------------------------------ against TensorFlow
-
-@pytest.fixture(scope="module")
-def tf():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    tf = pytest.importorskip("tensorflow")
-    return tf.compat.v1
-
 
 def _normalize(value):
     if isinstance(value, dict):

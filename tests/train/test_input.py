@@ -7,18 +7,17 @@ or run. A few tests compare a CSV pipeline with real ``tensorflow.compat.v1``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import nbdata as nd
+from queue_helpers import started
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -30,37 +29,6 @@ def _message(e: BaseException) -> str:
 def _closed_message(kind: str, queue: str, requested: int, size: int) -> str:
     return (rf"^{kind} '_\d+_{re.escape(queue)}' is closed and has insufficient elements "
             rf"\(requested {requested}, current size {size}\)$")
-
-
-@contextlib.contextmanager
-def started(sess, init_locals: bool = True):
-    """Queue runners of ``sess`` started with a Coordinator; at the end the runners are
-    stopped and joined (their error is kept in ``state.join_error``; it is raised
-    unless ``state.expect_join_error``), and no thread may be left running."""
-    if init_locals:
-        with sess.graph.as_default():
-            sess.run(nd.local_variables_initializer())
-    coord = nd.train.Coordinator()
-    threads = nd.train.start_queue_runners(sess, coord)
-    state = SimpleNamespace(coord=coord, threads=threads, join_error=None,
-                            expect_join_error=False)
-    failed = False
-    try:
-        yield state
-    except BaseException:
-        failed = True
-        raise
-    finally:
-        coord.request_stop()
-        try:
-            coord.join(threads, stop_grace_period_secs=5)
-        except Exception as e:  # noqa: BLE001 - inspected by the tests
-            state.join_error = e
-        alive = [t.name for t in threads if t.is_alive()]
-        if not failed:
-            assert not alive, f"threads still running: {alive}"
-            if state.join_error is not None and not state.expect_join_error:
-                raise state.join_error
 
 
 def drain(sess, fetch, limit: int = 500):

@@ -20,12 +20,12 @@ import collections
 import contextlib
 import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import nbdata as nd
+from queue_helpers import started, without_counts
 from nbdata.train.readers import ReaderState
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -35,39 +35,7 @@ PER_RECORD = "per record, op by op:"
 
 
 def _message(e: BaseException) -> str:
-    """The error's message. Its "(requested n, current size m)" counts are dropped: they
-    depend on whether the last dequeue was already waiting when the queue closed (it
-    then holds what it took), a race in TF1 as well."""
-    return re.sub(r" \(requested \d+, current size \d+\)", "", getattr(e, "message", str(e)))
-
-
-@contextlib.contextmanager
-def started(sess):
-    """Queue runners started with a Coordinator, then stopped and joined; no thread may
-    be left running. The join's error is kept in ``state.join_error`` (raised unless
-    ``state.expect_join_error``)."""
-    with sess.graph.as_default():
-        sess.run(nd.local_variables_initializer())
-    coord = nd.train.Coordinator()
-    threads = nd.train.start_queue_runners(sess, coord)
-    state = SimpleNamespace(threads=threads, join_error=None, expect_join_error=False)
-    failed = False
-    try:
-        yield state
-    except BaseException:
-        failed = True
-        raise
-    finally:
-        coord.request_stop()
-        try:
-            coord.join(threads, stop_grace_period_secs=5)
-        except Exception as e:  # noqa: BLE001 - inspected by the tests
-            state.join_error = e
-        alive = [t.name for t in threads if t.is_alive()]
-        if not failed:
-            assert not alive, f"threads still running: {alive}"
-            if state.join_error is not None and not state.expect_join_error:
-                raise state.join_error
+    return without_counts(getattr(e, "message", str(e)))
 
 
 def _plain(value):

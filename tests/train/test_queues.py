@@ -9,7 +9,6 @@ of hanging.
 """
 
 import collections
-import os
 import re
 import threading
 import time
@@ -18,6 +17,7 @@ import numpy as np
 import pytest
 
 import nbdata as nd
+from queue_helpers import core_message, session
 
 OutOfRange = nd.errors.OutOfRangeError
 Cancelled = nd.errors.CancelledError
@@ -31,18 +31,6 @@ LABELS = {
     "padding": ("PaddingFIFOQueue", "FIFOQueue", "padding_fifo_queue"),
     "shuffle": ("RandomShuffleQueue", "RandomShuffleQueue", "random_shuffle_queue"),
 }
-
-
-@pytest.fixture
-def graph():
-    g = nd.Graph()
-    with g.as_default():
-        yield g
-
-
-def session(g, timeout_ms=5000, **config):
-    """A session whose blocking ops give up after ``timeout_ms`` (a safety net)."""
-    return nd.Session(graph=g, config=nd.ConfigProto(operation_timeout_in_ms=timeout_ms, **config))
 
 
 def make_queue(kind, capacity=10, dtypes=np.int32, shapes=((),), **kw):
@@ -736,30 +724,13 @@ def test_fifo_order_across_producers_and_consumers(graph):
 
 # ------------------------------------------------------------ against TensorFlow
 
-@pytest.fixture(scope="module")
-def tf():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    tf = pytest.importorskip("tensorflow")
-    return tf.compat.v1
-
-
-def _core_message(e):
-    """The kernel message of an error (TF 2.21 wraps it in 'Graph execution error')."""
-    m = getattr(e, "message", str(e))
-    if "Graph execution error" in m:
-        lines = [line for line in m.split("\n") if line.strip()]
-        i = next(j for j, line in enumerate(lines) if line.startswith("Node:"))
-        m = "\n".join(line for line in lines[i + 1:] if not line.strip().startswith("[["))
-    return re.sub(r"'_\d+_", "'_N_", m.split("\n\t [[")[0])
-
-
 def _run_steps(run, steps):
     out = []
     for step in steps:
         try:
             value = run(step)
         except Exception as e:  # noqa: BLE001 - compared with TF's
-            out.append(("error", type(e).__name__, _core_message(e)))
+            out.append(("error", type(e).__name__, core_message(e)))
             continue
         out.append(("value", value))
     return out
