@@ -18,5 +18,11 @@ def graph():
 @pytest.fixture(scope="module")
 def tf():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    tf = pytest.importorskip("tensorflow")
-    return tf.compat.v1
+    tf = pytest.importorskip("tensorflow").compat.v1
+    tf.logging.set_verbosity(tf.logging.ERROR)   # the queue API's deprecation warnings
+    return tf
+
+
+@pytest.fixture(scope="module")
+def tf1(tf):
+    return tf

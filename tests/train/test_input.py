@@ -7,7 +7,6 @@ or run. A few tests compare a CSV pipeline with real ``tensorflow.compat.v1``.
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
@@ -661,15 +660,6 @@ def test_batch_join_with_two_readers(tmp_path):
 
 
 # ------------------------------------------------------- TF1 differential
-
-@pytest.fixture(scope="module")
-def tf1():
-    pytest.importorskip("tensorflow")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    import tensorflow.compat.v1 as tf
-    tf.logging.set_verbosity(tf.logging.ERROR)
-    return tf
-
 
 def _csv_batches(m, files, asfb, lower=True):
     """people.csv-style guide pipeline in TF1 (``m`` = tf.compat.v1) or nbdata."""

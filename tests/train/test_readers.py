@@ -573,15 +573,6 @@ def test_identity_reader(reading):
 
 # ------------------------------------------------------- TF1 differential
 
-@pytest.fixture(scope="module")
-def tf1():
-    pytest.importorskip("tensorflow")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    import tensorflow.compat.v1 as tf
-    tf.logging.set_verbosity(tf.logging.ERROR)
-    return tf
-
-
 def _tf_reads(tf, make_reader, files, up_to):
     out = []
     with tf.Graph().as_default() as g:
