@@ -161,9 +161,12 @@ class CsvConfig:
         ints, floats, floats32, starts, ends, escaped, state = self.run(data, offsets, n)
         blob = None
         out = []
+        # Which columns need defaults or the Python float parser (checked once for all:
+        # a decode per record pays for every array operation).
+        defaulted = (state == 1).any(axis=1).tolist()
+        parsed = (state == 2).any(axis=1).tolist()
         for j, (dtype, default) in enumerate(zip(self.dtypes, self.defaults)):
             kind = int(self.kinds[j])
-            use_default = state[j] == 1
             if kind == k.KIND_STRING:
                 if blob is None:
                     blob = data.tobytes()
@@ -171,10 +174,10 @@ class CsvConfig:
                 s, e = starts[j].tolist(), ends[j].tolist()
                 col[:] = [blob[a:b] for a, b in zip(s, e)]
                 if escaped[j].any():
-                    for r in np.flatnonzero(escaped[j] & ~use_default):
+                    for r in np.flatnonzero(escaped[j] & (state[j] != 1)):
                         col[r] = col[r].replace(b'""', b'"')
-                if use_default.any():
-                    col[use_default] = default
+                if defaulted[j]:
+                    col[state[j] == 1] = default
                 out.append(col)
                 continue
             if kind in (k.KIND_INT32, k.KIND_INT64):
@@ -183,9 +186,9 @@ class CsvConfig:
                 col = floats32[j]
             else:
                 col = floats[j]
-            if use_default.any():
-                col[use_default] = default
-            slow = np.flatnonzero(state[j] == 2)
+            if defaulted[j]:
+                col[state[j] == 1] = default
+            slow = np.flatnonzero(state[j] == 2) if parsed[j] else ()
             if len(slow):
                 if blob is None:
                     blob = data.tobytes()
@@ -312,7 +315,7 @@ def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, 
     >>> decode_csv("7,x", [np.int32(0), ""])
     [np.int32(7), b'x']
     """
-    config = CsvConfig(record_defaults, field_delim, use_quote_delim, na_value, select_cols)
+    config = _config(record_defaults, field_delim, use_quote_delim, na_value, select_cols)
     lifted = probed(records, lambda: _decoder(config, records))
     if lifted is not None:
         return list(lifted) if isinstance(lifted, tuple) else lifted
@@ -325,6 +328,27 @@ def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, 
     if shape == ():
         return [c[0] if isinstance(c[0], bytes) else c[0] for c in columns]
     return [c.reshape(shape) for c in columns]
+
+
+_configs: dict = {}
+
+
+def _config(record_defaults, field_delim, use_quote_delim, na_value, select_cols) -> CsvConfig:
+    """The CsvConfig of these arguments, made once for calls that repeat them (a decode
+    per record, as TF1 graphs run it); keyed on their reprs, which name dtypes too."""
+    try:
+        key = (tuple(repr(v) for v in record_defaults), repr(field_delim), bool(use_quote_delim),
+               repr(na_value), None if select_cols is None else tuple(int(c) for c in select_cols))
+    except TypeError:
+        key = None
+    config = _configs.get(key) if key is not None else None
+    if config is None:
+        config = CsvConfig(record_defaults, field_delim, use_quote_delim, na_value, select_cols)
+        if key is not None:
+            if len(_configs) >= 256:
+                _configs.clear()
+            _configs[key] = config
+    return config
 
 
 def _decoder(config: CsvConfig, probe):

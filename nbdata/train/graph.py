@@ -556,19 +556,28 @@ def _symbolic_leaves(structure: Any) -> list:
     return found
 
 
-def _substitute(structure: Any, values: dict) -> Any:
+def _template(structure: Any) -> Callable[[dict], Any]:
+    """A function rebuilding ``structure`` with each tensor (or placeholder) replaced by
+    its value in a dict keyed on ``id``. Parts without tensors are returned as they are
+    (the same objects), so a call per record rebuilds only the path to its tensors."""
     from nbdata.placeholder import Placeholder
     if isinstance(structure, (Tensor, Placeholder)):
-        return values[id(structure)]
+        key = id(structure)
+        return lambda values: values[key]
+    if not _symbolic_leaves(structure):
+        return lambda values: structure
     if isinstance(structure, list):
-        return [_substitute(v, values) for v in structure]
+        parts = [_template(v) for v in structure]
+        return lambda values: [p(values) for p in parts]
     if isinstance(structure, tuple):
-        out = [_substitute(v, values) for v in structure]
-        return type(structure)(*out) if hasattr(structure, "_fields") else tuple(out)
-    if isinstance(structure, Mapping):
-        return type(structure)((k, _substitute(v, values)) for k, v in structure.items()) \
-            if isinstance(structure, dict) else {k: _substitute(v, values) for k, v in structure.items()}
-    return structure
+        parts = [_template(v) for v in structure]
+        if hasattr(structure, "_fields"):
+            cls = type(structure)
+            return lambda values: cls(*[p(values) for p in parts])
+        return lambda values: tuple(p(values) for p in parts)
+    cls = type(structure) if isinstance(structure, dict) else dict
+    parts = {k: _template(v) for k, v in structure.items()}
+    return lambda values: cls((k, p(values)) for k, p in parts.items())
 
 
 def is_symbolic(*args, **kwargs) -> bool:
@@ -600,16 +609,17 @@ def record(fn: Callable, args: tuple, kwargs: dict, op_type: str, name: str | No
     tensors = [as_tensor(x, graph) if isinstance(x, Placeholder) else x for x in leaves]
     keys = [id(x) for x in leaves]
 
+    build_args, build_kwargs = _template(args), _template(kwargs)
+
     def call(*values):
         bound = dict(zip(keys, values))
-        return fn(*_substitute(args, bound), **_substitute(kwargs, bound))
+        return fn(*build_args(bound), **build_kwargs(bound))
     call.__qualname__ = getattr(fn, "__name__", op_type)
     specs = [t.spec for t in tensors]
     returned = []
 
     def probe(*values):   # notes what kind of structure the function returns
-        out = fn(*_substitute(args, dict(zip(keys, values))),
-                 **_substitute(kwargs, dict(zip(keys, values))))
+        out = call(*values)
         returned.append(type(out))
         return out
     probe.__qualname__ = call.__qualname__

@@ -19,9 +19,9 @@ from typing import Any, Callable
 import numpy as np
 
 from nbdata.chunks import RecordArray
-from nbdata.errors import (CancelledError, DeadlineExceededError, InvalidArgumentError,
+from nbdata.errors import (CancelledError, DeadlineExceededError, InvalidArgumentError, OpError,
                            UnimplementedError)
-from nbdata.spec import flatten, is_namedtuple
+from nbdata.spec import TensorSpec, flatten, is_namedtuple, string
 from nbdata.train.graph import Graph, Operation, Tensor, TensorShape, get_default_graph
 
 
@@ -420,13 +420,57 @@ def _fed_value(tensor: Tensor, value: Any) -> Any:
     return cast_leaf(leaf, spec, f"feed for {tensor.name}") if spec.dtype is not string else leaf
 
 
+def _leaves(value: Any) -> list:
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return [leaf for v in value for leaf in _leaves(v)]
+    if isinstance(value, dict):
+        return [leaf for k in sorted(value) for leaf in _leaves(value[k])]
+    return [value]
+
+
+def _fits(value: Any, spec) -> bool:
+    """Whether ``value`` is already what a tensor of ``spec`` holds (no conversion)."""
+    if not isinstance(spec, TensorSpec):
+        return False
+    if spec.dtype is string:
+        if spec.shape == ():
+            return isinstance(value, bytes)
+        if not (isinstance(value, np.ndarray) and value.dtype == object):
+            return False
+    elif not (isinstance(value, (np.ndarray, np.generic)) and value.dtype == spec.dtype):
+        return False
+    want, got = spec.shape, value.shape
+    if want is None or want == got:
+        return True
+    return len(want) == len(got) and all(d is None or d == g for d, g in zip(want, got))
+
+
+def _run_recorded(op: Operation, inputs: list) -> list:
+    """A recorded op's outputs, checked against the specs it was recorded with (values
+    that already fit pass as they are; others are converted or refused)."""
+    from nbdata.ops.function import canonical_output, conform
+    checked = op.checked
+    try:
+        out = op.fn(*inputs)
+    except OpError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the op's own failure, as TF1 reports it
+        raise InvalidArgumentError(f"{checked.op}: function {checked.name} raised "
+                                   f"{type(e).__name__}: {e}", op.name) from e
+    leaves = _leaves(out)
+    if len(leaves) == len(op.outputs) and all(_fits(v, t.spec) for v, t in zip(leaves, op.outputs)):
+        return leaves
+    return flatten(conform(canonical_output(out, checked.op, checked.name), checked.output_spec,
+                           checked.op, checked.name))
+
+
 def evaluate(op: Operation, run: RunContext, inputs: list) -> list:
     """The output values of ``op`` in ``run`` given its input values."""
     if op.kind == "pure":
         if op.checked is None:   # a constant, or an op made with its output specs given
             out = op.fn(*inputs)
             return [out] if len(op.outputs) == 1 else list(out)
-        return flatten(op.checked(tuple(inputs)))
+        return _run_recorded(op, inputs)
     if op.kind == "placeholder":
         t = op.outputs[0]
         raise InvalidArgumentError(
