@@ -1,6 +1,6 @@
 """nbdata: tf.data-style input pipelines compiled into fused, parallel Numba loops."""
 
-from nbdata import errors, experimental, image, io, random, train
+from nbdata import errors, experimental, gpu, image, io, random, train
 from nbdata.checkpoint import Checkpoint
 from nbdata.compiler.pipeline import Pipeline
 from nbdata.dataset import Dataset
@@ -29,7 +29,7 @@ __all__ = [
     "FixedLengthRecordDataset", "INFINITE", "SparseTensor", "SparseTensorSpec",
     "TFRecordDataset", "TextLineDataset",
     "Initializer", "Iterator", "OptimizationOptions", "Options", "Pipeline", "Placeholder",
-    "TensorSpec", "ThreadingOptions", "UNKNOWN", "errors", "experimental", "image", "io",
+    "TensorSpec", "ThreadingOptions", "UNKNOWN", "errors", "experimental", "gpu", "image", "io",
     "make_saveable_from_iterator", "placeholder", "random", "string", "train",
     # TF1 graphs, sessions, queues and readers (nd.train holds the input functions)
     "ConfigProto", "FIFOQueue", "FixedLengthRecordReader", "Graph", "GraphKeys",
