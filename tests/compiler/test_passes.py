@@ -30,7 +30,7 @@ def reference(ds):
 
 def test_pass_names_are_options():
     assert PASS_NAMES == ["noop_elimination", "decode_lifting", "decode_vectorization",
-                          "map_fusion", "filter_fusion", "shuffle_indices"]
+                          "map_fusion", "gpu_map_fusion", "filter_fusion", "shuffle_indices"]
     for name in PASS_NAMES:
         assert getattr(nd.Options().optimization, name) is True
 
