@@ -195,8 +195,12 @@ class ExecContext:
     def __init__(self, options: Options, feed: dict | None = None, state: RunState | None = None,
                  stats: dict | None = None, make_dataset: Callable | None = None,
                  budget: ThreadBudget | None = None, op_index: dict | None = None,
-                 epochs: dict | None = None, path: tuple = ()):
+                 epochs: dict | None = None, path: tuple = (), host_empty: Callable | None = None):
         self.options = options
+        # Allocates the host arrays fused stages write their outputs into (np.empty, or
+        # pinned memory below prefetch_to_device, so batches are copied to the GPU as
+        # they are).
+        self.host_empty = host_empty or np.empty
         self.feed = feed or {}
         self.state = state if state is not None else RunState()
         self._stats = stats if stats is not None else {}
@@ -209,7 +213,13 @@ class ExecContext:
     def with_path(self, epoch: int) -> "ExecContext":
         """This context for epoch ``epoch`` of a ``repeat`` (random ops below it draw anew)."""
         return ExecContext(self.options, self.feed, self.state, self._stats, self._make_dataset,
-                           self.budget, self.op_index, self.epochs, self.path + (epoch,))
+                           self.budget, self.op_index, self.epochs, self.path + (epoch,),
+                           self.host_empty)
+
+    def with_host_allocator(self, host_empty: Callable) -> "ExecContext":
+        """This context with fused stages' outputs allocated by ``host_empty``."""
+        return ExecContext(self.options, self.feed, self.state, self._stats, self._make_dataset,
+                           self.budget, self.op_index, self.epochs, self.path, host_empty)
 
     def epoch(self, node, reshuffle: bool) -> int:
         """The epoch a random op's draws are keyed on: the iteration of the pipeline this

@@ -267,7 +267,7 @@ class FusedChunks(ChunkIter):
         stage = self.stage
         saved = self.state.copy()
         outs = ([o[:k] for o in self.row_outputs] if stage.compacts else
-                [np.empty((k,) + sp.shape, sp.dtype) for sp in stage.out_specs])
+                [self.ctx.host_empty((k,) + sp.shape, sp.dtype) for sp in stage.out_specs])
         start = self.position
         try:
             with kernel_section(self.ctx.budget.kernel_threads()):

@@ -1,17 +1,23 @@
 """``prefetch_to_device``: batches copied into GPU memory ahead of the consumer.
 
 A background thread (the runtime's BackgroundChunks, ``buffer_size`` batches ahead)
-takes each batch the CPU stages made, writes its arrays into pinned host buffers (a
-ring of them, each reused once its previous copy has finished), and copies them to
-the device on a stream of its own; each DeviceArray carries the event after its copy,
-so consumers (nd.gpu ops, PyTorch, JAX, CuPy) order their work after it without
+copies each batch's arrays to the device on a stream of its own. The fused CPU stages
+below it write their outputs straight into pinned host memory (a pool of pinned
+blocks, lent out as arrays and taken back when the last view of one is gone), so
+their batches are copied to the GPU as they are, with no host copy; arrays from
+elsewhere (an unfused batch, a compacting stage) are first written into a ring of
+pinned staging buffers. Each DeviceArray carries the event after its copy, so
+consumers (nd.gpu ops, PyTorch, JAX, CuPy) order their work after it without
 blocking the host. Strings and other non-numeric leaves stay on the host. Its state
 is the input's, so save/restore works across it (batches copied ahead are read again).
+``pipe.stats()`` counts the direct and the staged copies.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -62,18 +68,21 @@ class PrefetchToDevice(Node):
                                       for k, v in enumerate(values)])
 
     def open_chunks(self, ctx, state=None):
-        return BackgroundChunks(ctx, lambda s: ToDeviceChunks(self, ctx, s), self.spec, state,
-                                self.buffer_size, ctx.stats(self), self.label)
+        from nbdata.gpu import runtime
+        pool = PinnedPool(runtime.backend())
+        inner = ctx.with_host_allocator(pool.empty)
+        return BackgroundChunks(ctx, lambda s: ToDeviceChunks(self, inner, s, ctx.stats(self)),
+                                self.spec, state, self.buffer_size, ctx.stats(self), self.label)
 
 
 class ToDeviceChunks(ChunkIter):
     """The input's batches, their device leaves copied to the GPU (one row, one batch).
     State: the input's (a RowReader's)."""
 
-    def __init__(self, node: PrefetchToDevice, ctx, state):
+    def __init__(self, node: PrefetchToDevice, ctx, state, stats=None):
         self.leaves = set(node.device_leaves)
         self.reader = RowReader(ctx, node.input, None if state is None else state["input"], 1)
-        self.stager = Stager(node.device, node.buffer_size + 2)
+        self.stager = Stager(node.device, node.buffer_size + 2, stats)
 
     def next(self, want: int):
         chunk = self.reader.next_rows(max(1, want))
@@ -96,9 +105,10 @@ class ToDeviceChunks(ChunkIter):
 
 
 class Stager:
-    """Host -> device copies through a ring of pinned buffers on one stream."""
+    """Host -> device copies on one stream: straight from pinned arrays (kept alive until
+    their copy is done), else through a ring of pinned staging buffers."""
 
-    def __init__(self, device: int, slots: int):
+    def __init__(self, device: int, slots: int, stats=None):
         from nbdata.gpu import runtime
         self.backend = runtime.backend()
         if device != self.backend.device_id:
@@ -108,25 +118,97 @@ class Stager:
         self.stream = self.backend.stream()
         self.slots = [[None, None, None] for _ in range(max(2, slots))]   # owner, view, event
         self.next_slot = 0
+        self.in_flight: list = []   # (event, host array) of direct copies not known done
+        self.stats = stats
+        self.counts = {"direct copies": 0, "staged copies": 0}
+
+    def _count(self, kind: str) -> None:
+        self.counts[kind] += 1
+        if self.stats is not None:
+            self.stats.chosen.update(self.counts)
 
     def to_device(self, array: np.ndarray):
         from nbdata.gpu.array import DeviceArray
         be = self.backend
-        array = np.ascontiguousarray(array)
-        slot = self.slots[self.next_slot]
-        self.next_slot = (self.next_slot + 1) % len(self.slots)
-        if slot[2] is not None:
-            be.sync(slot[2])   # the copy that last read this buffer is done
-        if slot[1] is None or slot[1].size < array.nbytes:
-            slot[0], slot[1] = be.pinned(max(array.nbytes, 1))
-        staged = slot[1][:array.nbytes]
-        staged[:] = array.reshape(-1).view(np.uint8)
         out = DeviceArray.empty(array.shape, array.dtype, self.stream)
-        if array.nbytes:
-            be.copy_h2d(out.buffer, staged, self.stream)
-        slot[2] = out.ready = be.event(self.stream)
+        if _pinned(array) and array.flags.c_contiguous:
+            if array.nbytes:
+                be.copy_h2d(out.buffer, array, self.stream)
+            out.ready = be.event(self.stream)
+            # The host array (and so its pinned block) lives until its copy is done.
+            self.in_flight = [(e, a) for e, a in self.in_flight if not _done(be, e)]
+            self.in_flight.append((out.ready, array))
+            self._count("direct copies")
+        else:
+            array = np.ascontiguousarray(array)
+            slot = self.slots[self.next_slot]
+            self.next_slot = (self.next_slot + 1) % len(self.slots)
+            if slot[2] is not None:
+                be.sync(slot[2])   # the copy that last read this buffer is done
+            if slot[1] is None or slot[1].size < array.nbytes:
+                slot[0], slot[1] = be.pinned(max(array.nbytes, 1))
+            staged = slot[1][:array.nbytes]
+            staged[:] = array.reshape(-1).view(np.uint8)
+            if array.nbytes:
+                be.copy_h2d(out.buffer, staged, self.stream)
+            slot[2] = out.ready = be.event(self.stream)
+            self._count("staged copies")
         out.stream = self.stream
         return out
 
 
-__all__ = ["PrefetchToDevice", "Stager", "device_leaves"]
+def _done(be, event) -> bool:
+    return event is None or getattr(event, "is_done", True)
+
+
+class _Lease:
+    """Pinned memory lent out as an array (``np.asarray(lease)``): NumPy arrays made from
+    it and every view of them hold it, so it is collected, and its block returned to the
+    pool, when the last of them is gone."""
+
+    def __init__(self, block, shape: tuple, dtype: np.dtype):
+        self.block = block
+        self.__array_interface__ = {"shape": shape, "typestr": dtype.str, "version": 3,
+                                    "data": (int(block[1].ctypes.data), False)}
+
+
+def _pinned(array: np.ndarray) -> bool:
+    base = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return isinstance(base, _Lease)
+
+
+class PinnedPool:
+    """Pinned host blocks by size class (powers of two from 64 KiB), for the arrays fused
+    stages write their outputs into; small arrays are ordinary host memory."""
+
+    MIN_BYTES = 1 << 16
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.free: dict[int, list] = {}
+        self.lock = threading.Lock()
+
+    def empty(self, shape: tuple, dtype) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        shape = tuple(int(d) for d in shape)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if nbytes < self.MIN_BYTES:
+            return np.empty(shape, dtype)
+        size = 1 << (nbytes - 1).bit_length()
+        with self.lock:
+            blocks = self.free.get(size)
+            block = blocks.pop() if blocks else None
+        if block is None:
+            block = self.backend.pinned(size)
+        lease = _Lease(block, shape, dtype)
+        weakref.finalize(lease, self._release, size, block)
+        return np.asarray(lease)
+
+    def _release(self, size: int, block) -> None:
+        with self.lock:
+            self.free.setdefault(size, []).append(block)
+
+
+__all__ = ["PinnedPool", "PrefetchToDevice", "Stager", "device_leaves"]

@@ -149,3 +149,45 @@ def test_errors():
     with pytest.raises(ValueError, match="known element shape"):
         nd.Dataset.range(4).map(lambda i: np.zeros(i, np.float32)).batch(2).prefetch_to_device() \
             .map(lambda x: nd.gpu.cast(x, np.int32))
+
+
+def staging_counts(pipe) -> dict:
+    (stage,) = [s for s in pipe.stats().stages if s.title.startswith("prefetch_to_device")]
+    return {k: v for k, v in stage.chosen.items() if k.endswith("copies")}
+
+
+def test_fused_batches_are_written_into_pinned_memory_and_copied_as_they_are():
+    # 64 x 32x32x3 uint8 through a fused map + batch: the stage's output buffers come from
+    # the pinned pool, so every image batch goes to the device without a staging copy
+    # (the small label batches are staged).
+    rng = np.random.default_rng(2)
+    images = rng.integers(0, 256, (64, 32, 32, 3)).astype(np.uint8)
+    opts = nd.Options()
+    opts.fusion_min_rows = 0
+    ds = (nd.Dataset.from_tensor_slices((images, np.arange(64))).map(lambda x, y: (x, y * 2))
+          .batch(16).with_options(opts).prefetch_to_device())
+    pipe = ds.compile()
+    assert pipe.fused_stages()
+    out = [(a.copy_to_host(), b.copy_to_host()) for a, b in pipe]
+    np.testing.assert_array_equal(np.concatenate([a for a, _ in out]), images)
+    np.testing.assert_array_equal(np.concatenate([b for _, b in out]), np.arange(64) * 2)
+    assert staging_counts(pipe) == {"direct copies": 4, "staged copies": 4}
+
+
+def test_pinned_blocks_return_to_the_pool_when_their_arrays_are_gone():
+    import gc
+    from nbdata.gpu import runtime
+    from nbdata.gpu.staging import PinnedPool, _pinned
+    pool = PinnedPool(runtime.backend())
+    a = pool.empty((256, 1024), np.float32)
+    view = a[10:20]
+    assert _pinned(view) and not _pinned(np.zeros(3))
+    del a
+    gc.collect()
+    assert not pool.free          # the view still holds the block
+    del view
+    gc.collect()
+    assert sum(len(v) for v in pool.free.values()) == 1
+    b = pool.empty((256, 1024), np.float32)   # reused, not allocated again
+    assert not any(pool.free.values()) and _pinned(b)
+    assert not _pinned(pool.empty((4,), np.float32))   # small arrays are ordinary memory
