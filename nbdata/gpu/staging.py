@@ -10,7 +10,8 @@ pinned staging buffers. Each DeviceArray carries the event after its copy, so
 consumers (nd.gpu ops, PyTorch, JAX, CuPy) order their work after it without
 blocking the host. Strings and other non-numeric leaves stay on the host. Its state
 is the input's, so save/restore works across it (batches copied ahead are read again).
-``pipe.stats()`` counts the direct and the staged copies.
+``pipe.stats()`` counts the direct and the staged copies and, on a GPU, the device time
+the copies took (events), for the share of the wall time they overlapped.
 """
 
 from __future__ import annotations
@@ -121,16 +122,31 @@ class Stager:
         self.in_flight: list = []   # (event, host array) of direct copies not known done
         self.stats = stats
         self.counts = {"direct copies": 0, "staged copies": 0}
+        self.timings: list = []      # (start, end) events of copies not yet summed
+        self.copy_ms = 0.0
 
-    def _count(self, kind: str) -> None:
+    def _count(self, kind: str, start, end) -> None:
+        """Count a copy and add up the device time of the finished ones (events)."""
         self.counts[kind] += 1
+        if start is not None:
+            self.timings.append((start, end))
+            pending = []
+            for a, b in self.timings:
+                if _done(self.backend, b):
+                    self.copy_ms += self.backend.elapsed_ms(a, b) or 0.0
+                else:
+                    pending.append((a, b))
+            self.timings = pending
         if self.stats is not None:
             self.stats.chosen.update(self.counts)
+            if start is not None:
+                self.stats.chosen["copy ms"] = round(self.copy_ms, 3)
 
     def to_device(self, array: np.ndarray):
         from nbdata.gpu.array import DeviceArray
         be = self.backend
         out = DeviceArray.empty(array.shape, array.dtype, self.stream)
+        start = be.event(self.stream)
         if _pinned(array) and array.flags.c_contiguous:
             if array.nbytes:
                 be.copy_h2d(out.buffer, array, self.stream)
@@ -138,7 +154,7 @@ class Stager:
             # The host array (and so its pinned block) lives until its copy is done.
             self.in_flight = [(e, a) for e, a in self.in_flight if not _done(be, e)]
             self.in_flight.append((out.ready, array))
-            self._count("direct copies")
+            self._count("direct copies", start, out.ready)
         else:
             array = np.ascontiguousarray(array)
             slot = self.slots[self.next_slot]
@@ -149,10 +165,11 @@ class Stager:
                 slot[0], slot[1] = be.pinned(max(array.nbytes, 1))
             staged = slot[1][:array.nbytes]
             staged[:] = array.reshape(-1).view(np.uint8)
+            start = be.event(self.stream)
             if array.nbytes:
                 be.copy_h2d(out.buffer, staged, self.stream)
             slot[2] = out.ready = be.event(self.stream)
-            self._count("staged copies")
+            self._count("staged copies", start, out.ready)
         out.stream = self.stream
         return out
 
