@@ -190,7 +190,9 @@ class Session:
         """Evaluate ``fetches`` — a tensor, an operation (giving None), a tensor name, or
         nested lists, tuples, namedtuples and dicts of them — and return values of the
         same structure. ``feed_dict`` maps tensors or ``nd.placeholder`` objects to
-        values that replace them in this run."""
+        values that replace them in this run; ``options`` (:class:`RunOptions`) bounds its
+        blocking ops. ``run_metadata`` (TF1's step statistics) is accepted and left as
+        it is: ``pipe.stats()`` and ``nd.train.explain`` report what nbdata measures."""
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session.")
         targets: list = []

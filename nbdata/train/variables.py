@@ -23,8 +23,7 @@ class Variable:
     5
     """
 
-    def __init__(self, initial_value: Any, name: str | None = None, collections=None,
-                 trainable: bool = False):
+    def __init__(self, initial_value: Any, name: str | None = None, collections=None):
         graph = get_default_graph()
         init = as_tensor(initial_value, graph)
         self.graph = graph
