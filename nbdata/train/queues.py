@@ -36,6 +36,7 @@ class QueueBase:
     ops on them (``tf.QueueBase``)."""
 
     kind = "Queue"
+    _pads = False      # a PaddingFIFOQueue: dims may be unknown, batches are padded
 
     def __init__(self, capacity: int, dtypes, shapes=None, names=None, shared_name=None,
                  name: str | None = None, default_name: str = "queue"):
@@ -207,8 +208,6 @@ class QueueBase:
                        [count_tensor] if count_tensor is not None else [], fn, specs, kind="stateful")
         op.queue = self
         return self._outputs(op.outputs)
-
-    _pads = False
 
     def close(self, cancel_pending_enqueues: bool = False, name: str | None = None) -> Operation:
         """An op closing the queue: later enqueues fail, dequeues drain what is left;
