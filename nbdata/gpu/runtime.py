@@ -17,6 +17,7 @@ call raises :class:`nbdata.errors.UnavailableError` saying what is missing.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import threading
 from typing import Any
@@ -165,7 +166,9 @@ class CudaBackend(Backend):
 
     def pinned(self, nbytes: int):
         buf = self.pinned_pool.allocate(max(1, nbytes))
-        view = np.from_dlpack(buf).view(np.uint8)[:nbytes]
+        # A writable view of the pinned bytes (arrays from DLPack may be read-only).
+        memory = (ctypes.c_uint8 * max(1, nbytes)).from_address(int(buf.handle))
+        view = np.ctypeslib.as_array(memory)[:nbytes]
         return buf, view
 
     def copy_h2d(self, dst, src: np.ndarray, stream) -> None:

@@ -1,0 +1,147 @@
+"""The cuda backend's memory, copy, stream and event code (``runtime.CudaBackend``,
+DeviceArray transfers, prefetch_to_device staging) run against a stand-in of cuda.core
+and of the driver's copy calls that works on host memory: no GPU is needed, so CI
+checks the calls the GPU path makes (the API of cuda-core 1.2 / cuda-bindings 13:
+``DeviceMemoryResource.allocate(size, stream=)``, ``LegacyPinnedMemoryResource``,
+``Stream.record(options=)``, ``Event.sync/is_done``, ``cuMemcpyHtoDAsync(dst, src, n,
+stream)``). Kernels are not launched here (the simulator cannot take device pointers)."""
+
+import ctypes
+import types
+
+import numpy as np
+import pytest
+
+from nbdata.gpu import runtime
+
+driver = pytest.importorskip("cuda.bindings.driver")
+
+
+class FakeBuffer:
+    def __init__(self, size: int, memory: np.ndarray | None = None, ptr: int | None = None):
+        self.memory = memory if memory is not None else np.zeros(max(1, size), np.uint8)
+        self.size = size
+        self.handle = ptr if ptr is not None else int(self.memory.ctypes.data)
+        self.closed = False
+
+    def __dlpack__(self, **kwargs):
+        return self.memory.__dlpack__()
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+    @classmethod
+    def from_handle(cls, ptr, size, mr=None, owner=None, stream=None):
+        out = cls(size, memory=np.zeros(1, np.uint8), ptr=int(ptr))
+        out.owner = owner
+        return out
+
+
+class FakeEvent:
+    count = 0
+
+    def __init__(self):
+        FakeEvent.count += 1
+        self.handle = 1000 + FakeEvent.count
+        self.is_done = True
+
+    def sync(self):
+        pass
+
+    def __sub__(self, other):
+        return 0.25
+
+
+class FakeStream:
+    def __init__(self):
+        self.handle = 77
+        self.waited = []
+
+    def record(self, event=None, options=None):
+        assert options is None or options.timing_enabled
+        return event or FakeEvent()
+
+    def wait(self, event):
+        self.waited.append(event)
+
+    def sync(self):
+        pass
+
+
+class FakeDevice:
+    device_id = 0
+
+    def create_stream(self, obj=None, options=None):
+        return FakeStream()
+
+
+class FakePool:
+    def __init__(self, device):
+        self.allocated = 0
+
+    def allocate(self, size, *, stream):
+        assert isinstance(stream, FakeStream), "allocations are stream-ordered"
+        self.allocated += size
+        return FakeBuffer(size)
+
+
+class FakePinned:
+    def allocate(self, size, *, stream=None):
+        return FakeBuffer(size)
+
+
+def _options(**kw):
+    return types.SimpleNamespace(**kw)
+
+
+fake_core = types.SimpleNamespace(
+    DeviceMemoryResource=FakePool, LegacyPinnedMemoryResource=FakePinned, Buffer=FakeBuffer,
+    StreamOptions=lambda **kw: _options(**kw), EventOptions=lambda **kw: _options(**kw))
+
+
+def _copy(dst, src, n, stream):
+    ctypes.memmove(int(dst), int(src), int(n))
+    return (0,)
+
+
+@pytest.fixture
+def cuda_backend(monkeypatch):
+    be = runtime.CudaBackend(None, fake_core, FakeDevice())
+    monkeypatch.setattr(runtime, "backend", lambda: be)
+    monkeypatch.setattr(driver, "cuMemcpyHtoDAsync", _copy)
+    monkeypatch.setattr(driver, "cuMemcpyDtoHAsync", _copy)
+    return be
+
+
+def test_round_trip_through_device_memory(cuda_backend):
+    from nbdata.gpu.array import DeviceArray
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    d = DeviceArray.from_host(x)
+    assert d.device == 0 and d.shape == x.shape and cuda_backend.pool.allocated >= x.nbytes
+    np.testing.assert_array_equal(d.copy_to_host(), x)
+    np.testing.assert_array_equal(d[1].copy_to_host(), x[1])      # an offset view
+    np.testing.assert_array_equal(d.view(np.uint8).copy_to_host(), x.view(np.uint8))
+    cai = d.__cuda_array_interface__
+    assert cai["data"][0] == d.pointer and cai["stream"] is None   # its copy is done
+
+
+def test_array_interface_names_the_stream_while_the_copy_runs(cuda_backend):
+    from nbdata.gpu.array import DeviceArray
+    d = DeviceArray.from_host(np.ones(4, np.int32))
+    d.ready.is_done = False
+    assert d.__cuda_array_interface__["stream"] == 77
+
+
+def test_staging_copies_direct_and_through_pinned_buffers(cuda_backend):
+    from nbdata.gpu.staging import PinnedPool, Stager
+    pool = PinnedPool(cuda_backend)
+    stager = Stager(0, 3)
+    pinned = pool.empty((64, 1024), np.float32)
+    pinned[:] = np.arange(64 * 1024, dtype=np.float32).reshape(64, 1024)
+    plain = np.arange(10, dtype=np.int64)
+    a = stager.to_device(pinned[16:32])
+    b = stager.to_device(plain)
+    assert stager.counts == {"direct copies": 1, "staged copies": 1}
+    np.testing.assert_array_equal(a.copy_to_host(), pinned[16:32])
+    np.testing.assert_array_equal(b.copy_to_host(), plain)
+    assert stager.copy_ms == pytest.approx(0.5)   # two copies' event times
