@@ -145,3 +145,17 @@ def test_staging_copies_direct_and_through_pinned_buffers(cuda_backend):
     np.testing.assert_array_equal(a.copy_to_host(), pinned[16:32])
     np.testing.assert_array_equal(b.copy_to_host(), plain)
     assert stager.copy_ms == pytest.approx(0.5)   # two copies' event times
+
+
+def test_prefetch_to_device_pipeline_on_the_cuda_backend(cuda_backend):
+    import nbdata as nd
+    images = np.random.default_rng(3).integers(0, 256, (64, 32, 32, 3)).astype(np.uint8)
+    opts = nd.Options()
+    opts.fusion_min_rows = 0
+    ds = (nd.Dataset.from_tensor_slices((images, np.arange(64))).map(lambda x, y: (x, y + 1))
+          .batch(16).with_options(opts).prefetch_to_device("cuda:0"))
+    out = [(a.copy_to_host(), b.copy_to_host()) for a, b in ds]
+    np.testing.assert_array_equal(np.concatenate([a for a, _ in out]), images)
+    np.testing.assert_array_equal(np.concatenate([b for _, b in out]), np.arange(64) + 1)
+    (stage,) = [s for s in ds.compile().stats().stages if s.title.startswith("prefetch_to_device")]
+    assert stage.chosen["direct copies"] == 4 and stage.chosen["copy ms"] == pytest.approx(2.0)
