@@ -314,9 +314,10 @@ class Dataset(DatasetBase):
         """
         if device is not None or getattr(self._node, "device_leaves", None):
             # After prefetch_to_device: nd.gpu ops on the device batches (nbdata/gpu/map.py).
-            if device not in (None, "cuda", "gpu") and not str(device).startswith(("cuda:", "gpu:")):
-                raise ValueError(f"map: device must be None or 'cuda', got {device!r}")
             from nbdata.gpu.map import gpu_map
+            from nbdata.gpu.runtime import device_index
+            if device is not None:
+                device_index(device)   # a GPU name, else ValueError
             return self._derive(gpu_map(self._node, map_func, name, per_value=device is not None))
         threads = _parallel_calls(num_parallel_calls, "map")
         fn = self._fn(map_func, "map", _tupleize(output_signature) if output_signature else None, name)

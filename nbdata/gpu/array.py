@@ -216,11 +216,4 @@ def _order_after(be, stream, event) -> None:
         event.sync()
 
 
-def as_device(value: Any, stream=None) -> DeviceArray:
-    """``value`` as a DeviceArray: itself, or a host array copied to the device."""
-    if isinstance(value, DeviceArray):
-        return value
-    return DeviceArray.from_host(np.asarray(value), stream)
-
-
-__all__ = ["DeviceArray", "as_device"]
+__all__ = ["DeviceArray"]

@@ -38,7 +38,6 @@ class Step:
 
     name = "step"
     spatial = False
-    random = False
 
     def out_shape(self, shape: tuple) -> tuple:
         return shape
@@ -50,10 +49,6 @@ class Step:
         """Per-element parameter arrays for ``n`` elements whose first has counter
         ``seed_base``."""
         return []
-
-    def key(self) -> tuple:
-        """What the generated code depends on (besides shapes and dtypes)."""
-        return (self.name,)
 
     def describe(self) -> str:
         return self.name
@@ -77,8 +72,6 @@ class Cast(Step):
     def out_dtype(self, dtype):
         return self.dtype
 
-    def key(self):
-        return (self.name, self.dtype.str)
 
     def describe(self):
         return f"cast({self.dtype})"
@@ -104,8 +97,6 @@ class Normalize(Step):
     def out_dtype(self, dtype):
         return np.dtype(np.float32)
 
-    def key(self):
-        return (self.name, self.mean.tobytes(), self.std.tobytes())
 
     def describe(self):
         return f"normalize(mean={self.mean.tolist()}, std={self.std.tolist()})"
@@ -126,7 +117,7 @@ def seed_pair(op: str, seed) -> tuple[int, int]:
 
 class RandomCrop(Step):
     name = "random_crop"
-    spatial = random = True
+    spatial = True
 
     def __init__(self, size, seed):
         self.size = tuple(int(v) for v in size)
@@ -150,8 +141,6 @@ class RandomCrop(Step):
         return list(_crop_offsets(np.int64(self.seed), np.int64(seed_base + self.offset), n,
                                   h - ch + 1, w - cw + 1))
 
-    def key(self):
-        return (self.name, self.size[:2])
 
     def describe(self):
         return f"random_crop({self.size[:2]}, seed=({self.seed}, {self.offset}))"
@@ -159,7 +148,7 @@ class RandomCrop(Step):
 
 class Flip(Step):
     name = "random_flip_left_right"
-    spatial = random = True
+    spatial = True
 
     def __init__(self, seed, always: bool = False):
         self.seed, self.offset = (0, 0) if always else seed_pair(self.name, seed)
@@ -195,8 +184,6 @@ class Resize(Step):
     def out_dtype(self, dtype):
         return np.dtype(np.float32)
 
-    def key(self):
-        return (self.name, self.size)
 
     def describe(self):
         return f"resize({self.size}, bilinear)"
@@ -204,7 +191,7 @@ class Resize(Step):
 
 class RandomResizedCrop(Step):
     name = "random_resized_crop"
-    spatial = random = True
+    spatial = True
 
     def __init__(self, size, scale, ratio, seed):
         self.size = tuple(int(v) for v in size)
@@ -229,8 +216,6 @@ class RandomResizedCrop(Step):
                 h, w, self.scale, self.ratio, (self.seed, int(seed_base) + self.offset + j))
         return list(windows)
 
-    def key(self):
-        return (self.name, self.size)
 
     def describe(self):
         return f"random_resized_crop({self.size}, scale={self.scale}, ratio={self.ratio}, seed={self.seed})"
@@ -248,8 +233,6 @@ class Transpose(Step):
                              f"{len(shape)} element dims")
         return tuple(shape[p] for p in self.perm)
 
-    def key(self):
-        return (self.name, self.perm)
 
     def describe(self):
         return "hwc_to_chw" if self.perm == (2, 0, 1) else f"transpose({self.perm})"
@@ -271,8 +254,6 @@ class Apply(Step):
             self._dtypes[dtype] = np.asarray(out).dtype
         return self._dtypes[dtype]
 
-    def key(self):
-        return (self.name, id(self.fn))
 
     def describe(self):
         return f"apply({getattr(self.fn, '__qualname__', self.fn)})"

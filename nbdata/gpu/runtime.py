@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import threading
 from typing import Any
 
 import numpy as np
@@ -159,7 +158,6 @@ class CudaBackend(Backend):
         self.pool = core.DeviceMemoryResource(device)
         self.pinned_pool = core.LegacyPinnedMemoryResource()
         self.default = device.create_stream()
-        self.lock = threading.Lock()
 
     def alloc(self, nbytes: int, stream=None):
         return self.pool.allocate(max(1, nbytes), stream=stream or self.default)

@@ -655,6 +655,16 @@ def _known_spec(fn: Callable, args: tuple, kwargs: dict, tensors: list):
     return TensorSpec(tuple(None if d == -1 else d for d in dims), x.dtype)
 
 
+def output_leaves(value: Any) -> list:
+    """Leaves of what an op's function returned, in ``flatten`` order: a top-level list
+    counts as a tuple, as for a recorded op's outputs; dicts in sorted key order."""
+    if isinstance(value, (list, tuple)):
+        return [leaf for v in value for leaf in output_leaves(v)]
+    if isinstance(value, dict):
+        return [leaf for k in sorted(value) for leaf in output_leaves(value[k])]
+    return [value]
+
+
 def _graph_of(leaves: list) -> Graph:
     graphs = {id(x.graph): x.graph for x in leaves if isinstance(x, Tensor)}
     if len(graphs) > 1:
@@ -690,5 +700,5 @@ def graph_function(fn: Callable, op_type: str | None = None):
 
 
 __all__ = ["Graph", "GraphKeys", "Operation", "Tensor", "TensorShape", "as_tensor", "constant",
-           "get_default_graph", "graph_function", "is_symbolic", "name_scope", "record",
+           "get_default_graph", "graph_function", "is_symbolic", "name_scope", "output_leaves", "record",
            "reset_default_graph", "trace_op"]

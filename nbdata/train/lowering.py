@@ -32,22 +32,10 @@ from nbdata.errors import OpError, OutOfRangeError, UnimplementedError
 from nbdata.ops.node import UNKNOWN, Node, arg_field
 from nbdata.ops.runtime import ChunkIter
 from nbdata.spec import TensorSpec, string
-from nbdata.train.graph import Operation, Tensor
+from nbdata.train.graph import Operation, Tensor, output_leaves
 from nbdata.train.session import RunContext
 
 _binding = threading.local()
-
-
-def _leaves(value: Any) -> list:
-    """Leaves of what an op's function returned, in ``flatten`` order (a list counts as
-    a tuple, as for a recorded op's outputs)."""
-    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return [leaf for v in value for leaf in _leaves(v)]
-    if isinstance(value, tuple):
-        return [leaf for v in value for leaf in _leaves(v)]
-    if isinstance(value, dict):
-        return [leaf for k in sorted(value) for leaf in _leaves(value[k])]
-    return [value]
 
 
 def _subgraph(outputs: list, stop: set) -> tuple[list, list]:
@@ -84,7 +72,7 @@ def replay_function(outputs: list, inputs: list, order: list):
         values = dict(zip(ins, args))
         for fn, arg_ids, out_ids in steps:
             result = fn(*[values[i] for i in arg_ids])
-            values.update(zip(out_ids, [result] if len(out_ids) == 1 else _leaves(result)))
+            values.update(zip(out_ids, [result] if len(out_ids) == 1 else output_leaves(result)))
         return tuple(values[i] for i in outs)
     return element_fn
 

@@ -395,8 +395,7 @@ def _shared_state(qdef: QueueBase, session) -> "QueueState":
     other = state.qdef
     same = (other.kind == qdef.kind and other.dtypes == qdef.dtypes
             and other.capacity == qdef.capacity
-            and [getattr(x, "dims", None) for x in other.shapes or []] ==
-            [getattr(x, "dims", None) for x in qdef.shapes or []])
+            and [x.dims for x in other.shapes] == [x.dims for x in qdef.shapes])
     if not same:
         raise InvalidArgumentError(
             f"Shared queue '{qdef.shared_name}' has a different kind, dtypes, shapes or capacity "

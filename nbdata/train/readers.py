@@ -143,15 +143,6 @@ class _FormatRecords(WorkRecords):
     def __init__(self, work: bytes, reader):
         super().__init__(work)
         self.reader = reader
-        self.index = 0
-
-    def next(self, want: int):
-        column = self.reader.next(want)
-        if column is None:
-            return None
-        numbers = self.numbers(column)
-        self.index += len(column)
-        return column, numbers
 
     def close(self) -> None:
         self.reader.close()
@@ -238,7 +229,7 @@ class _Fixed(WorkRecords):
 
 
 class _Single(WorkRecords):
-    """One record per work item: ``(key, value)`` made by ``make(work)``."""
+    """One record per work item, ``(key, value)``."""
 
     def __init__(self, work: bytes, key: bytes, value: bytes):
         super().__init__(work)

@@ -22,7 +22,8 @@ from nbdata.chunks import RecordArray
 from nbdata.errors import (CancelledError, DeadlineExceededError, InvalidArgumentError, OpError,
                            UnimplementedError)
 from nbdata.spec import TensorSpec, flatten, is_namedtuple, string
-from nbdata.train.graph import Graph, Operation, Tensor, TensorShape, get_default_graph
+from nbdata.train.graph import (Graph, Operation, Tensor, TensorShape, get_default_graph,
+                                output_leaves)
 
 
 class ConfigProto:
@@ -422,14 +423,6 @@ def _fed_value(tensor: Tensor, value: Any) -> Any:
     return cast_leaf(leaf, spec, f"feed for {tensor.name}") if spec.dtype is not string else leaf
 
 
-def _leaves(value: Any) -> list:
-    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return [leaf for v in value for leaf in _leaves(v)]
-    if isinstance(value, dict):
-        return [leaf for k in sorted(value) for leaf in _leaves(value[k])]
-    return [value]
-
-
 def _fits(value: Any, spec) -> bool:
     """Whether ``value`` is already what a tensor of ``spec`` holds (no conversion)."""
     if not isinstance(spec, TensorSpec):
@@ -459,7 +452,7 @@ def _run_recorded(op: Operation, inputs: list) -> list:
     except Exception as e:  # noqa: BLE001 - the op's own failure, as TF1 reports it
         raise InvalidArgumentError(f"{checked.op}: function {checked.name} raised "
                                    f"{type(e).__name__}: {e}", op.name) from e
-    leaves = _leaves(out)
+    leaves = output_leaves(out)
     if len(leaves) == len(op.outputs) and all(_fits(v, t.spec) for v, t in zip(leaves, op.outputs)):
         return leaves
     return flatten(conform(canonical_output(out, checked.op, checked.name), checked.output_spec,
