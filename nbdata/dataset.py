@@ -662,6 +662,53 @@ class Dataset(DatasetBase):
         return self._derive(PrefetchToDevice(self._node, index, 2 if size == AUTOTUNE else size,
                                              name=name))
 
+    def distribute(self, processing_mode: str, num_workers: int | None = None,
+                   address: str | None = None, job_name: str | None = None,
+                   consumer_index: int | None = None, num_consumers: int | None = None,
+                   name: str | None = None) -> "Dataset":
+        """Run this dataset in Ray worker actors (``tf.data.experimental.service.distribute``
+        on Ray; needs ``pip install 'nbdata[distributed]'``). Each worker compiles the
+        pipeline (fused kernels included); iterating the result streams the chunks the
+        workers finish through Ray's object store (NumPy arrays arrive zero-copy, so
+        read-only).
+
+        Args:
+            processing_mode: ``"parallel_epochs"``: every worker runs the whole dataset
+                with a seed of its own (each element comes ``num_workers`` times);
+                ``"distributed_epoch"``: the job hands the source's splits (row ranges
+                of range/from_tensor_slices, file names) to workers as they ask, so
+                each element comes once per epoch, even when a worker dies.
+            num_workers: worker actors (None: one per CPU of the cluster).
+            address: the Ray cluster (None: the instance this process uses, else a
+                local one started on demand).
+            job_name: consumers giving the same name share one job (each element goes
+                to one of them).
+            consumer_index, num_consumers: coordinated reads of a shared job: round
+                ``r`` comes from worker ``r % num_workers``, one element per consumer.
+
+        ``save()``/``restore()`` of an iterator capture each worker's position (not for
+        shared jobs). Example::
+
+            ds = nd.Dataset.range(1000).map(f).batch(32)
+            for batch in ds.distribute("distributed_epoch", num_workers=4):
+                ...
+        """
+        from nbdata.distribute.cluster import ray_module
+        from nbdata.distribute.node import DISTRIBUTED_EPOCH, Distribute, validate
+        from nbdata.distribute.splits import splittable_source
+        args = validate(processing_mode, num_workers, address, job_name, consumer_index,
+                        num_consumers)
+        ray_module()
+        if args["num_consumers"] is not None and self._node.cardinality() >= 0:
+            raise InvalidArgumentError(
+                "distribute: coordinated reads (num_consumers) need an infinite dataset, so "
+                "that no worker runs out of data before the others; add .repeat()",
+                "distribute")
+        source = splittable_source(self._node) if processing_mode == DISTRIBUTED_EPOCH else None
+        node = Distribute(self._node, **args, options=self._options, source=source,
+                          seed=nd_random.op_seed(None), name=name)
+        return self._derive(node)
+
     def ignore_errors(self, log_warning: bool = False, name: str | None = None) -> "Dataset":
         """Drops the elements whose production raised an error (a corrupt record, a
         map function that raised) and keeps every other one, in order. A file reader

@@ -252,10 +252,11 @@ class ExecContext:
     def resource(self, key: int, factory: Callable[[], Any]) -> Any:
         return self.state.resource(key, factory)
 
-    def stats(self, node) -> StageStats:
+    def stats(self, node, kind: type = StageStats) -> StageStats:
+        """The node's counters (made as ``kind``, a StageStats class, at first use)."""
         found = self._stats.get(id(node))
         if found is None:
-            found = self._stats.setdefault(id(node), StageStats(node.title(), node))
+            found = self._stats.setdefault(id(node), kind(node.title(), node))
         return found
 
     def open(self, node) -> Any:

@@ -36,7 +36,7 @@ def _walk(node: Node):
         yield from _walk(child)
 
 
-def _fingerprint(node: Node) -> str:
+def plan_fingerprint(node: Node) -> str:
     """Identifies a pipeline across processes: its ops, element specs, and the code of
     its functions (so a saved state is not restored into a different pipeline)."""
     h = hashlib.sha1()
@@ -79,7 +79,7 @@ class Pipeline:
         for n in seeded:
             self.op_index.setdefault(n.resource_key, len(self.op_index))
         self.draws_seed = any(n.seed is None for n in seeded)
-        self.fingerprint = _fingerprint(self.optimized)
+        self.fingerprint = plan_fingerprint(self.optimized)
 
     def _context(self, feed: dict, epochs: dict | None = None) -> ExecContext:
         """A context for one run; ``epochs`` (by op index) restores a saved run's, else
@@ -124,11 +124,14 @@ class Pipeline:
         return ChunkedRun(ctx, self.physical, self.element_spec,
                           None if state is None else state["run"])
 
-    def open_chunks(self, feed_dict: dict | None = None):
+    def open_chunks(self, feed_dict: dict | None = None, state: dict | None = None,
+                    epochs: dict | None = None):
         """A run's root chunk iterator: ``next(want)`` gives a Chunk (one column per leaf
         of the element, up to about ``want`` rows) or None at the end. For consumers that
-        move whole chunks (the TF1 queue runners of ``nbdata.train``)."""
-        return self._context(self._feed(feed_dict)).open_chunks(self.physical)
+        move whole chunks (the TF1 queue runners of ``nbdata.train``, the workers of
+        ``distribute``): ``state`` (what the iterator's ``save()`` gave) resumes a run,
+        ``epochs`` (iteration numbers by op index) sets what random ops draw."""
+        return self._context(self._feed(feed_dict), epochs).open_chunks(self.physical, state)
 
     def open_in(self, outer: ExecContext) -> Any:
         """Open this pipeline's element iterator inside another one's run (a dataset made
@@ -237,6 +240,11 @@ class Pipeline:
             lines += [f"  {n.describe()}: per element: {why}" for n, why in per_element]
         elif not self.options.chunked:
             lines.append("== execution: one element at a time (Options().chunked = False) ==")
+        for node in _walk(self.physical):
+            extra = node.explain_lines()
+            if extra:
+                lines.append(f"== {node.title()}: driver and workers ==")
+                lines += extra
         stages = self.fused_stages()
         for stage in stages:
             lines.append(f"== {stage.title()} ==")

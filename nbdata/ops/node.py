@@ -114,6 +114,11 @@ class Node:
         """For ``explain()``: what kernel this node runs over whole columns, if any."""
         return None
 
+    def explain_lines(self) -> list:
+        """For ``explain()``: lines of a section of its own about this node (where it
+        runs parts of the plan elsewhere), or none."""
+        return []
+
     def per_element(self) -> str | None:
         """Why this node, when it runs outside a fused stage, handles one element at a
         time in Python (None: it works on whole chunks)."""

@@ -1,0 +1,2 @@
+"""Running a dataset on Ray workers (``ds.distribute``): the plan node, splits, the job
+and worker actors, and the consumer. Ray is imported only when a dataset runs here."""

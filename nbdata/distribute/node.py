@@ -1,0 +1,192 @@
+"""``distribute``: the plan node whose input runs on Ray workers, and the validation of
+its arguments (as ``tf.data.experimental.service.distribute`` validates them)."""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Any
+
+from nbdata.errors import InvalidArgumentError
+from nbdata.ops.node import INFINITE, UNKNOWN, Node, arg_field, input_field, new_resource_key
+
+PARALLEL_EPOCHS = "parallel_epochs"
+DISTRIBUTED_EPOCH = "distributed_epoch"
+
+
+def _count(value: Any, name: str, minimum: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise TypeError(f"distribute: {name} must be an int, got a bool")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"distribute: {name} must be an int, got {type(value).__name__}") from None
+    if value < minimum:
+        raise InvalidArgumentError(f"distribute: {name} must be >= {minimum}, got {value}",
+                                   "distribute")
+    return value
+
+
+def validate(processing_mode: Any, num_workers: Any, address: Any, job_name: Any,
+             consumer_index: Any, num_consumers: Any) -> dict:
+    """The checked arguments; ValueError (InvalidArgumentError) or TypeError as tf.data
+    raises them for a bad mode, a half-given consumer pair, a consumer pair without
+    ``job_name``, or an empty job name."""
+    if processing_mode not in (PARALLEL_EPOCHS, DISTRIBUTED_EPOCH):
+        raise InvalidArgumentError(
+            "distribute: processing_mode should be \"parallel_epochs\" or "
+            f"\"distributed_epoch\". Got {processing_mode!r}.", "distribute")
+    if (consumer_index is None) != (num_consumers is None):
+        raise InvalidArgumentError(
+            "distribute: must either set both `consumer_index` and `num_consumers`, or "
+            f"neither. consumer_index={consumer_index}, num_consumers={num_consumers}",
+            "distribute")
+    if num_consumers is not None and job_name is None:
+        raise InvalidArgumentError(
+            "distribute: `job_name` must be set when setting `num_consumers`. "
+            f"num_consumers was set to {num_consumers}.", "distribute")
+    if job_name is not None:
+        if not isinstance(job_name, str):
+            raise InvalidArgumentError(
+                f"distribute: `job_name` must be a string, but `job_name` was of type "
+                f"{type(job_name).__name__}. job_name={job_name!r}", "distribute")
+        if not job_name:
+            raise InvalidArgumentError("distribute: `job_name` must not be empty", "distribute")
+    if address is not None and (not isinstance(address, str) or not address):
+        raise InvalidArgumentError(
+            f"distribute: address must be a non-empty string (a Ray address), got {address!r}",
+            "distribute")
+    num_consumers = _count(num_consumers, "num_consumers", 1)
+    consumer_index = _count(consumer_index, "consumer_index", 0)
+    if consumer_index is not None and consumer_index >= num_consumers:
+        raise InvalidArgumentError(
+            f"distribute: consumer_index must be < num_consumers ({num_consumers}), got "
+            f"{consumer_index}", "distribute")
+    return {"processing_mode": processing_mode, "num_workers": _count(num_workers, "num_workers", 1),
+            "address": address, "job_name": job_name, "consumer_index": consumer_index,
+            "num_consumers": num_consumers}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Distribute(Node):
+    """``input`` runs in Ray worker actors, compiled there; this node, at the driver,
+    hands out the chunks they finish. ``source`` is the split source below ``input``
+    (``distributed_epoch``) or None. Its seed gives every worker its own (derived);
+    its iteration number makes workers reshuffle each iteration."""
+
+    input: Node = input_field()
+    processing_mode: str = arg_field()
+    num_workers: int | None = arg_field()
+    address: str | None = arg_field()
+    job_name: str | None = arg_field()
+    consumer_index: int | None = arg_field()
+    num_consumers: int | None = arg_field()
+    options: Any = dataclasses.field(default=None, compare=False, repr=False)
+    source: Node | None = dataclasses.field(default=None, compare=False, repr=False)
+    seed: Any = None
+    resource_key: int = dataclasses.field(default_factory=new_resource_key, compare=False)
+    service_key: int = dataclasses.field(default_factory=new_resource_key, compare=False)
+    op = "distribute"
+    seeded = True
+
+    @property
+    def spec(self):
+        return self.input.spec
+
+    def cardinality(self) -> int:
+        return INFINITE if self.input.cardinality() == INFINITE else UNKNOWN
+
+    def describe(self) -> str:
+        args = [f"processing_mode={self.processing_mode!r}",
+                f"num_workers={self.num_workers if self.num_workers else 'all CPUs'}"]
+        for name in ("address", "job_name", "consumer_index", "num_consumers"):
+            if getattr(self, name) is not None:
+                args.append(f"{name}={getattr(self, name)!r}")
+        return f"{self.label}({', '.join(args)}) <- Ray workers run: {_chain(self.input)}"
+
+    def title(self) -> str:
+        return f"{self.label}({self.processing_mode})"
+
+    def lowered_inputs(self, lower) -> Node:
+        # The input is planned and compiled by each worker, not at the driver.
+        return DistributedStage(self)
+
+    def fingerprint(self) -> str:
+        from nbdata.compiler.pipeline import plan_fingerprint
+        return plan_fingerprint(self.input)
+
+    def open_chunks(self, ctx, state=None):
+        return DistributedStage(self).open_chunks(ctx, state)
+
+    def open(self, ctx):
+        return DistributedStage(self).open(ctx)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DistributedStage(Node):
+    """``distribute`` in a physical plan: a source, as far as the driver is concerned,
+    of the chunks the workers finish (its input is planned by the workers)."""
+
+    node: Distribute
+    op = "distribute"
+
+    @property
+    def spec(self):
+        return self.node.spec
+
+    def cardinality(self) -> int:
+        return self.node.cardinality()
+
+    def describe(self) -> str:
+        return self.node.describe()
+
+    def title(self) -> str:
+        return self.node.title()
+
+    def open_chunks(self, ctx, state=None):
+        from nbdata.distribute.consumer import DistributedChunks
+        return DistributedChunks(self.node, ctx, state, self)
+
+    def open(self, ctx):
+        from nbdata.chunks import chunk_elements
+        chunks = self.open_chunks(ctx)
+        try:
+            while True:
+                chunk = chunks.next(1 << 12)
+                if chunk is None:
+                    return
+                yield from chunk_elements(chunk, self.spec)
+        finally:
+            chunks.close()
+
+    def explain_lines(self) -> list:
+        """For ``explain()``: what runs at the driver and what each worker runs."""
+        from nbdata.dataset import Dataset
+        from nbdata.distribute.splits import SplitSource, replace_node
+        node, source = self.node.input, self.node.source
+        if source is not None:
+            node = replace_node(node, source, SplitSource(source, lambda key, k: None))
+        worker_plan = str(Dataset(node, self.node.options).compile().explain())
+        how = ("each runs the whole dataset with its own seed (parallel_epochs)"
+               if source is None else
+               f"each runs the ops over the splits of {source.describe()} the job hands "
+               "it (distributed_epoch: each element once per epoch)")
+        lines = [f"  driver: {self.title()} reads finished chunks from the Ray object store "
+                 "and runs the ops above it",
+                 f"  workers ({self.node.num_workers or 'one per CPU of the cluster'}): {how}; "
+                 "each compiles this plan:"]
+        lines += ["    " + line for line in worker_plan.splitlines()]
+        return lines
+
+
+def _chain(node: Node) -> str:
+    """The logical ops of a plan, source first, in one line."""
+    ops = []
+    while True:
+        ops.append(node.label)
+        if len(node.inputs) != 1:
+            break
+        node = node.inputs[0]
+    return " -> ".join(reversed(ops))

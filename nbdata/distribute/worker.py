@@ -1,0 +1,140 @@
+"""The worker: runs the compiled pipeline above ``distribute`` (fused kernels included)
+in a Ray actor and hands out its output a chunk of rows at a time, each with the
+iterator state after it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from nbdata.distribute.splits import SplitSource, reseed, replace_node
+from nbdata.random import derive_seed
+
+# A reply holds about this much data (or this much work): big enough that Ray's cost per
+# call is small next to it, small enough that the consumer does not wait long.
+TARGET_BYTES = 4 << 20
+TARGET_SECONDS = 0.05
+
+
+class SplitLog:
+    """The splits a worker took, per epoch, in order; the ``k``-th take of an epoch
+    replays the log when it holds one (a worker restarted from an earlier state gets
+    the splits its predecessor took), else asks the job for a new split."""
+
+    def __init__(self, job, index: int, log: dict | None):
+        self.job, self.index = job, index
+        self.log = {k: [tuple(s) for s in v] for k, v in (log or {}).items()}
+
+    def take(self, key: str, k: int):
+        import ray
+        taken = self.log.setdefault(key, [])
+        if k < len(taken):
+            return taken[k]
+        split = ray.get(self.job.take_split.remote(self.index, key))
+        if split is not None:
+            taken.append(tuple(split))
+        return split
+
+    def snapshot(self) -> dict:
+        return {k: [list(s) for s in v] for k, v in self.log.items()}
+
+
+class Worker:
+    """One worker (a Ray actor). ``payload`` is (the plan above ``distribute``, its
+    options, the split source or None); the pipeline is compiled once and run once per
+    ``start``. Calls of a run: ``start`` then ``next`` until it reports the end."""
+
+    def __init__(self, payload, index: int, job, threads: int):
+        from nbdata.dataset import Dataset
+        node, options, source = payload
+        self.index = index
+        self.log = None
+        node = reseed(node, index)
+        if source is not None:
+            self.log = SplitLog(job, index, None)
+            node = replace_node(node, source, SplitSource(source, self._take_split))
+        if not options.threading.private_threadpool_size:
+            options = options.merge(_threads_option(threads))
+        self.pipeline = Dataset(node, options).compile()
+        self.run = None
+        self.run_id = None
+        self.want = 1
+
+    def _take_split(self, key: str, k: int):
+        return self.log.take(key, k)
+
+    def ready(self) -> int:
+        return self.index
+
+    def start(self, run_id: int, seed: int, iteration: int, state: Any, log: dict | None) -> None:
+        """Open a run: the pipeline seed and iteration number of the consumer's run
+        (for random ops), resumed from ``state`` (and the split log it was saved with)."""
+        if self.run is not None:
+            self.run.close()
+        self.pipeline.state.seed = derive_seed(seed, self.index)
+        epochs = {str(i): iteration for i in range(len(self.pipeline.op_index))}
+        if self.log is not None:
+            self.log.log = SplitLog(None, self.index, log).log
+        self.run = self.pipeline.open_chunks(state=state, epochs=epochs)
+        self.run_id, self.want = run_id, 1
+
+    def next(self, run_id: int, single: bool):
+        """(chunk or None at the end, reply): the next rows (one element when ``single``)
+        and the state after them; an error of the pipeline travels in the reply."""
+        if run_id != self.run_id or self.run is None:
+            return None, {"end": True, "stale": True}
+        started = time.perf_counter()
+        stats_before = self._kernel_rows()
+        try:
+            while True:
+                chunk = self.run.next(1 if single else self.want)
+                if chunk is None or chunk.n:
+                    break
+        except Exception as e:  # noqa: BLE001 - raised again by the consumer
+            self.run.close()
+            self.run = None
+            return None, {"end": True, "error": e}
+        seconds = time.perf_counter() - started
+        if chunk is None:
+            self.run.close()
+            self.run = None
+            return None, {"end": True, "seconds": seconds}
+        size = chunk.nbytes
+        if not single:
+            if size < TARGET_BYTES and seconds < TARGET_SECONDS:
+                self.want = min(self.want * 2, 1 << 20)
+            elif seconds > 4 * TARGET_SECONDS and self.want > 1:
+                self.want //= 2
+        reply = {"end": False, "rows": chunk.n, "bytes": size, "seconds": seconds,
+                 "kernel_rows": self._kernel_rows() - stats_before, "state": self.run.save(),
+                 "log": None if self.log is None else self.log.snapshot()}
+        return _own_columns(chunk), reply
+
+    def _kernel_rows(self) -> int:
+        return self.pipeline.stats().kernel_rows
+
+    def plan(self) -> str:
+        return str(self.pipeline.explain())
+
+    def close(self) -> None:
+        if self.run is not None:
+            self.run.close()
+            self.run = None
+
+
+def _threads_option(threads: int):
+    from nbdata.options import Options
+    o = Options()
+    o.threading.private_threadpool_size = max(1, int(threads))
+    return o
+
+
+def _own_columns(chunk):
+    """The chunk with array columns that own their memory, so Ray stores only the rows
+    sent (a view would take the whole array it looks into along)."""
+    from nbdata.chunks import Chunk
+    cols = [c.copy() if isinstance(c, np.ndarray) and c.base is not None
+            and c.base.nbytes > 2 * c.nbytes else c for c in chunk.columns]
+    return Chunk(cols, chunk.n)
