@@ -86,8 +86,8 @@ class Service:
 
 class DistributedChunks(ChunkIter):
     """Chunks from the job, in the order they arrive. State: per worker, its iterator
-    state after the last chunk received here and the splits it had taken; rows of a
-    received chunk not handed out yet."""
+    state after the last chunk received here and the splits it had taken; the rows
+    received and not handed out yet."""
 
     def __init__(self, node, ctx, state: dict | None, stage):
         self.node = node
@@ -99,6 +99,7 @@ class DistributedChunks(ChunkIter):
         self.rows = RowQueue()
         self.ended = False
         self.closed = False
+        self.error: BaseException | None = None
         if state is not None:
             if state.get("shared"):
                 raise UnimplementedError(
@@ -113,31 +114,41 @@ class DistributedChunks(ChunkIter):
                   "num_consumers": node.num_consumers, "slots": self.slots}
         self.ray.get(self.job.join.remote(self.consumer, node.fingerprint(), config))
 
+    def _fetch(self) -> None:
+        """Receive the next chunk from the job into ``rows`` (or mark the end)."""
+        while not self.rows.n and not self.ended and self.error is None:
+            kind, index, refs, note = self.ray.get(
+                self.job.next.remote(self.consumer, self.node.consumer_index))
+            if kind == "end":
+                self.ended = True
+            elif kind == "error":
+                error = note["error"]
+                cause = getattr(error, "cause", None)  # a Ray task error wraps the pipeline's
+                self.error = cause if isinstance(cause, BaseException) else error
+            else:
+                self.rows.add(self.ray.get(refs[0]))
+                self.slots[index] = {"state": note["state"], "log": note["log"]}
+                self.stats.worker(index, note)
+
     def next(self, want: int):
+        if not self.rows.n and not self.closed:
+            self._fetch()
         if self.rows.n:
             return self.rows.take(min(want, self.rows.n))
-        if self.ended or self.closed:
-            return None
-        kind, index, refs, note = self.ray.get(self.job.next.remote(self.consumer,
-                                                                     self.node.consumer_index))
-        if kind == "end":
+        if self.error is not None:
+            error, self.error = self.error, None
             self.ended = True
-            return None
-        if kind == "error":
-            error = note["error"]
-            cause = getattr(error, "cause", None)  # a Ray task error wraps the pipeline's
-            raise cause if isinstance(cause, BaseException) else error
-        chunk = self.ray.get(refs[0])
-        self.slots[index] = {"state": note["state"], "log": note["log"]}
-        self.stats.worker(index, note)
-        if chunk.n <= want:
-            return chunk
-        self.rows.add(chunk)
-        return self.rows.take(want)
+            raise error
+        return None
 
     def save(self) -> dict:
+        # The chunk that the next pull hands out is received first and kept in the
+        # state: the order chunks arrive in is not reproducible, so a consumer that
+        # restores "this state, then skip k rows" must find the same rows first.
         if self.node.job_name is not None:
             return {"shared": True}
+        if not self.rows.n and not self.closed:
+            self._fetch()
         return {"slots": {str(k): v for k, v in self.slots.items()}, "rows": list(self.rows.pieces),
                 "ended": self.ended}
 

@@ -12,7 +12,7 @@ iterator asks the job for its next split whenever the current one ends.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
