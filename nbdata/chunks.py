@@ -115,6 +115,31 @@ class RowList(list):
         return sum(getattr(v, "nbytes", 64) for v in self)
 
 
+class PackedRows(RowList):
+    """A column of arrays of one dtype and rank whose shapes differ per row (images
+    decoded at their own sizes), held in one buffer: ``packed`` is ``(data, offsets,
+    shapes)`` with row ``j`` = ``data[offsets[j]:offsets[j + 1]].reshape(shapes[j])``
+    (the rows themselves are such views). Fused kernels read the buffer as it is
+    (``nbdata.ops.fusion.RaggedLeaf``)."""
+
+    def __init__(self, data: np.ndarray, offsets: np.ndarray, shapes: np.ndarray):
+        super().__init__(data[offsets[j]:offsets[j + 1]].reshape(tuple(shapes[j]))
+                         for j in range(len(shapes)))
+        self.packed = (data, offsets, shapes)
+
+    @classmethod
+    def empty(cls, shapes: list, dtype) -> "PackedRows":
+        """Rows of ``shapes`` (uninitialized), to be filled in place."""
+        shapes = np.asarray(shapes, np.int64).reshape(len(shapes), -1)
+        offsets = np.zeros(len(shapes) + 1, np.int64)
+        np.cumsum(np.prod(shapes, axis=1), out=offsets[1:])
+        return cls(np.empty(int(offsets[-1]), dtype), offsets, shapes)
+
+    def slice(self, a: int, b: int) -> "PackedRows":
+        data, offsets, shapes = self.packed
+        return PackedRows(data[offsets[a]:offsets[b]], offsets[a:b + 1] - offsets[a], shapes[a:b])
+
+
 class Chunk:
     """``n`` rows as one column per leaf (in ``flatten`` order of the element)."""
 
@@ -142,7 +167,7 @@ class Chunk:
 # ----------------------------------------------------------------- columns
 
 def col_slice(c, a: int, b: int):
-    if isinstance(c, StringColumn):
+    if isinstance(c, (StringColumn, PackedRows)):
         return c.slice(a, b)
     if isinstance(c, RowList):
         return RowList(c[a:b])
@@ -259,6 +284,6 @@ def max_chunk_rows(spec) -> int:
     return max(1, min(MAX_CHUNK_ROWS, MAX_CHUNK_BYTES // row_bytes(spec)))
 
 
-__all__ = ["Chunk", "RowList", "StringColumn", "chunk_elements", "chunk_from_elements",
+__all__ = ["Chunk", "PackedRows", "RowList", "StringColumn", "chunk_elements", "chunk_from_elements",
            "col_concat", "col_row", "col_slice", "col_take", "col_values", "column_from_values",
            "concat_chunks", "max_chunk_rows", "pack_as"]

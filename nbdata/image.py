@@ -297,6 +297,22 @@ def _resize_bilinear_window(image, row0, col0, in_height, in_width,
     x_lerps = np.empty(out_width, dtype=np.float32)
     for x in range(out_width):
         x0s[x], x1s[x], x_lerps[x] = _bilinear_source(x, width_scale, in_width)
+    if channels == 3:
+        # RGB, unrolled over two source rows read as flat views (same float32
+        # operations in the same order; about 2x faster).
+        for y in range(out_height):
+            y0, y1, y_lerp = _bilinear_source(y, height_scale, in_height)
+            upper = image[row0 + y0]
+            lower = image[row0 + y1]
+            for x in range(out_width):
+                a, b, x_lerp = col0 + x0s[x], col0 + x1s[x], x_lerps[x]
+                for c in range(3):
+                    top_left = np.float32(upper[a, c])
+                    top = top_left + (np.float32(upper[b, c]) - top_left) * x_lerp
+                    bottom_left = np.float32(lower[a, c])
+                    bottom = bottom_left + (np.float32(lower[b, c]) - bottom_left) * x_lerp
+                    out[y, x, c] = top + (bottom - top) * y_lerp
+        return out
     for y in range(out_height):
         y0, y1, y_lerp = _bilinear_source(y, height_scale, in_height)
         for x in range(out_width):

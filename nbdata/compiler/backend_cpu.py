@@ -140,7 +140,13 @@ class CpuTyper:
 
     @staticmethod
     def type_function(fn, chain: Chain, kind: str):
-        dispatcher = _dispatcher(fn.fn)
+        target = fn.fn
+        if fn.twin is not None:
+            try:
+                target, _ = fn.twin()
+            except NotFusable as e:
+                raise NotFusable(f"{fn.name} has no compiled form: {e}") from None
+        dispatcher = _dispatcher(target)
         needs_probe = any(isinstance(s, Mapping) or is_namedtuple(s)
                           for s in substructures(chain.structure))
         try:

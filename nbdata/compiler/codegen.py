@@ -104,6 +104,14 @@ class RowEmitter:
         ``flat[r, q]`` position by position (``flat`` is the column's (rows, size) view)."""
         return Leaf(spec, ref=f"{column}[r]", flat=f"{flat}[r")
 
+    def ragged_view(self, spec: TensorSpec, data: str, offsets: str, shapes: str) -> Leaf:
+        """Row ``r`` of a ragged column (a packed buffer, offsets, per-row shapes) as an
+        array view of its own shape."""
+        var = self.ks.fresh("v")
+        dims = _tuple_expr([f"{shapes}[r, {d}]" for d in range(len(spec.shape))])
+        self.emit(f"{var} = {data}[{offsets}[r]:{offsets}[r + 1]].reshape({dims})")
+        return Leaf(spec, var=var)
+
     def read(self, spec: TensorSpec, text: str) -> Leaf:
         """A leaf computed by the expression ``text`` (a scalar cell, a range value, a
         constant); ``dtype(text)`` names the spec's dtype for casting: ``{dtype}``."""

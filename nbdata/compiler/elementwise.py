@@ -249,6 +249,8 @@ def trace(fn, structure: Any) -> Any:
     for s in specs:
         if s.dtype is not string and s.dtype.kind not in "biuf":
             raise NotElementwise("non-numeric input")
+        if s.dtype is not string and any(d is None for d in s.shape):
+            raise NotElementwise("an input whose shape differs per row")
     syms = [Opaque() if s.dtype is string else
             Sym(Expr("input", s.dtype, len(s.shape) > 0, name=str(k), shape=tuple(s.shape)))
             for k, s in enumerate(specs)]

@@ -22,7 +22,7 @@ from nbdata.compiler.threads import kernel_section
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.kernels.compact import compact
 from nbdata.ops.batch import batch_columns, batch_size_of
-from nbdata.ops.fusion import DROP
+from nbdata.ops.fusion import DROP, RaggedLeaf, pack_ragged
 from nbdata.compiler.lowering import StageNode
 from nbdata.ops.runtime import ChunkIter, RowQueue
 from nbdata.spec import flatten, pack_as, packer
@@ -104,6 +104,9 @@ def stream_args(chunk: Chunk, leaves: list) -> list:
     args = []
     for c, leaf in zip(chunk.columns, leaves):
         if leaf.arg_count == 0:   # an OpaqueLeaf: the kernel does not read it
+            continue
+        if isinstance(leaf, RaggedLeaf):
+            args += pack_ragged(c, leaf.spec)
             continue
         if not isinstance(c, np.ndarray) or c.dtype != leaf.spec.dtype:
             c = np.asarray(list(c) if isinstance(c, RowList) else c, dtype=leaf.spec.dtype)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from nbdata.compiler import elementwise
-from nbdata.ops.fusion import (PartlyFusable, StreamSource, check_structure, has_opaque,
+from nbdata.ops.fusion import (PartlyFusable, StreamSource, check_structure, has_opaque, has_ragged,
                                spec_type)
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, NotFusable
 from nbdata.options import Options
@@ -198,7 +198,8 @@ class Planner:
                 source = StreamSource(cur)  # the stage runs over the chunks cur produces
                 if source.rows == UNKNOWN:
                     lazy_rows = self.options.fusion_min_rows
-            check_structure(cur.spec, cur.op, opaque_strings=has_opaque(source.leaves))
+            check_structure(cur.spec, cur.op, opaque_strings=has_opaque(source.leaves),
+                            ragged=has_ragged(source.leaves))
             chain = Chain(cur.spec, tuple(leaf.row_type for leaf in source.leaves))
         except NotFusable as e:
             self._note(cur, str(e), f"not fused: {top.describe()} and the element-wise ops "
@@ -212,6 +213,12 @@ class Planner:
         if has_opaque(source.leaves) and (not chain_nodes or chain_nodes[0].op != "map"):
             self._note(cur, f"{cur.op} output has string components (strings run in Python; "
                        "the first op of the chain is not a map that drops them)",
+                       f"not fused: {top.describe()} and the element-wise ops below it run "
+                       "op by op")
+            return None
+        if has_ragged(source.leaves) and (not chain_nodes or chain_nodes[0].op != "map"):
+            self._note(cur, f"{cur.op} output has components whose shape differs per row "
+                       "(the first op of the chain is not a map that makes them uniform)",
                        f"not fused: {top.describe()} and the element-wise ops below it run "
                        "op by op")
             return None
@@ -236,8 +243,9 @@ class Planner:
                 chain = self.advance(chain, step)
             steps += node_steps
             fused_nodes += 1
-        if has_opaque(source.leaves) and not steps:
-            # The first op, a map that would drop the strings, cannot fuse itself.
+        if (has_opaque(source.leaves) or has_ragged(source.leaves)) and not steps:
+            # The first op, a map that would drop the strings (or make rows uniform),
+            # cannot fuse itself.
             self._note(cur, f"{stop[0].op} after it cannot fuse: {stop[1]}",
                        f"not fused: {top.describe()} and the element-wise ops below it run "
                        "op by op")

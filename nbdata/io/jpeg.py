@@ -24,7 +24,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from nbdata.chunks import RowList, StringColumn
+from nbdata.chunks import PackedRows, RowList, StringColumn
 from nbdata.decoding import Decoder, RowError, for_probe, probed
 from nbdata.errors import InvalidArgumentError, UnimplementedError
 from nbdata.spec import TensorSpec
@@ -178,15 +178,14 @@ def decode_many(options: JpegOptions, values: list):
         except InvalidArgumentError as e:
             raise RowError(i, e) from None
     same = n > 0 and all(p[0] == plans[0][0] for p in plans)
-    out = np.empty((n,) + plans[0][0], np.uint8) if same else [None] * n
+    # Images of different sizes are decoded into one packed buffer (see PackedRows).
+    out = np.empty((n,) + plans[0][0], np.uint8) if same else \
+        PackedRows.empty([p[0] for p in plans], np.uint8)
 
     def run(span):
         for i in range(*span):
             try:
-                if same:
-                    options.decode(values[i], plans[i], out[i])
-                else:
-                    out[i] = options.decode(values[i], plans[i])
+                options.decode(values[i], plans[i], out[i])
             except InvalidArgumentError as e:
                 return i, e
         return None
@@ -360,9 +359,7 @@ class JpegDecoder(Decoder):
             images = decode_many(self.options, values)
         except RowError as e:
             raise (e if batch is None else _in_batch(e, e.row % batch)) from None
-        if isinstance(images, np.ndarray):
-            return [images]
-        return [RowList(images)]
+        return [images]
 
     def batch_columns(self, columns, count, size):
         column = columns[0]

@@ -85,6 +85,9 @@ class UserFunction:
         # the string leaf it decodes (-1: the element itself is the record).
         self.decoder = None
         self.decoder_leaf = -1
+        # For functions Numba cannot compile as written (a decode-lifted rest): a
+        # zero-argument callable giving (a compilable twin, its source).
+        self.twin = None
         self.output_spec = output_spec if output_spec is not None else self._trace()
 
     def __repr__(self) -> str:

@@ -47,11 +47,13 @@ def spec_type(spec: TensorSpec, what: str = "value"):
     return dt if len(spec.shape) == 0 else types.Array(dt, len(spec.shape), "C")
 
 
-def check_structure(spec: Any, what: str, opaque_strings: bool = False) -> None:
+def check_structure(spec: Any, what: str, opaque_strings: bool = False,
+                    ragged: bool = False) -> None:
     """Fused stages take tuples, dicts (string keys) and namedtuples of numeric leaves
     with dims known at plan time. With ``opaque_strings``, scalar string leaves pass
     too: a stage's input may hold strings its first function does not use (see
-    :class:`OpaqueLeaf`)."""
+    :class:`OpaqueLeaf`); with ``ragged``, numeric leaves whose dims are known only per
+    row (decoded images) pass too (see :class:`RaggedLeaf`)."""
     for s in substructures(spec):
         if isinstance(s, dict) and not all(isinstance(k, str) for k in s):
             raise NotFusable(f"{what} is a dict with non-string keys")
@@ -62,7 +64,7 @@ def check_structure(spec: Any, what: str, opaque_strings: bool = False) -> None:
             continue
         if leaf.dtype is string:
             raise NotFusable(f"{what} has string components (strings run in Python)")
-        if leaf.shape is None or any(d is None for d in leaf.shape):
+        if leaf.shape is None or (any(d is None for d in leaf.shape) and not ragged):
             raise NotFusable(f"{what} has dims unknown until run time {leaf.shape}")
         numba_dtype(leaf.dtype, what)
 
@@ -191,6 +193,65 @@ def has_opaque(leaves) -> bool:
     return any(isinstance(leaf, OpaqueLeaf) for leaf in leaves)
 
 
+class RaggedLeaf(SourceLeaf):
+    """A numeric leaf of a stage's input chunks whose rows differ in shape (images
+    decoded at their own sizes): the kernel reads row ``r`` as an array view of one
+    packed buffer, ``data[offsets[r]:offsets[r + 1]].reshape(shapes[r])``. Only a map
+    takes it (its function must make the rows uniform: a resize, a crop to a fixed
+    size), so a ragged row is never stored by a kernel; see :func:`pack_ragged`."""
+
+    arg_count = 3
+
+    def __init__(self, spec: TensorSpec):
+        dt = numba_dtype(spec.dtype, "stage input")
+        super().__init__(spec, types.Array(dt, len(spec.shape), "C"))
+
+    def emit_load(self, row, args):
+        return row.ragged_view(self.spec, *args)
+
+
+def is_ragged(spec) -> bool:
+    return (isinstance(spec, TensorSpec) and spec.dtype is not string and spec.shape is not None
+            and any(d is None for d in spec.shape))
+
+
+def has_ragged(leaves) -> bool:
+    return any(isinstance(leaf, RaggedLeaf) for leaf in leaves)
+
+
+def pack_ragged(column, spec: TensorSpec) -> list:
+    """The kernel arguments of a :class:`RaggedLeaf` for a column (a RowList of arrays
+    or a uniform array): the rows' values in one C-ordered buffer of the spec's dtype,
+    int64 offsets (rows + 1) and int64 shapes (rows, ndim). A column that carries its
+    packed form already (``column.packed``) is not copied."""
+    packed = getattr(column, "packed", None)
+    dtype = np.dtype(spec.dtype)
+    ndim = len(spec.shape)
+    if packed is not None and packed[0].dtype == dtype:
+        return list(packed)
+    if isinstance(column, np.ndarray) and column.dtype != object:
+        n = len(column)
+        data = np.ascontiguousarray(column, dtype).reshape(-1)
+        size = int(np.prod(column.shape[1:], dtype=np.int64))
+        offsets = np.arange(n + 1, dtype=np.int64) * size
+        shapes = np.empty((n, ndim), np.int64)
+        shapes[:] = column.shape[1:]
+        return [data, offsets, shapes]
+    rows = [np.asarray(v) for v in column]
+    n = len(rows)
+    shapes = np.empty((n, ndim), np.int64)
+    offsets = np.zeros(n + 1, np.int64)
+    for k, v in enumerate(rows):
+        if v.ndim != ndim:
+            raise ValueError(f"a row of rank {v.ndim} in a column of rank {ndim}")
+        shapes[k] = v.shape
+        offsets[k + 1] = offsets[k] + v.size
+    data = np.empty(int(offsets[-1]), dtype)
+    for k, v in enumerate(rows):
+        data[offsets[k]:offsets[k + 1]] = v.reshape(-1)
+    return [data, offsets, shapes]
+
+
 class StreamSource(ChunkSource):
     """The chunks of another stage (a shuffle, a cache, an interleave, ...) as the input
     of a fused stage: its kernel runs once per input chunk. Scalar string leaves are
@@ -198,8 +259,9 @@ class StreamSource(ChunkSource):
     map that drops them)."""
 
     def __init__(self, node):
-        check_structure(node.spec, f"{node.op} output", opaque_strings=True)
-        super().__init__(node, [OpaqueLeaf(s) if s.dtype is string else StreamLeaf(s)
+        check_structure(node.spec, f"{node.op} output", opaque_strings=True, ragged=True)
+        super().__init__(node, [OpaqueLeaf(s) if s.dtype is string else
+                                RaggedLeaf(s) if is_ragged(s) else StreamLeaf(s)
                                 for s in flatten(node.spec)], node.cardinality(), None)
 
     @property

@@ -632,6 +632,8 @@ def record(fn: Callable, args: tuple, kwargs: dict, op_type: str, name: str | No
     traced.fn = call
     op = Operation(graph, op_type, name, tensors, call, flatten(out_spec))
     op.checked = traced
+    # What was called, for code that writes the graph out as source (compiler/twin.py).
+    op.source, op.out_spec = (fn, args, kwargs), out_spec
     outputs = pack_as(out_spec, op.outputs)
     # A list returned at the top (decode_csv's columns) stays a list, as in TF1.
     return list(outputs) if returned and returned[0] is list else outputs

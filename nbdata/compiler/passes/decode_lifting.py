@@ -7,12 +7,19 @@ of ``f`` on the decoded arrays, which fuses like any NumPy function. See
 from __future__ import annotations
 
 from nbdata.compiler.plan import rewrite_plan
+from nbdata.compiler.twin import numba_twin
 from nbdata.decoding import lifted_leaf_rest, lifted_rest
 from nbdata.ops.decode import Decode
 from nbdata.ops.function import UserFunction, call_unpacked
 from nbdata.ops.map import Map
 from nbdata.ops.node import Node
 from nbdata.ops.select import Select, selection
+
+
+def _twin(rest_fn, spec):
+    """How to get a Numba-compilable twin of ``rest_fn`` (a closure over stand-ins that
+    Numba cannot compile itself): see ``nbdata/compiler/twin.py``."""
+    return lambda: numba_twin(rest_fn, spec, call_unpacked)
 
 
 def _lift(node: Node) -> Node:
@@ -30,12 +37,17 @@ def _lift(node: Node) -> Node:
         if columns is not None:   # the rest only repacks: columns move, no Python per row
             return Select(decoded, columns, node.fn.output_spec, name=node.name)
         rest = UserFunction(rest_fn, node.fn.op, decoded.spec, output_spec=node.fn.output_spec)
-        return Map(decoded, rest, node.num_parallel_calls, node.deterministic, name=node.name)
+        rest.twin = _twin(rest_fn, decoded.spec)
+        # The rest may decode another component (the image of a parsed Example).
+        rest._trace_leaf_decoder()
+        return _lift(Map(decoded, rest, node.num_parallel_calls, node.deterministic,
+                         name=node.name))
     decoded = Decode(node.input, decoder, name=node.name)
     if decoder.identity:
         return decoded
-    rest = UserFunction(lifted_rest(node.fn.fn, decoder.output_spec), node.fn.op,
-                        decoder.output_spec, output_spec=node.fn.output_spec)
+    rest_fn = lifted_rest(node.fn.fn, decoder.output_spec)
+    rest = UserFunction(rest_fn, node.fn.op, decoder.output_spec, output_spec=node.fn.output_spec)
+    rest.twin = _twin(rest_fn, decoder.output_spec)
     # The rest may decode a component of what was decoded (an Example's image).
     rest._trace_leaf_decoder()
     return _lift(Map(decoded, rest, node.num_parallel_calls, node.deterministic,
