@@ -10,7 +10,7 @@ import time
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOADS = ("w1", "w2", "w2_gzip", "w3", "crc32c", "jpeg", "w4", "w5", "w6", "pymap", "pymap_nogil",
              "gpu",
-             "tf1_csv", "tf1_tfrecord", "compile")
+             "tf1_csv", "tf1_tfrecord", "distribute", "distribute_w1", "compile")
 
 
 def _parse(argv):
@@ -31,6 +31,9 @@ def _parse(argv):
                         help="threads for every engine (default: the cores available)")
     args = parser.parse_args(argv)
     args.workloads = [w.strip() for w in args.workload.split(",") if w.strip()]
+    if "distribute" in args.workloads and "distribute_w1" not in args.workloads:
+        # distribute's overhead table (one worker on w1's batches) goes with it.
+        args.workloads.insert(args.workloads.index("distribute") + 1, "distribute_w1")
     unknown = set(args.workloads) - set(WORKLOADS)
     if unknown:
         parser.error(f"unknown workload(s) {', '.join(sorted(unknown))}; choose from {WORKLOADS}")

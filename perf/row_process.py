@@ -27,6 +27,8 @@ WORKLOAD_MODULES = {
     "pymap_nogil": "perf.pymap_python_map:build_nogil",
     "tf1_csv": "perf.tf1_queue_input:build_csv",
     "tf1_tfrecord": "perf.tf1_queue_input:build_tfrecord",
+    "distribute": "perf.distribute_scaling",
+    "distribute_w1": "perf.distribute_scaling:build_w1",
 }
 ROW_TIMEOUT_S = 300
 

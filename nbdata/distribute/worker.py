@@ -55,8 +55,7 @@ class Worker:
         if source is not None:
             self.log = SplitLog(job, index, None)
             node = replace_node(node, source, SplitSource(source, self._take_split))
-        if not options.threading.private_threadpool_size:
-            options = options.merge(_threads_option(threads))
+        options = _worker_options(threads).merge(options)
         self.pipeline = Dataset(node, options).compile()
         self.run = None
         self.run_id = None
@@ -124,10 +123,15 @@ class Worker:
             self.run = None
 
 
-def _threads_option(threads: int):
+def _worker_options(threads: int):
+    """Defaults a worker's options start from (the dataset's own set values win): its
+    share of the cores, and fused stages compiled from the first row: a worker reads
+    splits as a stream of unknown length, which would otherwise run its first
+    ``fusion_min_rows`` rows of every run on the reference path."""
     from nbdata.options import Options
     o = Options()
     o.threading.private_threadpool_size = max(1, int(threads))
+    o.fusion_min_rows = 0
     return o
 
 
