@@ -9,7 +9,7 @@ import uuid
 
 from nbdata.compiler.executor import StageStats
 from nbdata.distribute import cluster
-from nbdata.errors import UnimplementedError
+from nbdata.errors import UnavailableError, UnimplementedError
 from nbdata.ops.runtime import ChunkIter, RowQueue
 
 
@@ -100,6 +100,7 @@ class DistributedChunks(ChunkIter):
         self.ended = False
         self.closed = False
         self.error: BaseException | None = None
+        self.request = None
         if state is not None:
             if state.get("shared"):
                 raise UnimplementedError(
@@ -112,13 +113,30 @@ class DistributedChunks(ChunkIter):
         self.job = self.service.acquire()
         config = {"seed": ctx.op_seed(node), "iteration": ctx.epoch(node, True),
                   "num_consumers": node.num_consumers, "slots": self.slots}
-        self.ray.get(self.job.join.remote(self.consumer, node.fingerprint(), config))
+        self._call(self.job.join.remote(self.consumer, node.fingerprint(), config))
+
+    def _call(self, ref):
+        """A reply of the job; the job's own errors come out as raised, a lost job as
+        UnavailableError."""
+        from ray.exceptions import RayActorError, RayTaskError
+        try:
+            return self.ray.get(ref)
+        except RayTaskError as e:
+            cause = getattr(e, "cause", None)
+            raise (cause if isinstance(cause, BaseException) else e) from None
+        except RayActorError as e:
+            raise UnavailableError(f"distribute: the job actor is gone ({e})", "distribute") from None
 
     def _fetch(self) -> None:
         """Receive the next chunk from the job into ``rows`` (or mark the end)."""
         while not self.rows.n and not self.ended and self.error is None:
-            kind, index, refs, note = self.ray.get(
-                self.job.next.remote(self.consumer, self.node.consumer_index))
+            request, self.request = self.request or self._ask(), None
+            kind, index, refs, note = self._call(request)
+            if kind == "chunk" and self.node.job_name is None:
+                # Ask for the one after it now: the job's reply comes while this chunk
+                # is consumed. (Not in a shared job, where a chunk asked for and never
+                # read would be lost to the other consumers.)
+                self.request = self._ask()
             if kind == "end":
                 self.ended = True
             elif kind == "error":
@@ -129,6 +147,9 @@ class DistributedChunks(ChunkIter):
                 self.rows.add(self.ray.get(refs[0]))
                 self.slots[index] = {"state": note["state"], "log": note["log"]}
                 self.stats.worker(index, note)
+
+    def _ask(self):
+        return self.job.next.remote(self.consumer, self.node.consumer_index)
 
     def next(self, want: int):
         if not self.rows.n and not self.closed:

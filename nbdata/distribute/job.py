@@ -114,6 +114,11 @@ class Job:
             raise InvalidArgumentError(
                 f"distribute: job {self.config.get('job_name')!r} is read with "
                 f"num_consumers={self.run.num_consumers}, got {config['num_consumers']}")
+        extra = [i for i in (config.get("slots") or {}) if int(i) >= self.config["num_workers"]]
+        if extra:
+            raise InvalidArgumentError(
+                f"restore: the state holds the positions of {max(extra) + 1} workers, this "
+                f"job has {self.config['num_workers']}; restore with the same num_workers")
         self.consumers.add(consumer)
         if self.run is None:
             await self._ensure_workers()
@@ -230,11 +235,13 @@ class Job:
             run.changed.notify_all()
 
     # --------------------------------------------------------------- splits
-    async def take_split(self, index: int, key: str):
+    async def take_split(self, index: int, key: str, run_id: int):
         """The next unassigned split of epoch ``key`` for worker ``index`` (None when
-        every split of that epoch is assigned), logged as that worker's."""
+        every split of that epoch is assigned), logged as that worker's. A worker still
+        finishing a chunk of an earlier run gets None: a split given to it would be
+        logged in this run but lost with that chunk."""
         run = self.run
-        if run is None or self.config["splits"] is None:
+        if run is None or run.id != run_id or self.config["splits"] is None:
             return None
         pending = run.pending.get(key)
         if pending is None:

@@ -14,7 +14,7 @@ from nbdata.random import derive_seed
 
 # A reply holds about this much data (or this much work): big enough that Ray's cost per
 # call is small next to it, small enough that the consumer does not wait long.
-TARGET_BYTES = 4 << 20
+TARGET_BYTES = 8 << 20
 TARGET_SECONDS = 0.05
 
 
@@ -27,12 +27,12 @@ class SplitLog:
         self.job, self.index = job, index
         self.log = {k: [tuple(s) for s in v] for k, v in (log or {}).items()}
 
-    def take(self, key: str, k: int):
+    def take(self, key: str, k: int, run_id: int):
         import ray
         taken = self.log.setdefault(key, [])
         if k < len(taken):
             return taken[k]
-        split = ray.get(self.job.take_split.remote(self.index, key))
+        split = ray.get(self.job.take_split.remote(self.index, key, run_id))
         if split is not None:
             taken.append(tuple(split))
         return split
@@ -62,7 +62,7 @@ class Worker:
         self.want = 1
 
     def _take_split(self, key: str, k: int):
-        return self.log.take(key, k)
+        return self.log.take(key, k, self.run_id)
 
     def ready(self) -> int:
         return self.index
@@ -77,7 +77,7 @@ class Worker:
         if self.log is not None:
             self.log.log = SplitLog(None, self.index, log).log
         self.run = self.pipeline.open_chunks(state=state, epochs=epochs)
-        self.run_id, self.want = run_id, 1
+        self.run_id = run_id  # ``want`` stays as the last run learned it
 
     def next(self, run_id: int, single: bool):
         """(chunk or None at the end, reply): the next rows (one element when ``single``)
