@@ -114,9 +114,6 @@ class Worker:
     def _kernel_rows(self) -> int:
         return self.pipeline.stats().kernel_rows
 
-    def plan(self) -> str:
-        return str(self.pipeline.explain())
-
     def close(self) -> None:
         if self.run is not None:
             self.run.close()
