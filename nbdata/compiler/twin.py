@@ -19,6 +19,7 @@ implementations. A twin that Numba cannot compile is reported like any function.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -154,8 +155,22 @@ def numba_twin(fn, structure: Any, call) -> tuple[Any, str]:
     w.lines.append(f"    return {build(out)}")
     name = f"{getattr(fn, '__name__', 'fn')}_twin".replace(".", "_").replace("<", "").replace(">", "")
     text = f"def {name}({', '.join(params)}):\n" + "\n".join(w.lines) + "\n"
-    exec(compile(text, f"<nbdata-twin {name}>", "exec"), w.glb)
-    return w.glb[name], text
+    # The same source over the same objects is the same function: reuse it (and so its
+    # Numba compilations) when a pipeline is compiled again.
+    key = (text, tuple((k, id(v)) for k, v in sorted(w.glb.items())))
+    with _lock:
+        cached = _twins.get(key)
+        if cached is None:
+            exec(compile(text, f"<nbdata-twin {name}>", "exec"), w.glb)
+            cached = _twins[key] = (w.glb[name], w.glb)   # the globals keep the ids valid
+            while len(_twins) > _MAX_TWINS:
+                _twins.pop(next(iter(_twins)))
+    return cached[0], text
+
+
+_twins: dict = {}
+_MAX_TWINS = 256
+_lock = threading.Lock()
 
 
 __all__ = ["numba_twin"]

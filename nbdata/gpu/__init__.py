@@ -9,6 +9,8 @@ import importlib
 
 _NAMES = {
     "DeviceArray": "nbdata.gpu.array",
+    "RaggedBatch": "nbdata.gpu.jpeg",
+    "decode_jpeg": "nbdata.gpu.functions",
     "available": "nbdata.gpu.runtime",
     "apply": "nbdata.gpu.functions",
     "cast": "nbdata.gpu.functions",

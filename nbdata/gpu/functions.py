@@ -51,6 +51,10 @@ def _apply(x, step: "ops.Step"):
     if isinstance(x, GpuValue):
         return x.then(step)
     from nbdata.gpu.array import DeviceArray
+    from nbdata.gpu.jpeg import RaggedBatch
+    if isinstance(x, RaggedBatch):
+        chain = ops.Chain([step], (None, None, x.shape[3]), x.dtype)
+        return ops.run_chain(chain, x)
     if not isinstance(x, DeviceArray):
         raise TypeError(f"nd.gpu.{step.name}: expects a DeviceArray batch (from "
                         f"prefetch_to_device or nd.gpu.DeviceArray.from_host), got "
@@ -141,6 +145,49 @@ def decode_raw(x, out_type, shape: Any = None):
     return x.view(dtype, (x.shape[0],) + _decoded_shape(x.shape[1], dtype, shape))
 
 
+class JpegDecode:
+    """A chain's first step decoding JPEG bytes (a host leaf) into images of their own
+    sizes; ``channels`` as ``nd.gpu.decode_jpeg`` takes it."""
+
+    def __init__(self, channels: int):
+        self.channels = channels
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, JpegDecode) and other.channels == self.channels
+
+    def __hash__(self) -> int:
+        return hash(("jpeg", self.channels))
+
+    def __repr__(self) -> str:
+        return f"decode_jpeg(channels={self.channels})"
+
+
+def decode_jpeg(contents, channels: int = 3):
+    """A batch of JPEG images (``bytes``) decoded on the GPU by NVIDIA nvImageCodec into
+    one buffer of nbdata's device memory: a :class:`nbdata.gpu.jpeg.RaggedBatch` of
+    uint8 (H, W, channels) images of their own sizes. ``channels``: 3 (RGB), 1 (gray)
+    or 0 (as stored).
+
+    Inside a ``map`` after ``prefetch_to_device`` (where the encoded images are a host
+    component of the batch) it is the first step of a chain whose next op makes the
+    images one size in the same kernel: ``resize``, ``random_resized_crop`` (only the
+    window is read) or ``random_crop``. See ``nbdata/gpu/jpeg.py``.
+    """
+    from nbdata.gpu import jpeg
+    from nbdata.gpu.map import _Host
+    if isinstance(contents, _Host):
+        channels = jpeg._check_channels(channels)
+        if channels == 0:
+            raise ValueError("nd.gpu.decode_jpeg: inside a map, pass channels=3 or 1 (the ops "
+                             "after it need one channel count)")
+        return GpuValue(contents.index, ops.Chain([], (None, None, channels), np.uint8),
+                        JpegDecode(channels))
+    if isinstance(contents, GpuValue):
+        raise TypeError("nd.gpu.decode_jpeg: takes the encoded images (a host component of "
+                        "the batch: strings stay on the host), not a device array")
+    return jpeg.decode_jpeg(contents, channels)
+
+
 def _decoded_shape(nbytes: int, dtype: np.dtype, shape) -> tuple:
     if nbytes % dtype.itemsize:
         raise ValueError(f"nd.gpu.decode_raw: {nbytes} bytes is not a multiple of the size of "
@@ -154,6 +201,6 @@ def _decoded_shape(nbytes: int, dtype: np.dtype, shape) -> tuple:
     return shape
 
 
-__all__ = ["GpuValue", "apply", "cast", "decode_raw", "flip_left_right", "hwc_to_chw",
+__all__ = ["GpuValue", "JpegDecode", "apply", "cast", "decode_jpeg", "decode_raw", "flip_left_right", "hwc_to_chw",
            "normalize", "random_crop", "random_flip_left_right", "random_resized_crop", "resize",
            "transpose"]

@@ -13,7 +13,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+import numpy as np
+
 from nbdata.chunks import Chunk, RowList, col_row
+from nbdata.errors import InvalidArgumentError
+from nbdata.gpu.functions import JpegDecode
 from nbdata.ops.function import call_unpacked, function_name
 from nbdata.ops.node import Node, arg_field, input_field
 from nbdata.ops.runtime import ChunkIter
@@ -114,7 +118,12 @@ class GpuMap(Node):
             if leaf.steps is None:
                 continue
             s = specs[leaf.source]
-            shape, dtype = (leaf.decode[1], leaf.decode[0]) if leaf.decode else (s.shape[1:], s.dtype)
+            if isinstance(leaf.decode, JpegDecode):   # images of their own sizes
+                shape, dtype = (None, None, leaf.decode.channels), np.uint8
+            elif leaf.decode:
+                shape, dtype = leaf.decode[1], leaf.decode[0]
+            else:
+                shape, dtype = s.shape[1:], s.dtype
             out.append((k, ops.Chain(list(leaf.steps), shape, dtype)))
         return out
 
@@ -122,6 +131,13 @@ class GpuMap(Node):
         lines = []
         for k, chain in self.chains():
             source, _ = chain.source()
+            decode = self.leaves[k].decode
+            if isinstance(decode, JpegDecode):
+                lines.append(f"component {k}: nvImageCodec decodes the batch's JPEGs (component "
+                             f"{self.leaves[k].source}, channels={decode.channels}) into one "
+                             "device buffer, images at their own sizes")
+                if not chain.steps:
+                    continue
             lines.append(f"GPU kernel for component {k}: {chain.describe()} (one launch per batch)")
             lines.extend("    " + line for line in source.rstrip().splitlines())
         return "\n".join(lines) if lines else None
@@ -142,9 +158,11 @@ class _Applier:
         self.leaves = node.leaves
         self.chains = dict(node.chains())
         self.rows = rows
+        self.batches = 0   # batches seen by this iterator (for error messages)
 
     def apply(self, values: list) -> list:
-        from nbdata.gpu import ops
+        from nbdata.gpu import ops, runtime
+        runtime.backend().bind()
         out = []
         n = None
         for k, leaf in enumerate(self.leaves):
@@ -152,13 +170,21 @@ class _Applier:
             if leaf.steps is None:
                 out.append(value)
                 continue
-            if leaf.decode is not None:
+            if isinstance(leaf.decode, JpegDecode):
+                from nbdata.gpu.jpeg import _values, decode_values
+                try:
+                    value = decode_values(_values(value), leaf.decode.channels)
+                except InvalidArgumentError as e:
+                    raise InvalidArgumentError(f"{e.message} (batch {self.batches})",
+                                               e.op) from None
+            elif leaf.decode is not None:
                 value = value.view(leaf.decode[0], (value.shape[0],) + tuple(leaf.decode[1]))
             n = value.shape[0]
             out.append(ops.run_chain(self.chains[k], value, self.rows) if self.chains[k].steps
                        else value)
         if n is not None:
             self.rows += n
+        self.batches += 1
         return out
 
 
@@ -169,17 +195,35 @@ class GpuMapChunks(ChunkIter):
     def __init__(self, node: GpuMap, ctx, state):
         self.it = ctx.open_chunks(node.input, None if state is None else state["input"])
         self.applier = _Applier(node, 0 if state is None else int(state["rows"]))
+        # Input rows after a batch that failed (its error goes out first, alone), so
+        # that ignore_errors() skips that batch only.
+        self.pending: Chunk | None = None
+        if state is not None and state.get("pending") is not None:
+            self.pending = state["pending"]
 
     def next(self, want: int):
-        chunk = self.it.next(want)
+        chunk, self.pending = self.pending, None
+        if chunk is None:
+            chunk = self.it.next(want)
         if chunk is None:
             return None
-        rows = [self.applier.apply([col_row(c, j) for c in chunk.columns]) for j in range(chunk.n)]
+        rows = []
+        for j in range(chunk.n):
+            try:
+                rows.append(self.applier.apply([col_row(c, j) for c in chunk.columns]))
+            except Exception:
+                # The element is consumed by raising; the rows before it go out first.
+                rest = chunk.slice(j + 1, chunk.n)
+                self.pending = rest if rest.n else None
+                if not rows:
+                    raise
+                self.pending = chunk.slice(j, chunk.n)   # row j fails again, alone
+                break
         columns = [RowList(r[k] for r in rows) for k in range(len(self.applier.leaves))]
-        return Chunk(columns, chunk.n)
+        return Chunk(columns, len(rows))
 
     def save(self) -> dict:
-        return {"input": self.it.save(), "rows": self.applier.rows}
+        return {"input": self.it.save(), "rows": self.applier.rows, "pending": self.pending}
 
     def close(self) -> None:
         self.it.close()
@@ -196,7 +240,8 @@ def fuse(outer: GpuMap, inner: GpuMap) -> GpuMap:
         elif base.steps is None:
             leaves.append(Leaf(base.source, leaf.steps, leaf.decode))
         elif leaf.decode is not None:
-            raise ValueError("nd.gpu.decode_raw must come first in a chain of GPU ops")
+            raise ValueError(f"nd.gpu.{'decode_jpeg' if isinstance(leaf.decode, JpegDecode) else 'decode_raw'}"
+                             " must come first in a chain of GPU ops")
         else:
             leaves.append(Leaf(base.source, base.steps + leaf.steps, base.decode))
     return GpuMap(inner.input, tuple(leaves), outer.out_spec, inner.names + outer.names,

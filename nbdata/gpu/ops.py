@@ -128,18 +128,30 @@ class RandomCrop(Step):
     def out_shape(self, shape):
         h, w, c = _check_image(self.name, shape)
         ch, cw = self.size[:2]
-        if len(self.size) == 3 and self.size[2] != c:
+        if len(self.size) == 3 and c is not None and self.size[2] != c:
             raise ValueError(f"nd.gpu.random_crop: size has {self.size[2]} channels, the images {c}")
-        if ch > h or cw > w or ch <= 0 or cw <= 0:
+        if ch <= 0 or cw <= 0 or (h is not None and (ch > h or cw > w)):
             raise ValueError(f"nd.gpu.random_crop: crop size {ch}x{cw} does not fit in the images "
                              f"of size {h}x{w}")
         return (ch, cw, c)
 
-    def params(self, shape, seed_base, n):
-        h, w, _ = shape
+    def params(self, shape, seed_base, n, sizes=None):
         ch, cw = self.size[:2]
-        return list(_crop_offsets(np.int64(self.seed), np.int64(seed_base + self.offset), n,
-                                  h - ch + 1, w - cw + 1))
+        if sizes is None:
+            h, w, _ = shape
+            return list(_crop_offsets(np.int64(self.seed), np.int64(seed_base + self.offset), n,
+                                      h - ch + 1, w - cw + 1))
+        offsets = np.empty((2, n), np.int64)   # images of their own sizes: one range each
+        for j, (h, w, _) in enumerate(sizes):
+            if ch > h or cw > w:
+                from nbdata.errors import InvalidArgumentError
+                raise InvalidArgumentError(
+                    f"nd.gpu.random_crop: crop size {ch}x{cw} does not fit in image {j} of the "
+                    f"batch ({h}x{w})", "RandomCrop")
+            top, left = _crop_offsets(np.int64(self.seed), np.int64(seed_base + self.offset + j),
+                                      1, h - ch + 1, w - cw + 1)
+            offsets[:, j] = top[0], left[0]
+        return list(offsets)
 
 
     def describe(self):
@@ -208,12 +220,12 @@ class RandomResizedCrop(Step):
     def out_dtype(self, dtype):
         return np.dtype(np.float32)
 
-    def params(self, shape, seed_base, n):
-        h, w, _ = shape
+    def params(self, shape, seed_base, n, sizes=None):
         windows = np.empty((4, n), np.int64)
         for j in range(n):
+            h, w = shape[:2] if sizes is None else sizes[j][:2]
             windows[:, j] = nd_image.random_resized_crop_window(
-                h, w, self.scale, self.ratio, (self.seed, int(seed_base) + self.offset + j))
+                int(h), int(w), self.scale, self.ratio, (self.seed, int(seed_base) + self.offset + j))
         return list(windows)
 
 
@@ -280,6 +292,9 @@ def _flip_flags(seed, base, n):
     return flags
 
 
+_UNIFORMING = (Resize, RandomResizedCrop, RandomCrop)
+
+
 # ------------------------------------------------------------------ chains
 
 class Chain:
@@ -287,8 +302,16 @@ class Chain:
 
     def __init__(self, steps: list, shape: tuple, dtype):
         self.steps = list(steps)
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = tuple(None if d is None else int(d) for d in shape)
         self.dtype = np.dtype(dtype)
+        # Images of their own sizes (decode_jpeg's RaggedBatch): the first step must make
+        # them one size, reading each at its size.
+        self.ragged = any(d is None for d in self.shape[:2])
+        if self.ragged and self.steps and not isinstance(self.steps[0], _UNIFORMING):
+            raise ValueError(
+                f"nd.gpu.{self.steps[0].name}: the images of a batch from decode_jpeg differ in "
+                "size; make them one size first (nd.gpu.resize, random_resized_crop or "
+                "random_crop)")
         shapes, dtypes = [self.shape], [self.dtype]
         transposed = False
         for s in self.steps:
@@ -314,12 +337,31 @@ class Chain:
     def describe(self) -> str:
         return " -> ".join(s.describe() for s in self.steps) or "identity"
 
-    def params(self, seed_base: int, n: int) -> list:
-        """The kernel's parameter arrays: each random step's per-element draws, then each
-        normalize's per-channel means and stds (the generator's order)."""
+    def params(self, seed_base: int, n: int, sizes: np.ndarray | None = None) -> list:
+        """The kernel's parameter arrays: for images of their own sizes, the images'
+        offsets, heights and widths (``sizes`` (n, 3)); each random step's per-element
+        draws; then each normalize's per-channel means and stds (the generator's
+        order)."""
         out = []
+        if self.ragged:
+            return self._ragged_params(seed_base, n, sizes)
         for s, shape in zip(self.steps, self.shapes):
             out.extend(s.params(shape, seed_base, n))
+        for s in self.steps:
+            if isinstance(s, Normalize):
+                out.extend(s.channels(self.channels))
+        return out
+
+    def _ragged_params(self, seed_base: int, n: int, sizes) -> list:
+        sizes = np.asarray(sizes, np.int64).reshape(n, 3)
+        offsets = np.zeros(n, np.int64)
+        np.cumsum(np.prod(sizes, axis=1)[:-1], out=offsets[1:])
+        out = [offsets, np.ascontiguousarray(sizes[:, 0]), np.ascontiguousarray(sizes[:, 1])]
+        for k, (s, shape) in enumerate(zip(self.steps, self.shapes)):
+            if k == 0 and isinstance(s, (RandomCrop, RandomResizedCrop)):
+                out.extend(s.params(shape, seed_base, n, sizes))
+            else:
+                out.extend(s.params(shape, seed_base, n))
         for s in self.steps:
             if isinstance(s, Normalize):
                 out.extend(s.channels(self.channels))
@@ -378,6 +420,8 @@ def _generate(chain: Chain) -> tuple[str, dict]:
     spatial_in = chain.image
     # Per-element parameter arrays, in the order Chain.params gives them.
     names: dict = {}
+    if chain.ragged:   # each image's offset, height and width in the packed source
+        names["ragged"] = [g.param("p") for _ in range(3)]
     for s in chain.steps:
         count = {RandomCrop: 2, Flip: 1, RandomResizedCrop: 4}.get(type(s), 0)
         names[id(s)] = [g.param("p") for _ in range(count)]
@@ -430,13 +474,20 @@ def _sampler(g: _Gen, chain: Chain, names: dict, spatial: list):
 
     def source(y, x, c):
         var = g.fresh("s")
-        g.emit(f"{var} = src[((b * {h} + {y}) * {w} + {x}) * {c_in} + {c}]")
+        if chain.ragged:
+            base, _, width = names["ragged"]
+            g.emit(f"{var} = src[{base}[b] + ({y} * {width}[b] + {x}) * {c_in} + {c}]")
+        else:
+            g.emit(f"{var} = src[((b * {h} + {y}) * {w} + {x}) * {c_in} + {c}]")
         return var, chain.dtype
 
     sample = source
     for s in spatial:
         index = chain.steps.index(s)
         in_shape = chain.shapes[index]
+        if index == 0 and chain.ragged:   # the image's own size, per element
+            _, height, width = names["ragged"]
+            in_shape = (f"{height}[b]", f"{width}[b]", in_shape[2])
         sample = _wrap(g, s, names.get(id(s), []), in_shape, sample)
     return sample
 
@@ -463,6 +514,11 @@ def _wrap(g: _Gen, step: Step, p: list, in_shape: tuple, inner):
         def resize(y, x, c):
             if windowed:
                 row0, col0, wh, ww = (f"{q}[b]" for q in p)
+                hs, ws = g.fresh("hs"), g.fresh("ws")
+                g.emit(f"{hs} = numba.float32({wh}) / numba.float32({oh})")
+                g.emit(f"{ws} = numba.float32({ww}) / numba.float32({ow})")
+            elif isinstance(ih, str):   # an image of its own size
+                row0, col0, wh, ww = "0", "0", ih, iw
                 hs, ws = g.fresh("hs"), g.fresh("ws")
                 g.emit(f"{hs} = numba.float32({wh}) / numba.float32({oh})")
                 g.emit(f"{ws} = numba.float32({ww}) / numba.float32({ow})")
@@ -556,7 +612,8 @@ def compiled(chain: Chain):
 
 
 def run_chain(chain: Chain, x, seed_base: int = 0):
-    """Apply ``chain`` to a batch (a DeviceArray of ``(n,) + chain.shape``): one launch."""
+    """Apply ``chain`` to a batch (a DeviceArray of ``(n,) + chain.shape``, or a
+    RaggedBatch of images of their own sizes for a chain over them): one launch."""
     from nbdata.gpu import runtime
     from nbdata.gpu.array import DeviceArray
     be = runtime.backend()
@@ -565,7 +622,11 @@ def run_chain(chain: Chain, x, seed_base: int = 0):
     total = n * int(np.prod(chain.out_shape, dtype=np.int64))
     if total == 0:
         return out
-    params = chain.params(seed_base, n)
+    sizes = None
+    if chain.ragged:
+        sizes = x.shapes
+        x = x.data
+    params = chain.params(seed_base, n, sizes)
     kernel = compiled(chain)
     blocks = (total + _THREADS - 1) // _THREADS
     if be.name == "sim":

@@ -91,6 +91,10 @@ class Backend:
         """Pinned host memory: (owner, uint8 NumPy view of it)."""
         raise NotImplementedError
 
+    def bind(self) -> None:
+        """Make the device current on the calling thread (kernels and decodes may run on
+        a pipeline's background threads)."""
+
     def stream(self) -> Any:
         raise NotImplementedError
 
@@ -161,6 +165,9 @@ class CudaBackend(Backend):
 
     def alloc(self, nbytes: int, stream=None):
         return self.pool.allocate(max(1, nbytes), stream=stream or self.default)
+
+    def bind(self) -> None:
+        self.device.set_current()
 
     def pinned(self, nbytes: int):
         buf = self.pinned_pool.allocate(max(1, nbytes))

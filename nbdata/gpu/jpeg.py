@@ -1,0 +1,287 @@
+"""``nd.gpu.decode_jpeg``: a batch of JPEG images decoded into device memory by NVIDIA
+nvImageCodec, as a :class:`RaggedBatch` (images of their own sizes in one buffer).
+
+nbdata does not decode JPEG itself. On a GPU the images go to nvImageCodec's batched
+decoder (the hardware JPEG decoder where the GPU has one, else nvJPEG's CUDA decoder),
+writing each image straight into its place in one buffer from nbdata's device memory
+pool. The next op of the chain (``resize``, ``random_resized_crop`` or
+``random_crop``) reads the images at their own sizes and makes them one size in the
+same launch (``nbdata/gpu/ops.py``), so the ragged batch is never copied.
+
+Under the CUDA simulator (tests, CI) the "device" memory is host memory: images are
+decoded by nvImageCodec's CPU backend (libjpeg-turbo) when nvImageCodec is installed,
+else by ``nd.image.decode_jpeg`` with the same settings (libjpeg-turbo, accurate
+integer DCT, fancy upsampling), so both give the same pixels. nvJPEG on a GPU
+decodes the same images within a few levels of libjpeg-turbo (its IDCT and chroma
+upsampling differ); the crop and resize after it equal ``nd.image``'s for the same
+decoded pixels.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from nbdata.errors import InvalidArgumentError, UnavailableError
+from nbdata.gpu import runtime
+from nbdata.gpu.array import DeviceArray
+
+EXTRA = "pip install 'nbdata[cuda]'"
+
+
+class RaggedBatch:
+    """``n`` (H_j, W_j, C) uint8 images of their own sizes in one device buffer.
+
+    Attributes:
+        data: the flat DeviceArray of all images' bytes, image after image.
+        offsets: int64 host array (n + 1): image ``j`` is ``data[offsets[j]:offsets[j+1]]``.
+        shapes: int64 host array (n, 3): each image's (H, W, C).
+
+    ``batch[j]`` is image ``j`` as a DeviceArray view; ``copy_to_host()`` gives the
+    images as NumPy arrays. GPU ops that make images one size (``nd.gpu.resize``,
+    ``random_resized_crop``, ``random_crop``) take a RaggedBatch directly.
+    """
+
+    def __init__(self, data: DeviceArray, offsets: np.ndarray, shapes: np.ndarray):
+        self.data = data
+        self.offsets = np.asarray(offsets, np.int64)
+        self.shapes = np.asarray(shapes, np.int64).reshape(-1, 3)
+
+    @property
+    def shape(self) -> tuple:
+        channels = {int(c) for c in self.shapes[:, 2]}
+        return (len(self.shapes), None, None, channels.pop() if len(channels) == 1 else None)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def stream(self):
+        return self.data.stream
+
+    @property
+    def ready(self):
+        return self.data.ready
+
+    def __len__(self) -> int:
+        return len(self.shapes)
+
+    def __repr__(self) -> str:
+        return f"RaggedBatch(n={len(self)}, channels={self.shape[3]}, device={self.data.device})"
+
+    def __getitem__(self, j: int) -> DeviceArray:
+        j = int(j) + (len(self) if j < 0 else 0)
+        if not 0 <= j < len(self):
+            raise IndexError(f"image {j} of a batch of {len(self)}")
+        return DeviceArray(self.data.buffer, tuple(self.shapes[j]), self.data.dtype,
+                           self.data.offset + int(self.offsets[j]), self.data.ready,
+                           self.data.stream)
+
+    def copy_to_host(self) -> list:
+        flat = self.data.copy_to_host()
+        return [flat[self.offsets[j]:self.offsets[j + 1]].reshape(tuple(self.shapes[j]))
+                for j in range(len(self))]
+
+
+def _codec():
+    try:
+        from nvidia import nvimgcodec
+    except ImportError:
+        return None
+    return nvimgcodec
+
+
+_decoders: dict = {}
+_lock = threading.Lock()
+
+
+def _decoder(nvimgcodec, be):
+    """One nvImageCodec decoder per device (the CPU backend under the simulator)."""
+    key = (be.name, be.device_id)
+    with _lock:
+        decoder = _decoders.get(key)
+        if decoder is None:
+            if be.name == "sim":
+                decoder = nvimgcodec.Decoder(
+                    device_id=nvimgcodec.NVIMGCODEC_DEVICE_CPU_ONLY,
+                    backends=[nvimgcodec.Backend(nvimgcodec.BackendKind.CPU_ONLY)])
+            else:
+                decoder = nvimgcodec.Decoder(device_id=be.device_id)
+            _decoders[key] = decoder
+        return decoder
+
+
+def _as_bytes(value, j: int) -> bytes:
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bytes, bytearray, memoryview, np.bytes_)):
+        return bytes(value)
+    raise TypeError(f"nd.gpu.decode_jpeg: image {j} of the batch is a {type(value).__name__}, "
+                    "not bytes")
+
+
+def _values(contents) -> list:
+    from nbdata.chunks import StringColumn
+    if isinstance(contents, StringColumn):
+        return contents.values()
+    if isinstance(contents, (bytes, str)):
+        raise TypeError("nd.gpu.decode_jpeg: expects a batch (a list or 1-D array) of encoded "
+                        "images; wrap a single image in a list")
+    arr = np.asarray(contents, dtype=object) if isinstance(contents, (list, tuple)) else contents
+    if not isinstance(arr, np.ndarray) or arr.ndim != 1:
+        raise InvalidArgumentError(
+            f"nd.gpu.decode_jpeg: `contents` must be a vector of encoded images, got "
+            f"{type(contents).__name__} of shape {getattr(arr, 'shape', None)}", "DecodeJpeg")
+    return [_as_bytes(v, j) for j, v in enumerate(arr)]
+
+
+def _bad(j: int, what: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"nd.gpu.decode_jpeg: image {j} of the batch {what}",
+                                "DecodeJpeg")
+
+
+def _plan(nvimgcodec, values: list, channels: int) -> tuple[list, np.ndarray]:
+    """Code streams (None without nvImageCodec) and (n, 3) output shapes, from the
+    headers; InvalidArgumentError naming the first image that is not a JPEG."""
+    shapes = np.empty((len(values), 3), np.int64)
+    streams = []
+    for j, data in enumerate(values):
+        if data[:2] != b"\xff\xd8":
+            raise _bad(j, "is not a JPEG (Unknown image file format. One of JPEG required.)")
+    if nvimgcodec is None:
+        from nbdata.io.jpeg import JpegOptions
+        options = JpegOptions(channels, dct_method="INTEGER_ACCURATE")
+        for j, data in enumerate(values):
+            try:
+                shapes[j] = options.plan(data)[0]
+            except InvalidArgumentError as e:
+                raise _bad(j, f"cannot be decoded: {e.message}") from None
+        return [None] * len(values), shapes
+    for j, data in enumerate(values):
+        try:
+            stream = nvimgcodec.CodeStream(data)
+            height, width, stored = int(stream.height), int(stream.width), int(stream.num_channels)
+        except Exception as e:  # noqa: BLE001 - nvImageCodec reports bad headers as RuntimeError
+            raise _bad(j, f"has an unreadable JPEG header ({e})") from None
+        if height <= 0 or width <= 0:
+            raise _bad(j, "has an unreadable JPEG header")
+        out_channels = channels or (1 if stored == 1 else 3)
+        shapes[j] = (height, width, out_channels)
+        streams.append(stream)
+    return streams, shapes
+
+
+def decode_jpeg(contents, channels: int = 3) -> RaggedBatch:
+    """Decodes a batch of JPEG images into device memory (a :class:`RaggedBatch`).
+
+    Args:
+        contents: the encoded images: a list or 1-D array of ``bytes`` (a batch of an
+            Example's image feature after ``prefetch_to_device``: strings stay on the
+            host until they are decoded).
+        channels: 3 (RGB), 1 (grayscale) or 0 (as stored: 1 for grayscale JPEGs, else 3).
+
+    Returns:
+        A RaggedBatch of uint8 (H, W, channels) images. Inside a ``map`` after
+        ``prefetch_to_device``, the call is recorded as the first step of the chain and
+        the op after it must make the images one size (``resize``,
+        ``random_resized_crop`` or ``random_crop``), in the same kernel.
+
+    Raises:
+        InvalidArgumentError: an image that is not a decodable JPEG (naming its index
+            in the batch) or bad arguments. Under ``ignore_errors()`` the batch holding
+            it is skipped (the map's element is the batch).
+        UnavailableError: no GPU (and no simulator), or nvImageCodec not installed on a
+            GPU machine.
+    """
+    channels = _check_channels(channels)
+    return decode_values(_values(contents), channels)
+
+
+def _check_channels(channels) -> int:
+    channels = int(channels)
+    if channels not in (0, 1, 3):
+        raise InvalidArgumentError(f"nd.gpu.decode_jpeg: channels must be 0, 1 or 3, got "
+                                   f"{channels}", "DecodeJpeg")
+    return channels
+
+
+def decode_values(values: list, channels: int, stream=None) -> RaggedBatch:
+    """The decode of a list of ``bytes`` on ``stream`` (the backend's default if None)."""
+    be = runtime.backend()
+    nvimgcodec = _codec()
+    if nvimgcodec is None and be.name != "sim":
+        raise UnavailableError(f"nd.gpu.decode_jpeg needs NVIDIA nvImageCodec: {EXTRA}")
+    streams, shapes = _plan(nvimgcodec, values, channels)
+    offsets = np.zeros(len(values) + 1, np.int64)
+    np.cumsum(np.prod(shapes, axis=1), out=offsets[1:])
+    stream = stream if stream is not None else getattr(be, "default", None)
+    data = DeviceArray.empty((int(offsets[-1]),), np.uint8, stream)
+    batch = RaggedBatch(data, offsets, shapes)
+    if not values:
+        return batch
+    if nvimgcodec is None:   # the simulator without nvImageCodec: libjpeg-turbo, same settings
+        _decode_with_library(batch, values, channels)
+    else:
+        _decode_with_codec(nvimgcodec, be, batch, streams, channels, stream)
+    return batch
+
+
+def _decode_with_library(batch: RaggedBatch, values: list, channels: int) -> None:
+    from nbdata.io.jpeg import JpegOptions
+    options = JpegOptions(channels, dct_method="INTEGER_ACCURATE")
+    flat = batch.data.host_view()
+    for j, data in enumerate(values):
+        out = flat[batch.offsets[j]:batch.offsets[j + 1]].reshape(tuple(batch.shapes[j]))
+        try:
+            options.decode(data, out=out)
+        except InvalidArgumentError as e:
+            raise _bad(j, f"cannot be decoded: {e.message}") from None
+
+
+def _decode_with_codec(nvimgcodec, be, batch: RaggedBatch, streams: list, channels: int,
+                       stream) -> None:
+    decoder = _decoder(nvimgcodec, be)
+    gray = channels == 1
+    params = nvimgcodec.DecodeParams(
+        color_spec=nvimgcodec.ColorSpec.GRAY if gray else nvimgcodec.ColorSpec.SRGB,
+        sample_format=nvimgcodec.SampleFormat.I_Y if gray else nvimgcodec.SampleFormat.I_RGB)
+    if channels == 0:   # as stored: each image's own count
+        params = None
+    targets = [nvimgcodec.as_image(_target(be, batch, j)) for j in range(len(batch))]
+    handle = 0 if be.name == "sim" or stream is None else int(stream.handle)
+    if params is None:
+        results = [decoder.decode(s, image=t, params=_params_for(nvimgcodec, int(shape[2])),
+                                  cuda_stream=handle)
+                   for s, t, shape in zip(streams, targets, batch.shapes)]
+    else:
+        results = decoder.decode(streams, images=targets, params=params, cuda_stream=handle)
+    for j, result in enumerate(results):
+        if result is None:
+            raise _bad(j, "cannot be decoded (nvImageCodec: Invalid JPEG data)")
+    if be.name != "sim":
+        batch.data.ready, batch.data.stream = be.event(stream), stream
+
+
+def _params_for(nvimgcodec, channels: int):
+    gray = channels == 1
+    return nvimgcodec.DecodeParams(
+        color_spec=nvimgcodec.ColorSpec.GRAY if gray else nvimgcodec.ColorSpec.SRGB,
+        sample_format=nvimgcodec.SampleFormat.I_Y if gray else nvimgcodec.SampleFormat.I_RGB)
+
+
+def _target(be, batch: RaggedBatch, j: int) -> Any:
+    """Image ``j``'s place in the batch's buffer, as nvImageCodec takes an output."""
+    if be.name == "sim":
+        flat = batch.data.host_view()
+        return flat[batch.offsets[j]:batch.offsets[j + 1]].reshape(tuple(batch.shapes[j]))
+    view = batch[j]
+    view.ready = None   # nothing has written it yet: no stream to order after
+    return view
+
+
+__all__ = ["RaggedBatch", "decode_jpeg"]

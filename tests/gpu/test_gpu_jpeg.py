@@ -1,0 +1,186 @@
+"""nd.gpu.decode_jpeg: ragged device batches decoded by nvImageCodec (its CPU backend, or
+libjpeg-turbo with the same settings, under the CUDA simulator), made one size by the
+next op in the same kernel; the whole ImageNet-style chain against the CPU ops."""
+
+import numpy as np
+import pytest
+
+import nbdata as nd
+from nbdata.errors import InvalidArgumentError
+from nbdata.gpu import jpeg
+
+pytestmark = pytest.mark.skipif(not nd.gpu.available(), reason="no GPU and no CUDA simulator")
+pytest.importorskip("simplejpeg")
+
+SIZES = [(20, 30), (24, 18), (16, 16), (31, 22)]
+MEAN = [120.0, 110.0, 100.0]
+STD = [60.0, 55.0, 50.0]
+ON_DEVICE = nd.gpu.available() and not nd.gpu.runtime.simulated()
+
+
+def _image(h, w, seed, c=3):
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w]
+    base = (x * 180 / w + y * 60 / h)[..., None] + np.arange(c) * 25
+    return np.clip(base + rng.normal(0, 12, (h, w, c)), 0, 255).astype(np.uint8)
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    return [nd.image.encode_jpeg(_image(h, w, k), quality=90) for k, (h, w) in enumerate(SIZES)]
+
+
+@pytest.fixture(params=["codec", "library"])
+def decoder(request, monkeypatch):
+    """Both decoders of the simulator: nvImageCodec's CPU backend and the fallback."""
+    if request.param == "codec":
+        if jpeg._codec() is None:
+            pytest.skip("nvImageCodec is not installed")
+    elif ON_DEVICE:
+        pytest.skip("a real GPU always decodes with nvImageCodec")
+    else:
+        monkeypatch.setattr(jpeg, "_codec", lambda: None)
+    return request.param
+
+
+def _cpu(blob, channels=3):
+    return nd.image.decode_jpeg(blob, channels=channels, dct_method="INTEGER_ACCURATE")
+
+
+def _close(got, want):
+    """Equal under the simulator (same decoder, same float32 operations); on a GPU, nvJPEG
+    decodes within a few levels of libjpeg-turbo."""
+    if ON_DEVICE:
+        assert np.abs(got.astype(np.float32) - want.astype(np.float32)).mean() < 2.0
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_batch_decodes_into_one_ragged_device_buffer(blobs, decoder):
+    batch = nd.gpu.decode_jpeg(blobs)
+    assert isinstance(batch, nd.gpu.RaggedBatch) and len(batch) == 4
+    assert batch.shape == (4, None, None, 3) and batch.dtype == np.uint8
+    assert batch.shapes.tolist() == [[h, w, 3] for h, w in SIZES]
+    assert batch.offsets.tolist() == [0] + np.cumsum([h * w * 3 for h, w in SIZES]).tolist()
+    for j, image in enumerate(batch.copy_to_host()):
+        _close(image, _cpu(blobs[j]))
+    _close(batch[2].copy_to_host(), _cpu(blobs[2]))
+
+
+def test_grayscale_and_channels_as_stored(blobs, decoder):
+    gray = nd.image.encode_jpeg(_image(10, 12, 9, c=1), quality=90)
+    batch = nd.gpu.decode_jpeg([blobs[0], gray], channels=1)
+    assert batch.shapes.tolist() == [[20, 30, 1], [10, 12, 1]]
+    for j, blob in enumerate([blobs[0], gray]):
+        _close(batch.copy_to_host()[j], _cpu(blob, channels=1))
+    stored = nd.gpu.decode_jpeg([gray, blobs[1]], channels=0)
+    assert stored.shapes.tolist() == [[10, 12, 1], [24, 18, 3]]
+
+
+def test_the_next_op_makes_the_images_one_size_in_one_launch(blobs, decoder):
+    batch = nd.gpu.decode_jpeg(blobs)
+    crops = nd.gpu.random_resized_crop(batch, (8, 9), seed=(5, 10)).copy_to_host()
+    resized = nd.gpu.resize(batch, (7, 7)).copy_to_host()
+    cropped = nd.gpu.random_crop(batch, (12, 15), seed=3).copy_to_host()
+    assert crops.shape == (4, 8, 9, 3) and crops.dtype == np.float32
+    for j, blob in enumerate(blobs):
+        image = _cpu(blob)
+        np.testing.assert_allclose(
+            crops[j], nd.image.random_resized_crop(image, (8, 9), seed=(5, 10 + j)),
+            rtol=1e-5, atol=1e-3 if ON_DEVICE else 0)
+        np.testing.assert_allclose(resized[j], nd.image.resize(image, (7, 7)),
+                                   rtol=1e-5, atol=1e-3 if ON_DEVICE else 0)
+        np.testing.assert_array_equal(cropped[j],
+                                      nd.image.random_crop(image, (12, 15, 3), (3, j)))
+    with pytest.raises(InvalidArgumentError, match=r"does not fit in image 2 of the batch"):
+        nd.gpu.random_crop(batch, (17, 17), seed=1)
+    with pytest.raises(ValueError, match="differ in size; make them one size first"):
+        nd.gpu.random_flip_left_right(batch, seed=1)
+
+
+def test_a_corrupt_image_names_its_index(blobs, decoder):
+    with pytest.raises(InvalidArgumentError, match="image 1 of the batch is not a JPEG"):
+        nd.gpu.decode_jpeg([blobs[0], b"GIF89a...", blobs[1]])
+    broken = blobs[1][:2] + b"\x00" * 40
+    with pytest.raises(InvalidArgumentError, match="image 2 of the batch"):
+        nd.gpu.decode_jpeg([blobs[0], blobs[1], broken])
+    with pytest.raises(TypeError, match="wrap a single image in a list"):
+        nd.gpu.decode_jpeg(blobs[0])
+    with pytest.raises(InvalidArgumentError, match="channels must be 0, 1 or 3"):
+        nd.gpu.decode_jpeg(blobs, channels=4)
+
+
+def _records(tmp_path, n, bad=()):
+    path = str(tmp_path / "images.tfrecord")
+    with nd.io.TFRecordWriter(path) as writer:
+        for i in range(n):
+            h, w = SIZES[i % 4]
+            blob = b"\xff\xd8\xff broken" if i in bad else nd.image.encode_jpeg(
+                _image(h, w, i), quality=90)
+            writer.write(nd.io.encode_example({"image": blob, "label": i}))
+    return path
+
+
+FEATURES = {"image": nd.io.FixedLenFeature([], nd.string),
+            "label": nd.io.FixedLenFeature([], np.int64)}
+
+
+def _parse(record):
+    example = nd.io.parse_single_example(record, FEATURES)
+    return example["image"], example["label"]
+
+
+def _gpu_prep(images, labels):
+    x = nd.gpu.decode_jpeg(images, channels=3)
+    x = nd.gpu.random_resized_crop(x, (8, 8), seed=7)
+    x = nd.gpu.random_flip_left_right(x, seed=3)
+    return nd.gpu.hwc_to_chw(nd.gpu.normalize(x, MEAN, STD)), labels
+
+
+def _cpu_prep(blob, k):
+    x = nd.image.random_resized_crop(_cpu(blob), (8, 8), seed=(7, k))
+    x = nd.image.random_flip_left_right(x, (3, k))
+    return nd.image.hwc_to_chw(nd.image.normalize(x, MEAN, STD))
+
+
+def test_tfrecord_to_augmented_device_batches_equals_the_cpu_ops(tmp_path, decoder):
+    path = _records(tmp_path, 10)
+    ds = (nd.TFRecordDataset(path).map(_parse).batch(4)
+          .prefetch_to_device("cuda:0").map(_gpu_prep))
+    plan = ds.compile().explain()
+    assert "nvImageCodec decodes the batch's JPEGs" in plan
+    assert "random_resized_crop((8, 8)" in plan and "(one launch per batch)" in plan
+    blobs = [_parse(r)[0] for r in nd.TFRecordDataset(path)]
+    k = 0
+    sizes = []
+    for images, labels in ds:
+        assert isinstance(images, nd.gpu.DeviceArray)
+        host, labels = images.copy_to_host(), labels.copy_to_host()
+        sizes.append(len(host))
+        for j in range(len(host)):
+            np.testing.assert_allclose(host[j], _cpu_prep(blobs[k], k), rtol=1e-5,
+                                       atol=2e-3 if ON_DEVICE else 0)
+            assert int(labels[j]) == k
+            k += 1
+    assert sizes == [4, 4, 2]
+
+
+def test_a_corrupt_image_fails_its_batch_and_ignore_errors_skips_the_batch(tmp_path, decoder):
+    path = _records(tmp_path, 10, bad={5})
+    ds = (nd.TFRecordDataset(path).map(_parse).batch(4)
+          .prefetch_to_device("cuda:0").map(_gpu_prep))
+    with pytest.raises(InvalidArgumentError, match=r"image 1 of the batch .*\(batch 1\)"):
+        list(ds)
+    labels = [np.asarray(y).tolist() for _, y in ds.ignore_errors()]
+    assert labels == [[0, 1, 2, 3], [8, 9]]
+
+
+def test_decode_must_come_first_and_needs_a_channel_count(tmp_path):
+    path = _records(tmp_path, 4)
+    ds = nd.TFRecordDataset(path).map(_parse).batch(2).prefetch_to_device("cuda:0")
+    with pytest.raises(ValueError, match="pass channels=3 or 1"):
+        ds.map(lambda x, y: (nd.gpu.resize(nd.gpu.decode_jpeg(x, channels=0), (4, 4)), y))
+    with pytest.raises(ValueError, match="make them one size first"):
+        ds.map(lambda x, y: (nd.gpu.normalize(nd.gpu.decode_jpeg(x), 0.0, 1.0), y))
+    with pytest.raises(TypeError, match="takes the encoded images"):
+        ds.map(lambda x, y: (x, nd.gpu.decode_jpeg(y)))
