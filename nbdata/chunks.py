@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from nbdata.kernels.strings import concat_strings, gather_strings
-from nbdata.spec import DatasetSpec, TensorSpec, flatten, pack_as, packer, string
+from nbdata.spec import TensorSpec, flatten, pack_as, packer, string
 
 MAX_CHUNK_ROWS = 1 << 16
 MAX_CHUNK_BYTES = 8 << 20

@@ -24,7 +24,7 @@ from nbdata.compiler.lowering import Chain, PlannedStage
 from nbdata.kernels.cast import cast_to
 from nbdata.ops.node import Node, NotFusable
 from nbdata.options import Options
-from nbdata.spec import flatten, is_namedtuple, substructures
+from nbdata.spec import is_namedtuple, substructures
 
 JIT_OPTIONS = {"parallel": True, "nogil": True, "error_model": "numpy"}
 _stage_ids = itertools.count()

@@ -25,7 +25,7 @@ from nbdata.ops.batch import batch_columns, batch_size_of
 from nbdata.ops.fusion import DROP, RaggedLeaf, pack_ragged
 from nbdata.compiler.lowering import StageNode
 from nbdata.ops.runtime import ChunkIter, RowQueue
-from nbdata.spec import flatten, pack_as, packer
+from nbdata.spec import pack_as, packer
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

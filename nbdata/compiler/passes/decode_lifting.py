@@ -46,6 +46,9 @@ def _lift(node: Node) -> Node:
     if decoder.identity:
         return decoded
     rest_fn = lifted_rest(node.fn.fn, decoder.output_spec)
+    columns = selection(rest_fn, decoder.output_spec, node.fn.output_spec, call_unpacked)
+    if columns is not None:   # the rest only repacks (an Example's dict to a tuple)
+        return Select(decoded, columns, node.fn.output_spec, name=node.name)
     rest = UserFunction(rest_fn, node.fn.op, decoder.output_spec, output_spec=node.fn.output_spec)
     rest.twin = _twin(rest_fn, decoder.output_spec)
     # The rest may decode a component of what was decoded (an Example's image).
