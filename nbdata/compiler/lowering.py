@@ -210,15 +210,14 @@ class Planner:
             self._note(cur, f"{rows} rows, fewer than Options().fusion_min_rows "
                        f"({self.options.fusion_min_rows})", "not compiled: the ops above it run op by op")
             return None
-        if has_opaque(source.leaves) and (not chain_nodes or chain_nodes[0].op != "map"):
-            self._note(cur, f"{cur.op} output has string components (strings run in Python; "
-                       "the first op of the chain is not a map that drops them)",
-                       f"not fused: {top.describe()} and the element-wise ops below it run "
-                       "op by op")
-            return None
-        if has_ragged(source.leaves) and (not chain_nodes or chain_nodes[0].op != "map"):
-            self._note(cur, f"{cur.op} output has components whose shape differs per row "
-                       "(the first op of the chain is not a map that makes them uniform)",
+        # Strings and rows of their own shapes reach a kernel only through a first map
+        # (which drops the strings, or makes the rows one shape).
+        awkward = ("string components (strings run in Python; the first op of the chain is "
+                   "not a map that drops them)" if has_opaque(source.leaves) else
+                   "components whose shape differs per row (the first op of the chain is not "
+                   "a map that makes them one shape)" if has_ragged(source.leaves) else None)
+        if awkward and (not chain_nodes or chain_nodes[0].op != "map"):
+            self._note(cur, f"{cur.op} output has {awkward}",
                        f"not fused: {top.describe()} and the element-wise ops below it run "
                        "op by op")
             return None
