@@ -9,7 +9,7 @@ import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOADS = ("w1", "w2", "w2_gzip", "w3", "crc32c", "jpeg", "w4", "w5", "w6", "pymap", "pymap_nogil",
-             "gpu",
+             "gpu", "imagenet",
              "tf1_csv", "tf1_tfrecord", "distribute", "distribute_w1", "compile")
 
 
@@ -64,6 +64,9 @@ def main(argv=None) -> int:
         elif name == "gpu":
             from perf import gpu_pipeline
             print(gpu_pipeline.report(line, args.quick, load), flush=True)
+        elif name == "imagenet":
+            from perf import imagenet
+            print(imagenet.report(line, args.quick, load, args.threads, args.repeats), flush=True)
         else:
             from perf.measure import format_table
             from perf.row_process import build, run_row
