@@ -143,6 +143,12 @@ class Job:
             task.cancel()
         for w in self.workers.values():
             w.close.remote()
+        # Wake the requests still waiting on the run (a consumer asks one chunk ahead).
+        while not run.queue.empty():
+            run.queue.get_nowait()
+        run.queue.put_nowait(("end", None, None, None))
+        async with run.changed:
+            run.changed.notify_all()
 
     async def next(self, consumer: str, index: int | None):
         """The next chunk for a consumer: ("chunk", worker, [chunk ref], note),
@@ -169,6 +175,8 @@ class Job:
             while True:
                 if run.error is not None:
                     return run.error
+                if run.stopped:
+                    return ("end", None, None, None)
                 if run.produced[w] >= first + run.num_consumers:
                     break
                 if run.ended[w]:
