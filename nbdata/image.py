@@ -298,20 +298,34 @@ def _resize_bilinear_window(image, row0, col0, in_height, in_width,
     for x in range(out_width):
         x0s[x], x1s[x], x_lerps[x] = _bilinear_source(x, width_scale, in_width)
     if channels == 3:
-        # RGB, unrolled over two source rows read as flat views (same float32
-        # operations in the same order; about 2x faster).
+        # RGB, separably: each source row's horizontal blends (``top`` / ``bottom``
+        # below) are computed once and kept while consecutive output rows read the
+        # same source rows, then blended vertically in a loop that vectorizes. The
+        # float32 operations and their order are those of the loop further down.
+        rows = np.empty((2, out_width * 3), dtype=np.float32)
+        kept = np.array([-1, -1], dtype=np.int64)   # the source row each of rows holds
         for y in range(out_height):
             y0, y1, y_lerp = _bilinear_source(y, height_scale, in_height)
-            upper = image[row0 + y0]
-            lower = image[row0 + y1]
-            for x in range(out_width):
-                a, b, x_lerp = col0 + x0s[x], col0 + x1s[x], x_lerps[x]
-                for c in range(3):
-                    top_left = np.float32(upper[a, c])
-                    top = top_left + (np.float32(upper[b, c]) - top_left) * x_lerp
-                    bottom_left = np.float32(lower[a, c])
-                    bottom = bottom_left + (np.float32(lower[b, c]) - bottom_left) * x_lerp
-                    out[y, x, c] = top + (bottom - top) * y_lerp
+            for k in range(2):
+                source_row = y0 if k == 0 else y1
+                if kept[k] == source_row:
+                    continue
+                if kept[1 - k] == source_row:
+                    rows[k] = rows[1 - k]
+                else:
+                    line = image[row0 + source_row]
+                    blended = rows[k]
+                    for x in range(out_width):
+                        a, b, x_lerp = col0 + x0s[x], col0 + x1s[x], x_lerps[x]
+                        for c in range(3):
+                            left = np.float32(line[a, c])
+                            blended[x * 3 + c] = left + (np.float32(line[b, c]) - left) * x_lerp
+                kept[k] = source_row
+            top = rows[0]
+            bottom = rows[1]
+            flat = out[y].reshape(out_width * 3)
+            for q in range(out_width * 3):
+                flat[q] = top[q] + (bottom[q] - top[q]) * y_lerp
         return out
     for y in range(out_height):
         y0, y1, y_lerp = _bilinear_source(y, height_scale, in_height)
