@@ -82,6 +82,8 @@ def test_distributed_epoch_runs_fused_kernels_on_workers_and_matches_in_process(
     assert sorted(int(v) for _, b in batches for v in b) == expected
     for a, b in batches:
         np.testing.assert_array_equal(a, x[b] * np.float32(2.0))
+    # Batches are read from Ray's object store in place (read-only views).
+    assert not any(a.flags.writeable for a, _ in batches)
     stats = dist.compile().stats()
     stage = stats.stages[0]
     assert set(stage.workers) == {0, 1}
@@ -173,7 +175,6 @@ def test_consumers_sharing_a_job_split_its_elements():
 
 
 def test_shared_job_rejects_another_dataset():
-    nd.Dataset.range(10).distribute("parallel_epochs", num_workers=1, job_name="one-ds")
     first = iter(nd.Dataset.range(10).distribute("parallel_epochs", num_workers=1,
                                                  job_name="one-ds"))
     with pytest.raises(nd.errors.InvalidArgumentError, match="different dataset"):
