@@ -21,7 +21,7 @@ from nbdata.ops.node import INFINITE, UNKNOWN, Node
 from nbdata.ops.runtime import ChunkIter
 from nbdata.random import derive_seed
 
-SPLITS_PER_WORKER = 8
+SPLITS_PER_WORKER = 16
 
 
 def splittable_source(node: Node) -> Node:
