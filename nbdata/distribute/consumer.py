@@ -144,7 +144,8 @@ class DistributedChunks(ChunkIter):
                 cause = getattr(error, "cause", None)  # a Ray task error wraps the pipeline's
                 self.error = cause if isinstance(cause, BaseException) else error
             else:
-                self.rows.add(self.ray.get(refs[0]))
+                for chunk in self.ray.get(refs[0]):
+                    self.rows.add(chunk)
                 self.slots[index] = {"state": note["state"], "log": note["log"]}
                 self.stats.worker(index, note)
 
@@ -155,7 +156,8 @@ class DistributedChunks(ChunkIter):
         if not self.rows.n and not self.closed:
             self._fetch()
         if self.rows.n:
-            return self.rows.take(min(want, self.rows.n))
+            # Within one received chunk: a view of the object store, never a join.
+            return self.rows.take(min(want, self.rows.pieces[0].n))
         if self.error is not None:
             error, self.error = self.error, None
             self.ended = True

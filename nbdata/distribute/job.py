@@ -74,7 +74,12 @@ class Job:
         # No CPUs reserved: jobs kept idle between iterations (their workers keep the
         # compiled pipeline) must not starve the next job; SPREAD puts workers on
         # different nodes of a cluster.
-        return worker_class().options(num_cpus=0, scheduling_strategy="SPREAD").remote(
+        # Ray caps an actor's OpenMP threads at its CPUs (0 here): give the worker's
+        # kernels its share of the cores.
+        threads = str(self.config["threads"])
+        env = {"OMP_NUM_THREADS": threads, "NUMBA_NUM_THREADS": threads}
+        return worker_class().options(num_cpus=0, scheduling_strategy="SPREAD",
+                                      runtime_env={"env_vars": env}).remote(
             self.payload, index, me, self.config["threads"])
 
     async def _ensure_workers(self) -> None:

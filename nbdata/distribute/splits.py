@@ -16,8 +16,10 @@ from typing import Callable
 
 import numpy as np
 
+from nbdata.chunks import Chunk
 from nbdata.errors import UnimplementedError
-from nbdata.ops.node import INFINITE, UNKNOWN, Node
+from nbdata.ops.fusion import IndexedSource
+from nbdata.ops.node import INFINITE, UNKNOWN, Node, NotFusable
 from nbdata.ops.runtime import ChunkIter
 from nbdata.random import derive_seed
 
@@ -90,6 +92,7 @@ class SplitSource(Node):
     source: Node
     take_split: Callable = dataclasses.field(compare=False, repr=False)
     op = "split_source"
+    fusion_role = "source"
 
     @property
     def spec(self):
@@ -100,6 +103,14 @@ class SplitSource(Node):
 
     def open_chunks(self, ctx, state=None):
         return SplitChunks(self, ctx, state)
+
+    def fusion_source(self, planner):
+        """The source read in place at the row numbers of the splits (no row copied
+        before the kernel runs), as a shuffle over row numbers reads it."""
+        source = self.source.fusion_source(planner)
+        if not source.in_place or source.indexed:
+            raise NotFusable(f"{self.source.op} is not read in place")
+        return IndexedSource(self, source, lambda ctx, state: SplitChunks(self, ctx, state, False))
 
     def open(self, ctx):
         chunks = SplitChunks(self, ctx, None)
@@ -112,11 +123,12 @@ class SplitSource(Node):
 
 
 class SplitChunks(ChunkIter):
-    """Rows of one split after another, gathered from the source. State: how many splits
-    this epoch took, the current split and the next row in it."""
+    """Rows of one split after another, gathered from the source (or, for a fused stage
+    reading the source in place, their row numbers). State: how many splits this epoch
+    took, the current split and the next row in it."""
 
-    def __init__(self, node: SplitSource, ctx, state: dict | None):
-        self.node, self.ctx = node, ctx
+    def __init__(self, node: SplitSource, ctx, state: dict | None, gather: bool = True):
+        self.node, self.ctx, self.gather = node, ctx, gather
         self.key = epoch_key(ctx.path)
         self.limit = ctx.max_rows(node.spec)
         if state is None:
@@ -138,7 +150,7 @@ class SplitChunks(ChunkIter):
             if stop > self.pos:
                 rows = np.arange(self.pos, stop, dtype=np.int64)
                 self.pos = stop
-                return self.node.source.gather(self.ctx, rows)
+                return self.node.source.gather(self.ctx, rows) if self.gather else Chunk([rows], len(rows))
             self.split = None
 
     def save(self) -> dict:

@@ -59,6 +59,7 @@ class Worker:
         self.pipeline = Dataset(node, options).compile()
         self.run = None
         self.run_id = None
+        self.ended = False
         self.want = 1
 
     def _take_split(self, key: str, k: int):
@@ -78,38 +79,48 @@ class Worker:
             self.log.log = SplitLog(None, self.index, log).log
         self.run = self.pipeline.open_chunks(state=state, epochs=epochs)
         self.run_id = run_id  # ``want`` stays as the last run learned it
+        self.ended = False
 
     def next(self, run_id: int, single: bool):
-        """(chunk or None at the end, reply): the next rows (one element when ``single``)
-        and the state after them; an error of the pipeline travels in the reply."""
+        """(chunks, reply): the next chunks of rows, together about ``TARGET_BYTES`` or
+        ``TARGET_SECONDS`` of work (one element when ``single``), and the state after
+        them; an empty list at the end. An error of the pipeline travels in the reply."""
         if run_id != self.run_id or self.run is None:
-            return None, {"end": True, "stale": True}
+            return [], {"end": True, "stale": True}
+        if self.ended:
+            self.close()
+            return [], {"end": True}
         started = time.perf_counter()
         stats_before = self._kernel_rows()
+        chunks, rows, size = [], 0, 0
         try:
             while True:
+                t = time.perf_counter()
                 chunk = self.run.next(1 if single else self.want)
-                if chunk is None or chunk.n:
+                if chunk is None:
+                    self.ended = True
+                    break
+                if not chunk.n:
+                    continue
+                chunks.append(_own_columns(chunk))
+                rows, size = rows + chunk.n, size + chunk.nbytes
+                if single:
+                    break
+                if chunk.nbytes < TARGET_BYTES and time.perf_counter() - t < TARGET_SECONDS:
+                    self.want = min(self.want * 2, 1 << 20)
+                if size >= TARGET_BYTES or time.perf_counter() - started >= TARGET_SECONDS:
                     break
         except Exception as e:  # noqa: BLE001 - raised again by the consumer
-            self.run.close()
-            self.run = None
-            return None, {"end": True, "error": e}
-        seconds = time.perf_counter() - started
-        if chunk is None:
-            self.run.close()
-            self.run = None
-            return None, {"end": True, "seconds": seconds}
-        size = chunk.nbytes
-        if not single:
-            if size < TARGET_BYTES and seconds < TARGET_SECONDS:
-                self.want = min(self.want * 2, 1 << 20)
-            elif seconds > 4 * TARGET_SECONDS and self.want > 1:
-                self.want //= 2
-        reply = {"end": False, "rows": chunk.n, "bytes": size, "seconds": seconds,
+            self.close()
+            return [], {"end": True, "error": e}
+        if not chunks:
+            self.close()
+            return [], {"end": True}
+        reply = {"end": False, "rows": rows, "bytes": size,
+                 "seconds": time.perf_counter() - started,
                  "kernel_rows": self._kernel_rows() - stats_before, "state": self.run.save(),
                  "log": None if self.log is None else self.log.snapshot()}
-        return _own_columns(chunk), reply
+        return chunks, reply
 
     def _kernel_rows(self) -> int:
         return self.pipeline.stats().kernel_rows
