@@ -104,7 +104,8 @@ class Job:
         self.restarts += 1
         await self._ensure_workers()
         await _wait(self.workers[index].start.remote(run.id, run.seed, run.iteration,
-                                                     run.acked[index], _plain_log(run.logs[index])))
+                                                     run.acked[index], _plain_log(run.logs[index]),
+                                                     run.single))
 
     # ---------------------------------------------------------- consumers
     async def join(self, consumer: str, fingerprint: str, config: dict) -> dict:
@@ -131,7 +132,7 @@ class Job:
             run = self.run = _Run(self.runs, config, self.config["num_workers"])
             await asyncio.gather(*[
                 _wait(w.start.remote(run.id, run.seed, run.iteration, run.acked[i],
-                                     _plain_log(run.logs[i])))
+                                     _plain_log(run.logs[i]), run.single))
                 for i, w in self.workers.items()])
             run.live = len(self.workers)
             run.tasks = [asyncio.ensure_future(self._produce(run, i)) for i in self.workers]
@@ -200,7 +201,7 @@ class Job:
             while not run.stopped:
                 worker = self.workers[index]
                 while len(inflight) < DEPTH:
-                    inflight.append(worker.next.options(num_returns=2).remote(run.id, run.single))
+                    inflight.append(worker.next.options(num_returns=2).remote(run.id))
                 chunk_ref, note_ref = inflight.popleft()
                 try:
                     note = await note_ref

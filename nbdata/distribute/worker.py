@@ -4,6 +4,8 @@ iterator state after it."""
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from typing import Any
 
@@ -59,7 +61,6 @@ class Worker:
         self.pipeline = Dataset(node, options).compile()
         self.run = None
         self.run_id = None
-        self.ended = False
         self.want = 1
 
     def _take_split(self, key: str, k: int):
@@ -68,37 +69,59 @@ class Worker:
     def ready(self) -> int:
         return self.index
 
-    def start(self, run_id: int, seed: int, iteration: int, state: Any, log: dict | None) -> None:
+    def start(self, run_id: int, seed: int, iteration: int, state: Any, log: dict | None,
+              single: bool) -> None:
         """Open a run: the pipeline seed and iteration number of the consumer's run
-        (for random ops), resumed from ``state`` (and the split log it was saved with)."""
-        if self.run is not None:
-            self.run.close()
+        (for random ops), resumed from ``state`` (and the split log it was saved with);
+        ``single``: one element per reply (coordinated reads). A thread of the worker
+        produces the replies one ahead, so the pipeline runs while Ray sends the last
+        reply."""
+        self.close()
         self.pipeline.state.seed = derive_seed(seed, self.index)
         epochs = {str(i): iteration for i in range(len(self.pipeline.op_index))}
         if self.log is not None:
             self.log.log = SplitLog(None, self.index, log).log
         self.run = self.pipeline.open_chunks(state=state, epochs=epochs)
         self.run_id = run_id  # ``want`` stays as the last run learned it
-        self.ended = False
+        self.replies = queue.Queue(maxsize=1)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._produce, args=(self.run, single, self.replies,
+                                                                   self.stop),
+                                       name="nbdata-distribute-worker", daemon=True)
+        self.thread.start()
 
-    def next(self, run_id: int, single: bool):
+    def next(self, run_id: int):
         """(chunks, reply): the next chunks of rows, together about ``TARGET_BYTES`` or
-        ``TARGET_SECONDS`` of work (one element when ``single``), and the state after
-        them; an empty list at the end. An error of the pipeline travels in the reply."""
+        ``TARGET_SECONDS`` of work (one element in a ``single`` run), and the state after
+        them; no chunks at the end. An error of the pipeline travels in the reply."""
         if run_id != self.run_id or self.run is None:
             return [], {"end": True, "stale": True}
-        if self.ended:
+        item = self.replies.get()
+        if item[1]["end"]:
             self.close()
-            return [], {"end": True}
+        return item
+
+    def _produce(self, run, single: bool, replies: queue.Queue, stop: threading.Event) -> None:
+        while not stop.is_set():
+            item = self._reply(run, single)
+            while not stop.is_set():
+                try:
+                    replies.put(item, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            if item[1]["end"]:
+                return
+
+    def _reply(self, run, single: bool):
         started = time.perf_counter()
         stats_before = self._kernel_rows()
         chunks, rows, size = [], 0, 0
         try:
             while True:
                 t = time.perf_counter()
-                chunk = self.run.next(1 if single else self.want)
+                chunk = run.next(1 if single else self.want)
                 if chunk is None:
-                    self.ended = True
                     break
                 if not chunk.n:
                     continue
@@ -111,24 +134,26 @@ class Worker:
                 if size >= TARGET_BYTES or time.perf_counter() - started >= TARGET_SECONDS:
                     break
         except Exception as e:  # noqa: BLE001 - raised again by the consumer
-            self.close()
             return [], {"end": True, "error": e}
         if not chunks:
-            self.close()
             return [], {"end": True}
-        reply = {"end": False, "rows": rows, "bytes": size,
-                 "seconds": time.perf_counter() - started,
-                 "kernel_rows": self._kernel_rows() - stats_before, "state": self.run.save(),
-                 "log": None if self.log is None else self.log.snapshot()}
-        return chunks, reply
+        # The state after these chunks; a reply for the end follows them.
+        return chunks, {"end": False, "rows": rows, "bytes": size,
+                        "seconds": time.perf_counter() - started,
+                        "kernel_rows": self._kernel_rows() - stats_before, "state": run.save(),
+                        "log": None if self.log is None else self.log.snapshot()}
 
     def _kernel_rows(self) -> int:
         return self.pipeline.stats().kernel_rows
 
     def close(self) -> None:
-        if self.run is not None:
-            self.run.close()
-            self.run = None
+        """End the current run: its thread stops, its replies not taken are dropped."""
+        if self.run is None:
+            return
+        self.stop.set()
+        self.thread.join()
+        self.run.close()
+        self.run = None
 
 
 def _worker_options(threads: int):
