@@ -410,6 +410,7 @@ def _nbdata_gpu(files, decode_only: bool):
 
         ds = (nd.TFRecordDataset(files).map(split).batch(BATCH)
               .prefetch_to_device("cuda:0").map(gpu_prep)
+              .prefetch(2)   # decode and augment of batch k+1 overlap the consumer
               .with_options(nbdata_options(nd)))
         pipe = ds.compile()
 

@@ -11,7 +11,7 @@ from nbdata.compiler.executor import ChunkedRun, ExecContext, RunState, StageSta
 from nbdata.compiler.lowering import plan
 from nbdata.compiler.passes import run_passes
 from nbdata.compiler.plan import plan_lines
-from nbdata.compiler.threads import ThreadBudget, serialises_kernels
+from nbdata.compiler.threads import ThreadBudget, serialises_kernels, tune_allocator
 from nbdata.errors import InvalidArgumentError, UnimplementedError
 from nbdata.iterator import Iterator
 from nbdata.ops.function import ChainedFunction, UserFunction
@@ -70,6 +70,7 @@ class Pipeline:
         self.state = state if state is not None else RunState()
         self._make_dataset = make_dataset
         self._stats: dict = {}
+        tune_allocator()
         self.optimized, self.applied_passes = run_passes(logical, options)
         planned, self.notes = plan(self.optimized, options, CpuTyper())
         self.physical = compile_stages(planned, options)
