@@ -679,8 +679,8 @@ class Dataset(DatasetBase):
                 of range/from_tensor_slices, file names) to workers as they ask, so
                 each element comes once per epoch, even when a worker dies.
             num_workers: worker actors (None: one per CPU of the cluster).
-            address: the Ray cluster (None: the instance this process uses, else a
-                local one started on demand).
+            address: the Ray cluster to connect to when this process is not connected
+                yet (None: a local instance started on demand).
             job_name: consumers giving the same name share one job (each element goes
                 to one of them).
             consumer_index, num_consumers: coordinated reads of a shared job: round
