@@ -28,9 +28,7 @@ import dataclasses
 import io
 import json
 import os
-import signal
 import struct
-import subprocess
 import sys
 import tempfile
 from typing import Optional
@@ -575,37 +573,11 @@ def _skip_reason(index: int, impl: Implementation, gpu_reason: Optional[str]) ->
 
 
 def _run_row(index: int, threads: int, repeats: int, quick: bool):
-    from perf.measure import Measurement, skipped
+    from perf.row_process import measure_in_child
     impl = build(quick).impls[index]
     command = [sys.executable, "-m", "perf.imagenet", str(index), str(threads), str(repeats)]
     command += ["--quick"] if quick else []
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    child = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, start_new_session=True)
-    try:
-        stdout, stderr = child.communicate(timeout=ROW_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        _kill_group(child)
-        return skipped(impl, f"failed: no result in {ROW_TIMEOUT_S} s")
-    finally:
-        if child.poll() is None:
-            _kill_group(child)
-    lines = stdout.strip().splitlines()
-    if child.returncode != 0 or not lines:
-        last = (stderr.strip().splitlines() or [f"exit status {child.returncode}"])[-1]
-        return skipped(impl, f"failed: {last[:120]}")
-    try:
-        return Measurement(**json.loads(lines[-1]))
-    except (ValueError, TypeError):
-        return skipped(impl, f"failed: unreadable result {lines[-1][:80]!r}")
-
-
-def _kill_group(child: subprocess.Popen) -> None:
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    child.communicate()
+    return measure_in_child(command, impl, ROW_TIMEOUT_S)
 
 
 def report(header: str, quick: bool, load, threads: int, repeats: int) -> str:

@@ -43,21 +43,28 @@ def build(workload: str, quick: bool):
 def run_row(workload: str, index: int, threads: int, repeats: int, quick: bool):
     """Measure row `index` of `workload` in a child process and return its Measurement."""
     from perf.environment import missing
-    from perf.measure import Measurement, skipped
+    from perf.measure import skipped
     impl = build(workload, quick).impls[index]
     why = missing(impl.requires)
     if why:
         return skipped(impl, why)
     command = [sys.executable, "-m", "perf.row_process", workload, str(index),
                str(threads), str(repeats)] + (["--quick"] if quick else [])
+    return measure_in_child(command, impl, ROW_TIMEOUT_S)
+
+
+def measure_in_child(command: list, impl, timeout_s: float):
+    """Run a row's child process (its last stdout line is a Measurement as JSON) and
+    return that Measurement, or a skipped row saying why it failed."""
+    from perf.measure import Measurement, skipped
     # Own process group, so a row that times out is killed with its workers.
     child = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        stdout, stderr = child.communicate(timeout=ROW_TIMEOUT_S)
+        stdout, stderr = child.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _kill_group(child)
-        return skipped(impl, f"failed: no result in {ROW_TIMEOUT_S} s")
+        return skipped(impl, f"failed: no result in {timeout_s} s")
     finally:
         if child.poll() is None:  # interrupted: take the row's processes down too
             _kill_group(child)
