@@ -115,6 +115,14 @@ class RowList(list):
         return sum(getattr(v, "nbytes", 64) for v in self)
 
 
+def packed_offsets(shapes: np.ndarray) -> np.ndarray:
+    """Where the rows of ``shapes`` (n, ndim) start in one packed buffer, and its end
+    (n + 1 int64 values, in elements)."""
+    offsets = np.zeros(len(shapes) + 1, np.int64)
+    np.cumsum(np.prod(shapes, axis=1, dtype=np.int64), out=offsets[1:])
+    return offsets
+
+
 class PackedRows(RowList):
     """A column of arrays of one dtype and rank whose shapes differ per row (images
     decoded at their own sizes), held in one buffer: ``packed`` is ``(data, offsets,
@@ -128,11 +136,10 @@ class PackedRows(RowList):
         self.packed = (data, offsets, shapes)
 
     @classmethod
-    def empty(cls, shapes: list, dtype) -> "PackedRows":
-        """Rows of ``shapes`` (uninitialized), to be filled in place."""
-        shapes = np.asarray(shapes, np.int64).reshape(len(shapes), -1)
-        offsets = np.zeros(len(shapes) + 1, np.int64)
-        np.cumsum(np.prod(shapes, axis=1), out=offsets[1:])
+    def empty(cls, shapes: list, dtype, ndim: int) -> "PackedRows":
+        """Rows of ``shapes`` (each of ``ndim`` dims; uninitialized), to be filled in place."""
+        shapes = np.asarray(shapes, np.int64).reshape(len(shapes), ndim)
+        offsets = packed_offsets(shapes)
         return cls(np.empty(int(offsets[-1]), dtype), offsets, shapes)
 
     def slice(self, a: int, b: int) -> "PackedRows":
@@ -284,6 +291,6 @@ def max_chunk_rows(spec) -> int:
     return max(1, min(MAX_CHUNK_ROWS, MAX_CHUNK_BYTES // row_bytes(spec)))
 
 
-__all__ = ["Chunk", "PackedRows", "RowList", "StringColumn", "chunk_elements", "chunk_from_elements",
+__all__ = ["Chunk", "PackedRows", "RowList", "packed_offsets", "StringColumn", "chunk_elements", "chunk_from_elements",
            "col_concat", "col_row", "col_slice", "col_take", "col_values", "column_from_values",
            "concat_chunks", "max_chunk_rows", "pack_as"]

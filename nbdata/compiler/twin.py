@@ -43,9 +43,10 @@ class _Writer:
         self.glb[name] = value
         return name
 
-    def arg(self, x: Any) -> str:
+    def arg(self, x: Any, constants: bool = True) -> str:
         """Source text for an op argument: tensors by name, constants as literals or
-        globals, containers rebuilt."""
+        globals (``constants=False``: NotFusable, for what a function returns),
+        containers rebuilt."""
         from nbdata.train.graph import Tensor
         if isinstance(x, Tensor):
             try:
@@ -53,23 +54,29 @@ class _Writer:
             except KeyError:
                 raise NotFusable("the function uses a value it did not compute from its "
                                  "input") from None
+        if isinstance(x, (tuple, list, Mapping)):
+            return self._container(x, constants)
+        if not constants:
+            raise NotFusable(f"it returns a {type(x).__name__} that is not computed from "
+                             "its input")
         if x is None or isinstance(x, (bool, int, str)) and not isinstance(x, np.generic):
             return repr(x)
         if isinstance(x, float):
             return repr(x) if np.isfinite(x) else self.global_name("c", x)
-        if is_namedtuple(x):
-            cls = self.global_name("nt", type(x))
-            return f"{cls}({', '.join(self.arg(v) for v in x)})"
-        if isinstance(x, (tuple, list)):
-            items = [self.arg(v) for v in x]
-            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-        if isinstance(x, Mapping):
-            if not all(isinstance(k, str) for k in x):
-                raise NotFusable("a dict argument with non-string keys")
-            return "{" + ", ".join(f"{k!r}: {self.arg(x[k])}" for k in x) + "}"
         if isinstance(x, np.dtype):
             return self.global_name("dt", x.type)
         return self.global_name("c", x)
+
+    def _container(self, x: Any, constants: bool) -> str:
+        if is_namedtuple(x):
+            cls = self.global_name("nt", type(x))
+            return f"{cls}({', '.join(self.arg(v, constants) for v in x)})"
+        if isinstance(x, Mapping):
+            if not all(isinstance(k, str) for k in x):
+                raise NotFusable("a dict argument with non-string keys")
+            return "{" + ", ".join(f"{k!r}: {self.arg(x[k], constants)}" for k in x) + "}"
+        items = [self.arg(v, constants) for v in x]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
 def _call_text(w: _Writer, fn, args: tuple, kwargs: dict) -> str:
@@ -97,7 +104,7 @@ def numba_twin(fn, structure: Any, call) -> tuple[Any, str]:
     """``(python_function, source)``: a function Numba can compile computing what
     ``call(fn, element)`` computes for elements of ``structure``; NotFusable (saying
     why) when ``fn`` does something the recording cannot write out."""
-    from nbdata.train.graph import Graph, Operation, Tensor
+    from nbdata.train.graph import Graph, Operation
     graph = Graph()
     leaves = flatten(structure)
     inputs = [Operation(graph, "Input", f"input{k}", [], None, [spec]).outputs[0]
@@ -109,25 +116,14 @@ def numba_twin(fn, structure: Any, call) -> tuple[Any, str]:
         raise NotFusable(f"its recording failed: {type(e).__name__}: {e}") from None
     w = _Writer()
     params = []
-
-    def unpack(s: Any, text: str, it) -> None:
-        if isinstance(s, Mapping):
-            for k in sorted(s):
-                unpack(s[k], f"{text}[{k!r}]", it)
-        elif isinstance(s, tuple):
-            for j, v in enumerate(s):
-                unpack(v, f"{text}[{j}]", it)
-        else:
-            tensor = next(it)
-            var = f"x{len(w.names)}"
-            w.lines.append(f"    {var} = {text}")
-            w.names[id(tensor)] = var
-
     it = iter(inputs)
     tops = structure if isinstance(structure, tuple) else (structure,)
-    for j, s in enumerate(tops):
+    for j, s in enumerate(tops):   # the arguments' leaves, in flatten order
         params.append(f"a{j}")
-        unpack(s, f"a{j}", it)
+        for path in _paths(s):
+            var = f"x{len(w.names)}"
+            w.lines.append(f"    {var} = a{j}{path}")
+            w.names[id(next(it))] = var
     for op in graph.get_operations():
         if op.type == "Input":
             continue
@@ -139,20 +135,7 @@ def numba_twin(fn, structure: Any, call) -> tuple[Any, str]:
         w.lines.append(f"    {result} = {text}")
         for t, path in zip(op.outputs, _paths(op.out_spec)):
             w.names[id(t)] = result + path
-
-    def build(x: Any) -> str:
-        if isinstance(x, Tensor):
-            return w.arg(x)
-        if isinstance(x, Mapping):
-            return "{" + ", ".join(f"{k!r}: {build(x[k])}" for k in sorted(x)) + "}"
-        if is_namedtuple(x):
-            return f"{w.global_name('nt', type(x))}({', '.join(build(v) for v in x)})"
-        if isinstance(x, (tuple, list)):
-            items = [build(v) for v in x]
-            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-        raise NotFusable(f"it returns a {type(x).__name__} that is not computed from its input")
-
-    w.lines.append(f"    return {build(out)}")
+    w.lines.append(f"    return {w.arg(out, constants=False)}")
     name = f"{getattr(fn, '__name__', 'fn')}_twin".replace(".", "_").replace("<", "").replace(">", "")
     text = f"def {name}({', '.join(params)}):\n" + "\n".join(w.lines) + "\n"
     # The same source over the same objects is the same function: reuse it (and so its

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from nbdata.chunks import packed_offsets
 from nbdata.errors import InvalidArgumentError, UnavailableError
 from nbdata.gpu import runtime
 from nbdata.gpu.array import DeviceArray
@@ -217,8 +218,7 @@ def decode_values(values: list, channels: int, stream=None) -> RaggedBatch:
     if nvimgcodec is None and be.name != "sim":
         raise UnavailableError(f"nd.gpu.decode_jpeg needs NVIDIA nvImageCodec: {EXTRA}")
     streams, shapes = _plan(nvimgcodec, values, channels)
-    offsets = np.zeros(len(values) + 1, np.int64)
-    np.cumsum(np.prod(shapes, axis=1), out=offsets[1:])
+    offsets = packed_offsets(shapes)
     stream = stream if stream is not None else getattr(be, "default", None)
     data = DeviceArray.empty((int(offsets[-1]),), np.uint8, stream)
     batch = RaggedBatch(data, offsets, shapes)
@@ -234,11 +234,9 @@ def decode_values(values: list, channels: int, stream=None) -> RaggedBatch:
 def _decode_with_library(batch: RaggedBatch, values: list, channels: int) -> None:
     from nbdata.io.jpeg import JpegOptions
     options = JpegOptions(channels, dct_method="INTEGER_ACCURATE")
-    flat = batch.data.host_view()
     for j, data in enumerate(values):
-        out = flat[batch.offsets[j]:batch.offsets[j + 1]].reshape(tuple(batch.shapes[j]))
         try:
-            options.decode(data, out=out)
+            options.decode(data, out=_host_image(batch, j))
         except InvalidArgumentError as e:
             raise _bad(j, f"cannot be decoded: {e.message}") from None
 
@@ -246,20 +244,15 @@ def _decode_with_library(batch: RaggedBatch, values: list, channels: int) -> Non
 def _decode_with_codec(nvimgcodec, be, batch: RaggedBatch, streams: list, channels: int,
                        stream) -> None:
     decoder = _decoder(nvimgcodec, be)
-    gray = channels == 1
-    params = nvimgcodec.DecodeParams(
-        color_spec=nvimgcodec.ColorSpec.GRAY if gray else nvimgcodec.ColorSpec.SRGB,
-        sample_format=nvimgcodec.SampleFormat.I_Y if gray else nvimgcodec.SampleFormat.I_RGB)
-    if channels == 0:   # as stored: each image's own count
-        params = None
     targets = [nvimgcodec.as_image(_target(be, batch, j)) for j in range(len(batch))]
     handle = 0 if be.name == "sim" or stream is None else int(stream.handle)
-    if params is None:
+    if channels:
+        results = decoder.decode(streams, images=targets, params=_params_for(nvimgcodec, channels),
+                                 cuda_stream=handle)
+    else:   # as stored: each image with its own channel count
         results = [decoder.decode(s, image=t, params=_params_for(nvimgcodec, int(shape[2])),
                                   cuda_stream=handle)
                    for s, t, shape in zip(streams, targets, batch.shapes)]
-    else:
-        results = decoder.decode(streams, images=targets, params=params, cuda_stream=handle)
     for j, result in enumerate(results):
         if result is None:
             raise _bad(j, "cannot be decoded (nvImageCodec: Invalid JPEG data)")
@@ -274,11 +267,16 @@ def _params_for(nvimgcodec, channels: int):
         sample_format=nvimgcodec.SampleFormat.I_Y if gray else nvimgcodec.SampleFormat.I_RGB)
 
 
+def _host_image(batch: RaggedBatch, j: int) -> np.ndarray:
+    """Simulator only: image ``j`` of the batch as a writable host array."""
+    flat = batch.data.host_view()
+    return flat[batch.offsets[j]:batch.offsets[j + 1]].reshape(tuple(batch.shapes[j]))
+
+
 def _target(be, batch: RaggedBatch, j: int) -> Any:
     """Image ``j``'s place in the batch's buffer, as nvImageCodec takes an output."""
     if be.name == "sim":
-        flat = batch.data.host_view()
-        return flat[batch.offsets[j]:batch.offsets[j + 1]].reshape(tuple(batch.shapes[j]))
+        return _host_image(batch, j)
     view = batch[j]
     view.ready = None   # nothing has written it yet: no stream to order after
     return view

@@ -197,9 +197,7 @@ class GpuMapChunks(ChunkIter):
         self.applier = _Applier(node, 0 if state is None else int(state["rows"]))
         # Input rows after a batch that failed (its error goes out first, alone), so
         # that ignore_errors() skips that batch only.
-        self.pending: Chunk | None = None
-        if state is not None and state.get("pending") is not None:
-            self.pending = state["pending"]
+        self.pending: Chunk | None = None if state is None else state.get("pending")
 
     def next(self, want: int):
         chunk, self.pending = self.pending, None
@@ -212,13 +210,13 @@ class GpuMapChunks(ChunkIter):
             try:
                 rows.append(self.applier.apply([col_row(c, j) for c in chunk.columns]))
             except Exception:
-                # The element is consumed by raising; the rows before it go out first.
+                if rows:   # the rows before it go out first; row j fails again, alone
+                    self.pending = chunk.slice(j, chunk.n)
+                    break
+                # The element is consumed by raising.
                 rest = chunk.slice(j + 1, chunk.n)
                 self.pending = rest if rest.n else None
-                if not rows:
-                    raise
-                self.pending = chunk.slice(j, chunk.n)   # row j fails again, alone
-                break
+                raise
         columns = [RowList(r[k] for r in rows) for k in range(len(self.applier.leaves))]
         return Chunk(columns, len(rows))
 

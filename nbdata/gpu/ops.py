@@ -26,6 +26,7 @@ import numba
 import numpy as np
 
 from nbdata import image as nd_image
+from nbdata.errors import InvalidArgumentError
 from nbdata import random as nd_random
 
 _THREADS = 128
@@ -144,7 +145,6 @@ class RandomCrop(Step):
         offsets = np.empty((2, n), np.int64)   # images of their own sizes: one range each
         for j, (h, w, _) in enumerate(sizes):
             if ch > h or cw > w:
-                from nbdata.errors import InvalidArgumentError
                 raise InvalidArgumentError(
                     f"nd.gpu.random_crop: crop size {ch}x{cw} does not fit in image {j} of the "
                     f"batch ({h}x{w})", "RandomCrop")
@@ -337,28 +337,19 @@ class Chain:
     def describe(self) -> str:
         return " -> ".join(s.describe() for s in self.steps) or "identity"
 
-    def params(self, seed_base: int, n: int, sizes: np.ndarray | None = None) -> list:
-        """The kernel's parameter arrays: for images of their own sizes, the images'
-        offsets, heights and widths (``sizes`` (n, 3)); each random step's per-element
-        draws; then each normalize's per-channel means and stds (the generator's
-        order)."""
+    def params(self, seed_base: int, n: int, ragged: tuple | None = None) -> list:
+        """The kernel's parameter arrays: for images of their own sizes (``ragged``:
+        their offsets and (n, 3) shapes), each image's offset, height and width; each
+        random step's per-element draws (the first step drawing for each image's size);
+        then each normalize's per-channel means and stds (the generator's order)."""
         out = []
+        sizes = None
         if self.ragged:
-            return self._ragged_params(seed_base, n, sizes)
-        for s, shape in zip(self.steps, self.shapes):
-            out.extend(s.params(shape, seed_base, n))
-        for s in self.steps:
-            if isinstance(s, Normalize):
-                out.extend(s.channels(self.channels))
-        return out
-
-    def _ragged_params(self, seed_base: int, n: int, sizes) -> list:
-        sizes = np.asarray(sizes, np.int64).reshape(n, 3)
-        offsets = np.zeros(n, np.int64)
-        np.cumsum(np.prod(sizes, axis=1)[:-1], out=offsets[1:])
-        out = [offsets, np.ascontiguousarray(sizes[:, 0]), np.ascontiguousarray(sizes[:, 1])]
+            offsets, sizes = ragged
+            out += [np.ascontiguousarray(offsets[:n]), np.ascontiguousarray(sizes[:, 0]),
+                    np.ascontiguousarray(sizes[:, 1])]
         for k, (s, shape) in enumerate(zip(self.steps, self.shapes)):
-            if k == 0 and isinstance(s, (RandomCrop, RandomResizedCrop)):
+            if k == 0 and sizes is not None and isinstance(s, (RandomCrop, RandomResizedCrop)):
                 out.extend(s.params(shape, seed_base, n, sizes))
             else:
                 out.extend(s.params(shape, seed_base, n))
@@ -512,13 +503,8 @@ def _wrap(g: _Gen, step: Step, p: list, in_shape: tuple, inner):
         windowed = isinstance(step, RandomResizedCrop)
 
         def resize(y, x, c):
-            if windowed:
-                row0, col0, wh, ww = (f"{q}[b]" for q in p)
-                hs, ws = g.fresh("hs"), g.fresh("ws")
-                g.emit(f"{hs} = numba.float32({wh}) / numba.float32({oh})")
-                g.emit(f"{ws} = numba.float32({ww}) / numba.float32({ow})")
-            elif isinstance(ih, str):   # an image of its own size
-                row0, col0, wh, ww = "0", "0", ih, iw
+            if windowed or isinstance(ih, str):   # a window, or an image of its own size
+                row0, col0, wh, ww = (f"{q}[b]" for q in p) if windowed else ("0", "0", ih, iw)
                 hs, ws = g.fresh("hs"), g.fresh("ws")
                 g.emit(f"{hs} = numba.float32({wh}) / numba.float32({oh})")
                 g.emit(f"{ws} = numba.float32({ww}) / numba.float32({ow})")
@@ -622,11 +608,11 @@ def run_chain(chain: Chain, x, seed_base: int = 0):
     total = n * int(np.prod(chain.out_shape, dtype=np.int64))
     if total == 0:
         return out
-    sizes = None
+    ragged = None
     if chain.ragged:
-        sizes = x.shapes
+        ragged = (x.offsets, x.shapes)
         x = x.data
-    params = chain.params(seed_base, n, sizes)
+    params = chain.params(seed_base, n, ragged)
     kernel = compiled(chain)
     blocks = (total + _THREADS - 1) // _THREADS
     if be.name == "sim":

@@ -180,7 +180,7 @@ def decode_many(options: JpegOptions, values: list):
     same = n > 0 and all(p[0] == plans[0][0] for p in plans)
     # Images of different sizes are decoded into one packed buffer (see PackedRows).
     out = np.empty((n,) + plans[0][0], np.uint8) if same else \
-        PackedRows.empty([p[0] for p in plans], np.uint8)
+        PackedRows.empty([p[0] for p in plans], np.uint8, 3)
 
     def run(span):
         for i in range(*span):

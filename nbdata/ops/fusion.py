@@ -18,6 +18,7 @@ import numpy as np
 from numba import types
 from numba.core.datamodel import default_manager
 
+from nbdata.chunks import PackedRows
 from nbdata.ops.node import NotFusable, PartlyFusable
 from nbdata.spec import DatasetSpec, TensorSpec, flatten, string, substructures
 
@@ -238,18 +239,13 @@ def pack_ragged(column, spec: TensorSpec) -> list:
         shapes[:] = column.shape[1:]
         return [data, offsets, shapes]
     rows = [np.asarray(v) for v in column]
-    n = len(rows)
-    shapes = np.empty((n, ndim), np.int64)
-    offsets = np.zeros(n + 1, np.int64)
-    for k, v in enumerate(rows):
+    for v in rows:
         if v.ndim != ndim:
             raise ValueError(f"a row of rank {v.ndim} in a column of rank {ndim}")
-        shapes[k] = v.shape
-        offsets[k + 1] = offsets[k] + v.size
-    data = np.empty(int(offsets[-1]), dtype)
-    for k, v in enumerate(rows):
-        data[offsets[k]:offsets[k + 1]] = v.reshape(-1)
-    return [data, offsets, shapes]
+    out = PackedRows.empty([v.shape for v in rows], dtype, ndim)
+    for dst, v in zip(out, rows):
+        dst[...] = v
+    return list(out.packed)
 
 
 class StreamSource(ChunkSource):

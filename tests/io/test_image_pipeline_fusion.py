@@ -162,7 +162,7 @@ def test_ragged_images_from_a_python_map_fuse_into_a_resize():
 
 
 def test_packed_rows_slice_and_pack_without_copies():
-    rows = PackedRows.empty([(2, 3, 1), (1, 2, 1), (3, 1, 1)], np.uint8)
+    rows = PackedRows.empty([(2, 3, 1), (1, 2, 1), (3, 1, 1)], np.uint8, 3)
     for j, r in enumerate(rows):
         r[...] = j + 1
     data, offsets, shapes = rows.packed

@@ -33,24 +33,16 @@ def _lift(node: Node) -> Node:
         decoded = Decode(node.input, decoder, leaf=leaf, name=node.name)
         rest_fn = lifted_leaf_rest(node.fn.fn, node.input.spec, leaf, decoded.spec,
                                    call_unpacked)
-        columns = selection(rest_fn, decoded.spec, node.fn.output_spec, call_unpacked)
-        if columns is not None:   # the rest only repacks: columns move, no Python per row
-            return Select(decoded, columns, node.fn.output_spec, name=node.name)
-        rest = UserFunction(rest_fn, node.fn.op, decoded.spec, output_spec=node.fn.output_spec)
-        rest.twin = _twin(rest_fn, decoded.spec)
-        # The rest may decode another component (the image of a parsed Example).
-        rest._trace_leaf_decoder()
-        return _lift(Map(decoded, rest, node.num_parallel_calls, node.deterministic,
-                         name=node.name))
-    decoded = Decode(node.input, decoder, name=node.name)
-    if decoder.identity:
-        return decoded
-    rest_fn = lifted_rest(node.fn.fn, decoder.output_spec)
-    columns = selection(rest_fn, decoder.output_spec, node.fn.output_spec, call_unpacked)
-    if columns is not None:   # the rest only repacks (an Example's dict to a tuple)
+    else:
+        decoded = Decode(node.input, decoder, name=node.name)
+        if decoder.identity:
+            return decoded
+        rest_fn = lifted_rest(node.fn.fn, decoded.spec)
+    columns = selection(rest_fn, decoded.spec, node.fn.output_spec, call_unpacked)
+    if columns is not None:   # the rest only repacks: columns move, no Python per row
         return Select(decoded, columns, node.fn.output_spec, name=node.name)
-    rest = UserFunction(rest_fn, node.fn.op, decoder.output_spec, output_spec=node.fn.output_spec)
-    rest.twin = _twin(rest_fn, decoder.output_spec)
+    rest = UserFunction(rest_fn, node.fn.op, decoded.spec, output_spec=node.fn.output_spec)
+    rest.twin = _twin(rest_fn, decoded.spec)
     # The rest may decode a component of what was decoded (an Example's image).
     rest._trace_leaf_decoder()
     return _lift(Map(decoded, rest, node.num_parallel_calls, node.deterministic,
