@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 import weakref
 from typing import Any
 
@@ -85,6 +86,8 @@ class Iterator:
 
     def __init__(self, element_spec: Any):
         self._spec = element_spec
+        # One element at a time: several threads calling next() get disjoint elements.
+        self._lock = threading.RLock()
         self._raw = None
         self._pipeline = None
         self._feed = None
@@ -135,9 +138,12 @@ class Iterator:
 
     # ---------------------------------------------------------------- start
     def _start(self, pipeline, feed_dict: dict | None) -> None:
-        raw = pipeline.open(feed_dict)
-        self._raw, self._finished = raw, False
-        self._pipeline, self._feed = pipeline, feed_dict
+        with self._lock:
+            if self._raw is not None:  # first: the old run may hold a cache writer's lock
+                self._raw.close()
+            self._raw = None
+            self._raw, self._finished = pipeline.open(feed_dict), False
+            self._pipeline, self._feed = pipeline, feed_dict
 
     # --------------------------------------------------------------- state
     def save(self) -> bytes:
@@ -157,21 +163,21 @@ class Iterator:
         >>> [b.tolist() for b in again] == rest
         True
         """
-        if self._raw is None:
-            raise FailedPreconditionError("save: the iterator has not been initialized")
-        return self._pipeline.save_state(self._raw)
+        with self._lock:
+            if self._raw is None:
+                raise FailedPreconditionError("save: the iterator has not been initialized")
+            return self._pipeline.save_state(self._raw)
 
     def restore(self, state: bytes) -> None:
         """Resume from the bytes of :meth:`save` (InvalidArgumentError if they were saved by
         an iterator of another pipeline)."""
-        if self._pipeline is None:
-            raise FailedPreconditionError("restore: the iterator has not been initialized "
-                                          "(run its initializer first)")
-        close = getattr(self._raw, "close", None)
-        if close is not None:  # first: the old run may hold a cache writer's lock
-            close()
-        self._raw = self._pipeline.restore_state(state, self._feed)
-        self._finished = False
+        with self._lock:
+            if self._pipeline is None:
+                raise FailedPreconditionError("restore: the iterator has not been initialized "
+                                              "(run its initializer first)")
+            self._raw.close()  # first: the old run may hold a cache writer's lock
+            self._raw = self._pipeline.restore_state(state, self._feed)
+            self._finished = False
 
     @property
     def initializer(self) -> Initializer:
@@ -292,17 +298,18 @@ class Iterator:
         """
         if self._handle_placeholder is not None:
             return self._feedable_next(feed_dict)
-        if self._raw is None:
-            raise FailedPreconditionError(
-                "GetNext() failed because the iterator has not been initialized: run its "
-                "initializer (it.initialize(...) or make_initializer(ds).run()) first")
-        if self._finished:
-            raise OutOfRangeError("End of sequence")
-        try:
-            return next(self._raw)
-        except StopIteration:
-            self._finished = True
-            raise OutOfRangeError("End of sequence") from None
+        with self._lock:
+            if self._raw is None:
+                raise FailedPreconditionError(
+                    "GetNext() failed because the iterator has not been initialized: run its "
+                    "initializer (it.initialize(...) or make_initializer(ds).run()) first")
+            if self._finished:
+                raise OutOfRangeError("End of sequence")
+            try:
+                return next(self._raw)
+            except StopIteration:
+                self._finished = True
+                raise OutOfRangeError("End of sequence") from None
 
     def _feedable_next(self, feed_dict):
         if not feed_dict or self._handle_placeholder not in feed_dict:

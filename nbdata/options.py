@@ -135,10 +135,6 @@ class Options(_OptionGroup):
         chunk_rows: the most rows per chunk, the unit that flows between stages and
             that a fused kernel processes per call (default 0: chosen from the row
             size, up to 65536 rows or 8 MiB); small values exercise chunk borders.
-        chunked: run the pipeline as chunks of rows through every stage (default
-            True). False runs each op's element-at-a-time iterator instead (fused
-            stages still run over sources), the executor nbdata had before chunks;
-            iterators of that path cannot save their state.
         threading: :class:`ThreadingOptions`.
         autotune: :class:`AutotuneOptions`.
         optimization: :class:`OptimizationOptions`, one switch per rewrite pass.
@@ -156,7 +152,6 @@ class Options(_OptionGroup):
         "fusion": True,
         "fusion_min_rows": 4096,
         "chunk_rows": 0,
-        "chunked": True,
         "threading": ThreadingOptions,
         "autotune": AutotuneOptions,
         "optimization": OptimizationOptions,

@@ -38,6 +38,8 @@ _kernels: "weakref.WeakValueDictionary[tuple, Any]" = weakref.WeakValueDictionar
 def _dispatcher(fn):
     """One Numba dispatcher per user function (kept on the function), so its
     compilations are reused by every pipeline that calls it."""
+    if isinstance(fn, numba.core.dispatcher.Dispatcher):   # the user's own numba.njit
+        return fn
     dispatcher = getattr(fn, "_nbdata_dispatcher", None)
     if dispatcher is None:
         dispatcher = numba.njit(nogil=True, error_model="numpy")(fn)

@@ -184,9 +184,8 @@ class ExecContext:
 
     ``value(x)`` resolves placeholders from the feed; ``resource(key, factory)`` gives
     a stateful node its run-state resource; ``stats(node)`` the node's counters;
-    ``open(node)`` opens a node's element iterator and ``open_chunks(node, state)``
-    its chunk iterator; ``open_dataset(ds)`` / ``open_dataset_chunks(ds, state)``
-    compile and open a dataset made while running (by ``flat_map``, ``interleave``)
+    ``open_chunks(node, state)`` opens a node's chunk iterator;
+    ``open_dataset_chunks(ds, state)`` compiles and opens a dataset made while running (by ``flat_map``, ``interleave``)
     with its own options and passes and this context's feed; ``make_dataset(node)``
     wraps a plan made while running (a window) as a user-facing dataset; ``budget``
     is the thread budget shared by kernels and executor threads.
@@ -259,14 +258,8 @@ class ExecContext:
             found = self._stats.setdefault(id(node), kind(node.title(), node))
         return found
 
-    def open(self, node) -> Any:
-        return node.open(self)
-
     def open_chunks(self, node, state: dict | None = None):
         return TimedChunks(node.open_chunks(self, state), self.stats(node))
-
-    def open_dataset(self, ds) -> Any:
-        return ds.compile().open_in(self)
 
     def open_dataset_chunks(self, ds, state: dict | None = None):
         return ds.compile().open_chunks_in(self, state)

@@ -25,7 +25,7 @@ from nbdata.ops.batch import batch_columns, batch_size_of
 from nbdata.ops.fusion import DROP, RaggedLeaf, pack_ragged
 from nbdata.compiler.lowering import StageNode
 from nbdata.ops.runtime import ChunkIter, RowQueue
-from nbdata.spec import pack_as, packer
+from nbdata.spec import pack_as
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -69,33 +69,6 @@ class FusedStage(StageNode):
 
     def open_chunks(self, ctx, state: dict | None = None):
         return FusedChunks(self, ctx, state)
-
-    def open(self, ctx):
-        return ElementsOfChunks(self.open_chunks(ctx), self.spec, ctx.max_rows(self.spec))
-
-
-class ElementsOfChunks:
-    """An element iterator over a chunk iterator (the element path of a fused stage)."""
-
-    def __init__(self, it, spec, limit: int):
-        self.it = it
-        self.pack = packer(spec)
-        self.limit = limit
-        self.chunk: Chunk | None = None
-        self.pos = 0
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        while self.chunk is None or self.pos >= self.chunk.n:
-            self.chunk = self.it.next(self.limit)
-            self.pos = 0
-            if self.chunk is None:
-                raise StopIteration
-        j = self.pos
-        self.pos += 1
-        return self.pack([col_row(c, j) for c in self.chunk.columns])
 
 
 def stream_args(chunk: Chunk, leaves: list) -> list:

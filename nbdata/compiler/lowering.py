@@ -118,9 +118,6 @@ class StageNode(Node):
 class PlannedStage(StageNode):
     """A fused stage that no backend has compiled yet."""
 
-    def open(self, ctx):
-        raise RuntimeError("a planned stage must be compiled by a backend before it runs")
-
 
 class Planner:
     """Walks the plan asking nodes' hooks; the service hooks call is :meth:`function`.
@@ -193,8 +190,6 @@ class Planner:
             try:
                 source = cur.fusion_source(self)
             except NotFusable:
-                if not self.options.chunked:
-                    raise
                 source = StreamSource(cur)  # the stage runs over the chunks cur produces
                 if source.rows == UNKNOWN:
                     lazy_rows = self.options.fusion_min_rows

@@ -12,7 +12,7 @@ from nbdata.compiler.lowering import plan
 from nbdata.compiler.passes import run_passes
 from nbdata.compiler.plan import plan_lines
 from nbdata.compiler.threads import ThreadBudget, serialises_kernels, tune_allocator
-from nbdata.errors import InvalidArgumentError, UnimplementedError
+from nbdata.errors import InvalidArgumentError
 from nbdata.iterator import Iterator
 from nbdata.ops.function import ChainedFunction, UserFunction
 from nbdata.ops.node import Node
@@ -117,11 +117,6 @@ class Pipeline:
         [0, 1, 2]
         """
         ctx = self._context(self._feed(feed_dict), None if state is None else state["epochs"])
-        if not self.options.chunked:
-            if state is not None:
-                raise UnimplementedError("iterator state needs the chunk executor "
-                                         "(Options().chunked = True, the default)")
-            return ctx.open(self.physical)
         return ChunkedRun(ctx, self.physical, self.element_spec,
                           None if state is None else state["run"])
 
@@ -134,14 +129,10 @@ class Pipeline:
         ``epochs`` (iteration numbers by op index) sets what random ops draw."""
         return self._context(self._feed(feed_dict), epochs).open_chunks(self.physical, state)
 
-    def open_in(self, outer: ExecContext) -> Any:
-        """Open this pipeline's element iterator inside another one's run (a dataset made
-        by ``flat_map`` or ``interleave``): the outer feed binds placeholders, this
-        pipeline's own options, passes and run state apply."""
-        return self._context(outer.feed).open(self.physical)
-
     def open_chunks_in(self, outer: ExecContext, state: dict | None = None):
-        """Open this pipeline's chunk iterator inside another one's run."""
+        """Open this pipeline's chunk iterator inside another one's run (a dataset made by
+        ``flat_map`` or ``interleave``): the outer feed binds placeholders, this
+        pipeline's own options, passes and run state apply."""
         return self._context(outer.feed).open_chunks(self.physical, state)
 
     def __iter__(self) -> Iterator:
@@ -152,9 +143,6 @@ class Pipeline:
     # ---------------------------------------------------------- state
     def save_state(self, run) -> bytes:
         """The bytes of a run's state (what ``Iterator.save()`` returns)."""
-        if not isinstance(run, ChunkedRun):
-            raise UnimplementedError("iterator state needs the chunk executor "
-                                     "(Options().chunked = True, the default)")
         doc = {"version": STATE_VERSION, "fingerprint": self.fingerprint,
                "run": {"run": run.save(), "epochs": self._epochs_by_index(run.ctx)},
                "seed": self.state.seed if self.draws_seed else None}
@@ -236,11 +224,9 @@ class Pipeline:
             lines += [f"  {n.describe()}: {note}" for n, note in kernels]
         per_element = [(n, n.per_element()) for n in _walk(self.physical)
                        if n.per_element() is not None]
-        if per_element and self.options.chunked:
+        if per_element:
             lines.append("== execution: chunks of rows through every stage, except ==")
             lines += [f"  {n.describe()}: per element: {why}" for n, why in per_element]
-        elif not self.options.chunked:
-            lines.append("== execution: one element at a time (Options().chunked = False) ==")
         for node in _walk(self.physical):
             extra = node.explain_lines()
             if extra:

@@ -120,9 +120,6 @@ class Distribute(Node):
     def open_chunks(self, ctx, state=None):
         return DistributedStage(self).open_chunks(ctx, state)
 
-    def open(self, ctx):
-        return DistributedStage(self).open(ctx)
-
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class DistributedStage(Node):
@@ -148,18 +145,6 @@ class DistributedStage(Node):
     def open_chunks(self, ctx, state=None):
         from nbdata.distribute.consumer import DistributedChunks
         return DistributedChunks(self.node, ctx, state, self)
-
-    def open(self, ctx):
-        from nbdata.chunks import chunk_elements
-        chunks = self.open_chunks(ctx)
-        try:
-            while True:
-                chunk = chunks.next(1 << 12)
-                if chunk is None:
-                    return
-                yield from chunk_elements(chunk, self.spec)
-        finally:
-            chunks.close()
 
     def explain_lines(self) -> list:
         """For ``explain()``: what runs at the driver and what each worker runs."""

@@ -112,15 +112,6 @@ class SplitSource(Node):
             raise NotFusable(f"{self.source.op} is not read in place")
         return IndexedSource(self, source, lambda ctx, state: SplitChunks(self, ctx, state, False))
 
-    def open(self, ctx):
-        chunks = SplitChunks(self, ctx, None)
-        from nbdata.chunks import chunk_elements
-        while True:
-            chunk = chunks.next(1 << 12)
-            if chunk is None:
-                return
-            yield from chunk_elements(chunk, self.spec)
-
 
 class SplitChunks(ChunkIter):
     """Rows of one split after another, gathered from the source (or, for a fused stage

@@ -142,11 +142,6 @@ class GpuMap(Node):
             lines.extend("    " + line for line in source.rstrip().splitlines())
         return "\n".join(lines) if lines else None
 
-    def open(self, ctx):
-        it = _Applier(self)
-        for element in ctx.open(self.input):
-            yield pack_as(self.spec, it.apply(flatten(element)))
-
     def open_chunks(self, ctx, state=None):
         return GpuMapChunks(self, ctx, state)
 

@@ -26,7 +26,7 @@ import numpy as np
 from nbdata.chunks import Chunk, RowList, col_row
 from nbdata.ops.node import Node, arg_field, input_field
 from nbdata.ops.runtime import BackgroundChunks, ChunkIter, RowReader
-from nbdata.spec import TensorSpec, flatten, pack_as, string
+from nbdata.spec import TensorSpec, flatten, string
 
 
 def device_leaves(spec: Any) -> tuple:
@@ -59,14 +59,6 @@ class PrefetchToDevice(Node):
     def kernel_note(self) -> str | None:
         return (f"copies the numeric arrays of each batch through pinned host buffers to GPU "
                 f"{self.device} on a stream of its own, {self.buffer_size} batch(es) ahead")
-
-    def open(self, ctx):
-        stager = Stager(self.device, self.buffer_size + 2)
-        leaves = set(self.device_leaves)
-        for element in ctx.open(self.input):
-            values = flatten(element)
-            yield pack_as(self.spec, [stager.to_device(v) if k in leaves else v
-                                      for k, v in enumerate(values)])
 
     def open_chunks(self, ctx, state=None):
         from nbdata.gpu import runtime

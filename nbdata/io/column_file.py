@@ -22,7 +22,6 @@ import json
 import mmap
 import os
 import struct
-from typing import Any
 
 import numpy as np
 

@@ -53,17 +53,6 @@ class FileRecords(Node):
     def title(self) -> str:
         return self.describe()
 
-    def open(self, ctx):
-        chunks = FileRecordChunks(self, ctx, None)
-        try:
-            while True:
-                chunk = chunks.next(1 << 12)
-                if chunk is None:
-                    return
-                yield from chunk.columns[0].values()
-        finally:
-            chunks.close()
-
     def open_chunks(self, ctx, state=None):
         return FileRecordChunks(self, ctx, state)
 

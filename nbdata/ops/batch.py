@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from nbdata.chunks import Chunk, RowList, StringColumn, col_values, concat_chunks
+from nbdata.chunks import Chunk, RowList, StringColumn, col_values
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.ops.fusion import Terminal, check_structure
 from nbdata.ops.node import AUTOTUNE, INFINITE, UNKNOWN, Node, arg_field, input_field
@@ -106,13 +106,6 @@ class Batch(Node):
         check_structure(structure, f"{self.op} input")
         return Terminal(self, self.batch_size, self.drop_remainder)
 
-    def open(self, ctx):
-        size = int(ctx.value(self.batch_size))
-        if size <= 0:
-            raise InvalidArgumentError(f"batch: batch_size must be positive, got {size}", self.op)
-        return BatchIterator(ctx.open(self.input), size, self.drop_remainder,
-                             lambda els: stack_elements(els, self.op))
-
     def open_chunks(self, ctx, state=None):
         calls = self.num_parallel_calls
         return BatchChunks(self, ctx, state, self.batch_leaf,
@@ -139,34 +132,6 @@ class Batch(Node):
     def batch_leaf(self, values: list, component: int):
         """One component of one batch from its rows' values."""
         return stack_leaves(values, component, self.label)
-
-
-class BatchIterator:
-    """Collects ``size`` elements and hands them to ``combine``; shared by padded_batch."""
-
-    def __init__(self, source, size, drop_remainder, combine):
-        self.source, self.size = source, size
-        self.drop_remainder = drop_remainder
-        self.combine = combine
-        self.done = False
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if self.done:
-            raise StopIteration
-        elements = []
-        while len(elements) < self.size:
-            try:
-                elements.append(next(self.source))
-            except StopIteration:
-                self.done = True
-                break
-        if not elements or (self.drop_remainder and len(elements) < self.size):
-            self.done = True
-            raise StopIteration
-        return self.combine(elements)
 
 
 def batch_size_of(node, ctx) -> int:

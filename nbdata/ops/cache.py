@@ -16,7 +16,7 @@ import os
 import threading
 import uuid
 
-from nbdata.chunks import Chunk, chunk_elements, chunk_from_elements, concat_chunks
+from nbdata.chunks import Chunk, concat_chunks
 from nbdata.errors import AlreadyExistsError, DataLossError
 from nbdata.io.column_file import ColumnFileReader, ColumnFileWriter
 from nbdata.ops.node import Node, arg_field, input_field, new_resource_key
@@ -61,23 +61,6 @@ class Cache(Node):
     def _store(self, ctx) -> MemoryStore:
         return ctx.resource(self.resource_key, MemoryStore)
 
-    def open(self, ctx):
-        if self.filename:
-            path = self.filename + FILE_SUFFIX
-            if os.path.exists(path):
-                return iter(_file_elements(path, self.spec))
-            writer = FileWriter(self.filename, self.spec)
-            if os.path.exists(path):  # another writer finished while this one waited
-                writer.abandon()
-                return iter(_file_elements(path, self.spec))
-            return writer.elements(ctx.open(self.input))
-        store = self._store(ctx)
-        with store.lock:
-            chunks = store.chunks
-        if chunks is not None:
-            return iter([e for c in chunks for e in chunk_elements(c, self.spec)])
-        return MemoryWriter(store, ctx.open(self.input), self.spec)
-
     def open_chunks(self, ctx, state=None):
         mode = None if state is None else state["mode"]
         if self.filename:
@@ -97,28 +80,6 @@ class Cache(Node):
         if mode == "read":  # a complete cache of another process: rebuild it, then go on
             state = {"mode": "write", "start": state["start"], "rows": state["pos"]}
         return CacheWriterChunks(ctx, self, MemoryWriterSink(store), state)
-
-
-class MemoryWriter:
-    """The element path of a memory cache that is being filled."""
-
-    def __init__(self, store: MemoryStore, source, spec):
-        self.store, self.source, self.spec = store, source, spec
-        self.elements: list = []
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        try:
-            value = next(self.source)
-        except StopIteration:
-            if self.elements or self.store.chunks is None:
-                self.store.complete([chunk_from_elements(self.elements, self.spec)]
-                                    if self.elements else [], None)
-            raise
-        self.elements.append(value)
-        return value
 
 
 class MemoryWriterSink:
@@ -216,31 +177,9 @@ class FileWriter:
             pass
         self.lock.release()
 
-    def elements(self, source):
-        """The element path: pass ``source``'s elements through, writing them."""
-        pending = []
-        try:
-            for value in source:
-                pending.append(value)
-                if len(pending) >= ELEMENT_CHUNK:
-                    self.write(chunk_from_elements(pending, self.spec))
-                    pending = []
-                yield value
-            if pending:
-                self.write(chunk_from_elements(pending, self.spec))
-            self.finish()
-        finally:
-            self.abandon()
-
     def __del__(self):
         if hasattr(self, "file"):
             self.abandon()
-
-
-def _file_elements(path: str, spec):
-    reader = _open_file(path, spec)
-    for columns, rows in reader.chunks():
-        yield from chunk_elements(Chunk(columns, rows), spec)
 
 
 def _open_file(path: str, spec) -> ColumnFileReader:

@@ -27,34 +27,8 @@ class Concatenate(Node):
             return UNKNOWN
         return a + b
 
-    def open(self, ctx):
-        return ConcatenateIterator(self, ctx)
-
     def open_chunks(self, ctx, state=None):
         return ConcatenateChunks(self, ctx, state)
-
-
-class ConcatenateIterator:
-    def __init__(self, node, ctx):
-        self.node, self.ctx = node, ctx
-        self.part = 0
-        self.it = ctx.open(node.first)
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        while True:
-            if self.it is None:
-                raise StopIteration
-            try:
-                return next(self.it)
-            except StopIteration:
-                if self.part == 0:
-                    self.part = 1
-                    self.it = self.ctx.open(self.node.second)
-                else:
-                    self.it = None
 
 
 class ConcatenateChunks(ChunkIter):

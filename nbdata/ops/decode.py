@@ -11,14 +11,13 @@ kernel call over ``k * B`` records, straight from the reader's column.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from nbdata.chunks import MAX_CHUNK_ROWS, Chunk, StringColumn, col_values, concat_chunks
 from nbdata.compiler.threads import kernel_section
 from nbdata.decoding import Decoder, RowError, leaf_output_spec
 from nbdata.ops.node import Node, arg_field, input_field
 from nbdata.ops.runtime import ChunkIter, RowQueue, RowReader
-from nbdata.spec import TensorSpec, flatten_up_to, pack_as, string
+from nbdata.spec import TensorSpec, string
 
 
 def string_column(column) -> StringColumn:
@@ -52,17 +51,6 @@ class Decode(Node):
         if self.leaf >= 0:
             return f"decode({self.decoder.describe()} of component {self.leaf})"
         return f"decode({self.decoder.describe()})"
-
-    def open(self, ctx):
-        if self.leaf < 0:
-            for value in ctx.open(self.input):
-                yield self.decoder.call(value)
-            return
-        structure = self.input.spec
-        for value in ctx.open(self.input):
-            values = flatten_up_to(structure, value, "element")
-            values[self.leaf] = self.decoder.call(values[self.leaf])
-            yield pack_as(structure, values)
 
     def reads_batches(self) -> bool:
         """True when this batched decoder batches its records itself (its input is a

@@ -42,23 +42,6 @@ class Enumerate(Node):
         return EnumerateChunks(ctx.open_chunks(self.input, None if state is None else state["input"]),
                                self.start if state is None else int(state["next"]))
 
-    def open(self, ctx):
-        return EnumerateIterator(ctx.open(self.input), self.start)
-
-
-class EnumerateIterator:
-    def __init__(self, source, start):
-        self.source, self.position = source, start
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        value = next(self.source)
-        i = self.position
-        self.position += 1
-        return (np.int64(i), value)
-
 
 @dataclasses.dataclass
 class EnumerateStep(CounterStep):

@@ -46,9 +46,6 @@ class Filter(Node):
     def cardinality(self) -> int:
         return UNKNOWN
 
-    def open(self, ctx):
-        return FilterIterator(ctx.open(self.input), self.predicate)
-
     def per_element(self) -> str | None:
         return f"calls {self.predicate.name} in Python for each element"
 
@@ -90,15 +87,3 @@ class FilterStep(RowStep):
         return element if keep(self.fn, element) else DROP
 
 
-class FilterIterator:
-    def __init__(self, source, predicate):
-        self.source, self.predicate = source, predicate
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        while True:
-            element = next(self.source)
-            if keep(self.predicate, element):
-                return element

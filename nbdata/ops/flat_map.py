@@ -22,32 +22,11 @@ class FlatMap(Node):
     def cardinality(self) -> int:
         return UNKNOWN
 
-    def open(self, ctx):
-        return FlatMapIterator(ctx, ctx.open(self.input), self.fn)
-
     def open_chunks(self, ctx, state=None):
         return FlatMapChunks(self, ctx, state)
 
     def per_element(self) -> str | None:
         return "makes a dataset from each input element (their rows flow as chunks)"
-
-
-class FlatMapIterator:
-    def __init__(self, ctx, source, fn):
-        self.ctx, self.source, self.fn = ctx, source, fn
-        self.current = None
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        while True:
-            if self.current is None:
-                self.current = self.ctx.open_dataset(self.fn(next(self.source)))
-            try:
-                return next(self.current)
-            except StopIteration:
-                self.current = None
 
 
 class FlatMapChunks(ChunkIter):

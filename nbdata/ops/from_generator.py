@@ -35,16 +35,6 @@ class FromGenerator(Node):
     def describe(self) -> str:
         return f"from_generator({function_name(self.generator)})"
 
-    def open(self, ctx):
-        args = tuple(to_leaf(ctx.value(a), "from_generator args") for a in self.args)
-        try:
-            gen = iter(self.generator(*args))
-        except Exception as e:
-            raise InvalidArgumentError(
-                f"from_generator: calling {function_name(self.generator)} raised "
-                f"{type(e).__name__}: {e}", self.op) from e
-        return GeneratorIterator(self, gen)
-
     def open_chunks(self, ctx, state=None):
         return GeneratorChunks(self, ctx, state)
 
@@ -74,22 +64,43 @@ def _to_element(value: Any, spec: Any, what: str) -> Any:
     return to_element(value, what)
 
 
-class GeneratorIterator:
-    def __init__(self, node: FromGenerator, gen):
+class GeneratorChunks(CollectedChunks):
+    """The generator's elements, gathered into chunks as the consumer asks for them.
+
+    State: how many elements were taken. A generator's own state cannot be saved, so
+    restoring calls the generator again and skips that many elements: exact for
+    generators that yield the same sequence each time they are called.
+    """
+
+    def __init__(self, node: FromGenerator, ctx, state):
         self.node = node
-        self.gen = gen
         self.count = 0
+        args = tuple(to_leaf(ctx.value(a), "from_generator args") for a in node.args)
+        try:
+            self.gen = iter(node.generator(*args))
+        except Exception as e:
+            raise InvalidArgumentError(
+                f"from_generator: calling {function_name(node.generator)} raised "
+                f"{type(e).__name__}: {e}", node.op) from e
+        super().__init__(node.spec, self._produce)
+        for _ in range(0 if state is None else int(state["count"])):
+            try:
+                if not self._produce()[0]:
+                    break
+            except OpError:  # an element that was delivered as an error
+                pass
 
-    def __iter__(self):
-        return self
-
-    def __next__(self):
+    def _produce(self):
         node = self.node
         try:
             value = next(self.gen)
-        except (StopIteration, OpError):
+        except StopIteration:
+            return False, None
+        except OpError:
+            self.count += 1
             raise
         except Exception as e:
+            self.count += 1
             raise InvalidArgumentError(
                 f"from_generator: generator {function_name(node.generator)} raised "
                 f"{type(e).__name__}: {e}", node.op) from e
@@ -103,34 +114,10 @@ class GeneratorIterator:
             raise InvalidArgumentError(
                 f"{what} has structure {structure_repr(value)}, expected {structure_repr(spec)}",
                 node.op)
-        return pack_as(spec, [cast_leaf(v, s, what) for v, s in zip(flatten(value), flatten(spec))])
-
-
-class GeneratorChunks(CollectedChunks):
-    """The generator's elements, gathered into chunks as the consumer asks for them.
-
-    State: how many elements were taken. A generator's own state cannot be saved, so
-    restoring calls the generator again and skips that many elements: exact for
-    generators that yield the same sequence each time they are called.
-    """
-
-    def __init__(self, node: FromGenerator, ctx, state):
-        self.source = node.open(ctx)
-        super().__init__(node.spec, self._produce)
-        for _ in range(0 if state is None else int(state["count"])):
-            try:
-                next(self.source)
-            except OpError:  # an element that was delivered as an error
-                pass
-
-    def _produce(self):
-        try:
-            return True, next(self.source)
-        except StopIteration:
-            return False, None
+        return True, pack_as(spec, [cast_leaf(v, s, what) for v, s in zip(flatten(value), flatten(spec))])
 
     def next(self, want: int):
         return self.collect(want)
 
     def save(self) -> dict:
-        return {"count": self.source.count}
+        return {"count": self.count}

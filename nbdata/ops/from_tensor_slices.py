@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import numba
 import numpy as np
 from numba import types
 
@@ -98,9 +97,6 @@ class FromTensorSlices(Node):
                 raise InvalidArgumentError(f"{self.op}: cannot slice a scalar component", self.op)
         return leaves
 
-    def open(self, ctx):
-        return SliceIterator(self.value, self.columns(ctx))
-
     def open_chunks(self, ctx, state=None):
         return SliceChunks(self.columns(ctx), state)
 
@@ -157,24 +153,6 @@ class FromTensorSlices(Node):
 
         args = [a for c, f in zip(cols, flats) for a in args_of(c, f)] if in_place else None
         return SourceReader(n, args, chunk, lambda r: [c[r] for c in cols])
-
-
-class SliceIterator:
-    def __init__(self, structure, columns):
-        self.structure = structure
-        self.columns = columns
-        self.n = len(columns[0]) if columns else 0
-        self.i = 0
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        i = self.i
-        if i >= self.n:
-            raise StopIteration
-        self.i = i + 1
-        return pack_as(self.structure, [c[i] for c in self.columns])
 
 
 class SliceChunks(ChunkIter):

@@ -51,9 +51,6 @@ class FromTensors(Node):
     def cardinality(self) -> int:
         return 1
 
-    def open(self, ctx):
-        return iter((resolve_structure(self.value, ctx),))
-
     def open_chunks(self, ctx, state=None):
         return TensorChunks(self, ctx, state)
 

@@ -21,18 +21,6 @@ class IgnoreErrors(Node):
     def spec(self):
         return self.input.spec
 
-    def open(self, ctx):
-        it = ctx.open(self.input)
-        while True:
-            try:
-                value = next(it)
-            except StopIteration:
-                return
-            except Exception as e:  # noqa: BLE001 - tf.data drops the element on any error
-                self._warn(e)
-                continue
-            yield value
-
     def open_chunks(self, ctx, state=None):
         return IgnoreErrorsChunks(self, ctx, state)
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import collections
-import concurrent.futures
 import dataclasses
-import os
 from typing import Any
 
 from nbdata.chunks import chunk_elements, chunk_from_elements
@@ -13,15 +10,6 @@ from nbdata.ops.function import UserFunction, function_parts, join_parts
 from nbdata.ops.fusion import RowStep, check_structure
 from nbdata.ops.node import AUTOTUNE, Node, NotFusable, PartlyFusable, arg_field, input_field
 from nbdata.ops.runtime import PerElement
-
-
-def parallelism(num_parallel_calls: Any) -> int:
-    """Threads for a ``num_parallel_calls`` value (AUTOTUNE → core count)."""
-    if num_parallel_calls is None:
-        return 1
-    if num_parallel_calls == AUTOTUNE:
-        return os.cpu_count() or 1
-    return int(num_parallel_calls)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -83,12 +71,6 @@ class Map(Node):
                           lambda rows, values: chunk_from_elements(values, spec),
                           threads, deterministic, ctx.stats(self))
 
-    def open(self, ctx):
-        threads = parallelism(self.num_parallel_calls)
-        if threads > 1:
-            return ParallelMapIterator(ctx.open(self.input), self.fn, threads)
-        return MapIterator(ctx.open(self.input), self.fn)
-
 
 @dataclasses.dataclass
 class MapStep(RowStep):
@@ -101,50 +83,3 @@ class MapStep(RowStep):
         return self.fn(element)
 
 
-class MapIterator:
-    def __init__(self, source, fn):
-        self.source, self.fn = source, fn
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        return self.fn(next(self.source))
-
-
-class ParallelMapIterator:
-    """Runs up to ``2 * threads`` calls ahead on a thread pool; yields in input order."""
-
-    def __init__(self, source, fn, threads: int):
-        self.source, self.fn = source, fn
-        self.pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="nbdata-map")
-        self.pending: collections.deque = collections.deque()
-        self.window = 2 * threads
-        self.exhausted = False
-
-    def __iter__(self):
-        return self
-
-    def _fill(self):
-        while not self.exhausted and len(self.pending) < self.window:
-            try:
-                element = next(self.source)
-            except StopIteration:
-                self.exhausted = True
-                self.pool.shutdown(wait=False)
-                break
-            except Exception as e:  # noqa: BLE001 - delivered in order, after the calls before it
-                failed: concurrent.futures.Future = concurrent.futures.Future()
-                failed.set_exception(e)
-                self.pending.append(failed)
-                break
-            self.pending.append(self.pool.submit(self.fn, element))
-
-    def __next__(self):
-        self._fill()
-        if not self.pending:
-            raise StopIteration
-        return self.pending.popleft().result()
-
-    def __del__(self):
-        self.pool.shutdown(wait=False, cancel_futures=True)

@@ -43,8 +43,9 @@ class Node:
     node's output, ``name`` the user's optional name for the op (tf.data's
     ``name=`` argument: shown in plan listings and error messages).
 
-    Run-time hooks: ``open(ctx)`` returns the reference iterator, an object with
-    ``__next__`` that raises ``StopIteration`` at the end.
+    Run-time hook: ``open_chunks(ctx, state)`` returns the node's chunk iterator
+    (``nbdata/ops/runtime.py``), resumed from ``state``; element iteration is a view
+    over the root's chunks.
 
     Fusion hooks (the compiler asks these, it never names ops); each raises
     :class:`NotFusable` with the reason when the node cannot take that role:
@@ -123,9 +124,6 @@ class Node:
         """Why this node, when it runs outside a fused stage, handles one element at a
         time in Python (None: it works on whole chunks)."""
         return None
-
-    def open(self, ctx) -> Any:
-        raise NotImplementedError
 
     def open_chunks(self, ctx, state: dict | None = None) -> Any:
         """The chunk iterator (``nbdata/ops/runtime.py``), resumed from ``state``."""

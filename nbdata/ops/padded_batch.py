@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from nbdata.errors import InvalidArgumentError
-from nbdata.ops.batch import BatchChunks, BatchIterator, batch_cardinality
+from nbdata.ops.batch import BatchChunks, batch_cardinality
 from nbdata.ops.fusion import Terminal, check_structure
 from nbdata.ops.node import Node, arg_field, input_field
 from nbdata.spec import TensorSpec, flatten, pack_as, string
@@ -95,12 +95,6 @@ class PaddedBatch(Node):
     def fusion_terminal(self, planner, structure) -> Terminal:
         check_structure(structure, f"{self.op} input")
         return PaddedTerminal(self, self.batch_size, self.drop_remainder)
-
-    def open(self, ctx):
-        size = int(ctx.value(self.batch_size))
-        if size <= 0:
-            raise InvalidArgumentError(f"padded_batch: batch_size must be positive, got {size}", self.op)
-        return BatchIterator(ctx.open(self.input), size, self.drop_remainder, self.combine)
 
 
 @dataclasses.dataclass

@@ -74,11 +74,6 @@ class RandomMap(Node):
     def per_element(self) -> str | None:
         return f"calls {self.traced.name} with a generator for each element"
 
-    def open(self, ctx):
-        _, key = self._key(ctx)
-        call = self._call(self.fn, key)
-        return (call(element, index) for index, element in enumerate(ctx.open(self.input)))
-
     def open_chunks(self, ctx, state=None):
         epoch, key = self._key(ctx, None if state is None else int(state["epoch"]))
         spec = self.spec

@@ -46,10 +46,6 @@ class Range(Node):
             raise InvalidArgumentError("range: step must not be 0", self.op)
         return start, stop, step
 
-    def open(self, ctx):
-        start, stop, step = self.bounds(ctx)
-        return RangeIterator(start, step, range_length(start, stop, step), self.dtype.type)
-
     def open_chunks(self, ctx, state=None):
         start, stop, step = self.bounds(ctx)
         return RangeChunks(start, step, range_length(start, stop, step), self.dtype, state)
@@ -85,23 +81,6 @@ class RangeLeaf(SourceLeaf):
 
     def emit_load(self, row, args):
         return row.read(self.spec, f"{{dtype}}({args[0]}[0] + r * {args[0]}[1])")
-
-
-class RangeIterator:
-    def __init__(self, start, step, n, scalar_type):
-        self.start, self.step, self.n = start, step, n
-        self.scalar_type = scalar_type
-        self.i = 0
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        i = self.i
-        if i >= self.n:
-            raise StopIteration
-        self.i = i + 1
-        return self.scalar_type(self.start + i * self.step)
 
 
 class RangeChunks(ChunkIter):

@@ -32,9 +32,6 @@ class Repeat(Node):
             return n
         return self.count * n
 
-    def open(self, ctx):
-        return RepeatIterator(ctx, self.input, int(ctx.value(self.count)))
-
     def open_chunks(self, ctx, state=None):
         return RepeatChunks(self, ctx, state)
 
@@ -47,34 +44,6 @@ class Repeat(Node):
             raise NotFusable(f"repeat({self.count}) is not a chunk source (an endless repeat "
                              "of from_tensors is)")
         return self.input.repeated_source(planner)
-
-
-class RepeatIterator:
-    """Reopens the input for each epoch; an epoch that yields nothing ends a forever-repeat."""
-
-    def __init__(self, ctx, input_node, count):
-        self.ctx, self.input_node, self.count = ctx, input_node, count
-        self.epoch = 0
-        self.it = ctx.with_path(0).open(input_node) if count != 0 else None
-        self.yielded_this_epoch = False
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        while self.it is not None:
-            try:
-                value = next(self.it)
-                self.yielded_this_epoch = True
-                return value
-            except StopIteration:
-                self.epoch += 1
-                if (0 <= self.count <= self.epoch) or (self.count < 0 and not self.yielded_this_epoch):
-                    self.it = None
-                    break
-                self.yielded_this_epoch = False
-                self.it = self.ctx.with_path(self.epoch).open(self.input_node)
-        raise StopIteration
 
 
 class RepeatChunks(ChunkIter):

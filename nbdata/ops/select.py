@@ -31,11 +31,6 @@ class Select(Node):
     def describe(self) -> str:
         return f"select(components {list(self.columns)})"
 
-    def open(self, ctx):
-        for value in ctx.open(self.input):
-            leaves = flatten(value)
-            yield pack_as(self.out_spec, [leaves[i] for i in self.columns])
-
     def open_chunks(self, ctx, state=None):
         return SelectChunks(self, ctx, state)
 

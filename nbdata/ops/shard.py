@@ -38,33 +38,6 @@ class Shard(Node):
                            self.num_shards, self.index, 0 if state is None else int(state["pos"]),
                            ctx.max_rows(self.spec))
 
-    def open(self, ctx):
-        return ShardIterator(ctx.open(self.input), self.num_shards, self.index)
-
-
-class ShardIterator:
-    def __init__(self, source, num_shards, index):
-        self.source, self.num_shards, self.index = source, num_shards, index
-        self.position = 0
-        self.done = False
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if self.done:
-            raise StopIteration
-        try:
-            while True:
-                value = next(self.source)
-                pos = self.position
-                self.position += 1
-                if pos % self.num_shards == self.index:
-                    return value
-        except StopIteration:
-            self.done = True
-            raise
-
 
 class ShardChunks(ChunkIter):
     """The rows at input positions ``index``, ``index + num_shards``, ... State: the

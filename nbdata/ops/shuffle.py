@@ -71,61 +71,8 @@ class Shuffle(Node):
             epoch = ctx.epoch(self, self.reshuffle_each_iteration)
         return epoch, int(nd_random.key(ctx.op_seed(self), SHUFFLE_STREAM, epoch))
 
-    def open(self, ctx):
-        size = self._size(ctx)
-        _, key = self.epoch_key(ctx)
-        return ShuffleIterator(ctx.open(self.input), size, key)
-
     def open_chunks(self, ctx, state=None):
         return ShuffleChunks(self, ctx, state)
-
-
-class ShuffleIterator:
-    def __init__(self, source, size, key):
-        self.source, self.size, self.key = source, size, key
-        self.buffer: list = []
-        self.draws = 0
-        self.block: list = []
-        self.block_start = 0
-        self.exhausted = False
-
-    def __iter__(self):
-        return self
-
-    def _draw(self, n: int) -> int:
-        """Slot of draw ``k``: ``(bits(key, k) * n) >> 64``, bits made a block at a time."""
-        k = self.draws
-        self.draws = k + 1
-        offset = k - self.block_start
-        if offset >= len(self.block):
-            self.block_start, offset = k, 0
-            self.block = nd_random.bits_block(self.key, k, RANDOM_BLOCK).tolist()
-        return (self.block[offset] * n) >> 64
-
-    def _pull(self):
-        try:
-            return next(self.source), True
-        except StopIteration:
-            self.exhausted = True
-            return None, False
-
-    def __next__(self):
-        while not self.exhausted and len(self.buffer) < self.size:
-            element, ok = self._pull()
-            if ok:
-                self.buffer.append(element)
-        if not self.buffer:
-            raise StopIteration
-        j = self._draw(len(self.buffer))
-        chosen = self.buffer[j]
-        if not self.exhausted:
-            element, ok = self._pull()
-            if ok:
-                self.buffer[j] = element
-                return chosen
-        self.buffer[j] = self.buffer[-1]
-        self.buffer.pop()
-        return chosen
 
 
 def _store_kind(spec) -> str:
@@ -289,13 +236,6 @@ class IndexShuffle(Shuffle):
     def _rows(self, ctx) -> int:
         return self.input.cardinality()
 
-    def open(self, ctx):
-        n = self._rows(ctx)
-        rows = (np.int64(i) for i in range(n))
-        order = ShuffleIterator(rows, self._size(ctx), self.epoch_key(ctx)[1])
-        spec = self.spec
-        return (_first_row(self.input.gather(ctx, np.array([r], np.int64)), spec) for r in order)
-
     def open_chunks(self, ctx, state=None):
         return IndexShuffleChunks(self, ctx, state)
 
@@ -354,13 +294,6 @@ class GlobalShuffle(Node):
         if epoch is None:
             epoch = ctx.epoch(self, self.reshuffle_each_iteration)
         return epoch, int(nd_random.key(ctx.op_seed(self), GLOBAL_STREAM, epoch))
-
-    def open(self, ctx):
-        _, key = self.epoch_key(ctx)
-        n = self.cardinality()
-        spec = self.spec
-        return (_first_row(self.input.gather(ctx, nd_random.permutation(key, i, 1, n)), spec)
-                for i in range(n))
 
     def open_chunks(self, ctx, state=None):
         return GlobalShuffleChunks(self, ctx, state)

@@ -53,24 +53,6 @@ class Skip(Node):
         return SkipChunks(ctx.open_chunks(self.input, None if state is None else state["input"]),
                           left, ctx.max_rows(self.spec))
 
-    def open(self, ctx):
-        return SkipIterator(ctx.open(self.input), int(ctx.value(self.count)))
-
-
-class SkipIterator:
-    def __init__(self, source, count):
-        self.source, self.to_skip = source, count
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        while self.to_skip != 0:
-            next(self.source)
-            if self.to_skip > 0:
-                self.to_skip -= 1
-        return next(self.source)
-
 
 @dataclasses.dataclass
 class SkipStep(CounterStep):

@@ -56,26 +56,6 @@ class Take(Node):
             return EmptyChunks()
         return TakeChunks(ctx.open_chunks(self.input, None if state is None else state["input"]), left)
 
-    def open(self, ctx):
-        count = int(ctx.value(self.count))
-        return TakeIterator(ctx.open(self.input) if count != 0 else iter(()), count)
-
-
-class TakeIterator:
-    def __init__(self, source, count):
-        self.source, self.remaining = source, count
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if self.remaining == 0:
-            raise StopIteration
-        value = next(self.source)
-        if self.remaining > 0:
-            self.remaining -= 1
-        return value
-
 
 @dataclasses.dataclass
 class TakeStep(CounterStep):

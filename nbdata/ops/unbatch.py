@@ -6,8 +6,8 @@ import dataclasses
 
 import numpy as np
 
-from nbdata.chunks import Chunk, RowList, col_values, column_from_values
-from nbdata.errors import InvalidArgumentError, OpError
+from nbdata.chunks import Chunk, col_values, column_from_values
+from nbdata.errors import InvalidArgumentError
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, input_field
 from nbdata.ops.runtime import ChunkIter
 from nbdata.spec import TensorSpec, flatten, pack_as
@@ -43,35 +43,8 @@ class Unbatch(Node):
             return n * known.pop()
         return UNKNOWN
 
-    def open(self, ctx):
-        return UnbatchIterator(ctx.open(self.input), self.input.spec)
-
     def open_chunks(self, ctx, state=None):
         return UnbatchChunks(self, ctx, state)
-
-
-class UnbatchIterator:
-    def __init__(self, source, structure):
-        self.source, self.structure = source, structure
-        self.columns: list = []
-        self.n = self.i = 0
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        while self.i >= self.n:
-            element = next(self.source)
-            columns = flatten(element)
-            sizes = {len(c) for c in columns}
-            if len(sizes) > 1:
-                raise InvalidArgumentError(
-                    f"unbatch: components of an element have different leading dimensions "
-                    f"{sorted(sizes)}", "unbatch")
-            self.columns, self.n, self.i = columns, sizes.pop() if sizes else 0, 0
-        i = self.i
-        self.i += 1
-        return pack_as(self.structure, [c[i] for c in self.columns])
 
 
 def _mismatch(sizes) -> InvalidArgumentError:

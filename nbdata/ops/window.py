@@ -27,9 +27,6 @@ class ListSource(Node):
     def cardinality(self) -> int:
         return len(self.values)
 
-    def open(self, ctx):
-        return iter(self.values)
-
     def open_chunks(self, ctx, state=None):
         return ListChunks(self, 0 if state is None else int(state["pos"]))
 
@@ -57,9 +54,6 @@ class Window(Node):
             rest = n - ((self.size - 1) * self.stride + 1)
             return 0 if rest < 0 else rest // self.shift + 1
         return n // self.shift + (0 if n % self.shift == 0 else 1)
-
-    def open(self, ctx):
-        return WindowIterator(self, ctx, ctx.open(self.input))
 
     def open_chunks(self, ctx, state=None):
         return WindowChunks(self, ctx, state)
@@ -121,28 +115,6 @@ def window_datasets(ctx, node: Window, members: list) -> list:
     specs = flatten(node.input.spec)
     columns = list(zip(*(flatten(m) for m in members)))
     return [ctx.make_dataset(ListSource(tuple(col), s)) for col, s in zip(columns, specs)]
-
-
-class WindowIterator:
-    def __init__(self, node: Window, ctx, source):
-        self.node, self.ctx = node, ctx
-
-        def read():
-            try:
-                return True, None, next(source)
-            except StopIteration:
-                return False, None, None
-
-        self.windows = Windows(node, read)
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        members = self.windows.members()
-        if members is None:
-            raise StopIteration
-        return pack_as(self.node.input.spec, window_datasets(self.ctx, self.node, members))
 
 
 class ListChunks(ChunkIter):

@@ -42,9 +42,6 @@ class Zip(Node):
                 result = n
         return result
 
-    def open(self, ctx):
-        return ZipIterator(self.structure, [ctx.open(c) for c in self.children])
-
     def open_chunks(self, ctx, state=None):
         return ZipChunks(self, ctx, state)
 
@@ -79,28 +76,6 @@ class Zip(Node):
         source = ChunkSource(self, leaves, rows, open_reader)
         source.in_place = all(s.in_place for s in sources)
         return source
-
-
-class ZipIterator:
-    def __init__(self, structure, iterators):
-        self.structure = structure
-        self.iterators = iterators
-        self.done = False
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if self.done:
-            raise StopIteration
-        values = []
-        for it in self.iterators:
-            try:
-                values.append(next(it))
-            except StopIteration:
-                self.done = True
-                raise
-        return pack_as(self.structure, [values[i] for i in flatten(self.structure)])
 
 
 class ZipChunks(ChunkIter):

@@ -224,18 +224,6 @@ class ReaderRecords(Node):
         r = self.source
         return f"{type(r.reader).__name__}[{r.reader.name}].read({r.filenames.kind} '{r.filenames.name}')"
 
-    def open(self, ctx):
-        chunks = self.open_chunks(ctx)
-        try:
-            while True:
-                chunk = chunks.next(256)
-                if chunk is None:
-                    return
-                rows = [c.values() for c in chunk.columns]
-                yield from (zip(*rows) if self.with_key else rows[0])
-        finally:
-            chunks.close()
-
     def open_chunks(self, ctx, state=None):
         if state is not None:
             raise UnimplementedError("records read from a TF1 queue have no saveable position")

@@ -427,14 +427,6 @@ def test_save_restore_parallel_reads(tmp_path):
     assert head + [b.tolist() for b in it2] == full
 
 
-def test_element_path_agrees(tmp_path):
-    p = tmp_path / "e.txt"
-    lines = _write_lines(p, 100, "e")
-    options = nd.Options()
-    options.chunked = False
-    assert read_all(nd.TextLineDataset(str(p)).with_options(options)) == lines
-
-
 def test_explain_names_the_reader(tmp_path):
     p = tmp_path / "x.tfrecord"
     with nd.io.TFRecordWriter(str(p)) as w:

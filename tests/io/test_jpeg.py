@@ -238,9 +238,6 @@ def test_decode_of_one_component_is_a_record_kernel():
             _run(ds, fusion)
         kept = _run(ds.ignore_errors(), fusion)
         assert [int(label) for _, label in kept] == [0, 2, 4, 6, 8, 10, 12, 16, 18]
-    options = nd.Options()
-    options.chunked = False
-    assert [int(l) for _, l in ds.take(7).with_options(options)] == [0, 2, 4, 6, 8, 10, 12]
     it = iter(ds.take(7).compile())
     first = [next(it) for _ in range(3)]
     state = it.save()

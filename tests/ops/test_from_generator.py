@@ -1,5 +1,6 @@
 """Dataset.from_generator: output_types/output_shapes, output_signature, args, errors."""
 
+import numba
 import numpy as np
 import pytest
 
@@ -274,3 +275,55 @@ def test_signature_of_non_specs_is_type_error():
 def test_shapes_without_types_is_type_error():
     with pytest.raises(TypeError, match="from_generator"):
         nd.Dataset.from_generator(lambda: iter([1]), output_shapes=())
+
+
+def _raises_at_five():
+    for i in range(10):
+        if i == 5:
+            raise ValueError("boom")
+        yield np.full(3, i, np.float32)
+
+
+@numba.njit
+def _row_sum(x):
+    return x.sum()
+
+
+def _fused():
+    o = nd.Options()
+    o.fusion_min_rows = 0
+    return o
+
+
+@pytest.mark.parametrize("build", [
+    lambda ds: ds,
+    lambda ds: ds.map(lambda x: x * 2),
+    lambda ds: ds.map(lambda x: x.sum()),
+    lambda ds: ds.map(_row_sum),
+    lambda ds: ds.map(_row_sum).with_options(_fused()),
+    lambda ds: ds.map(lambda x: x * 2).with_options(_fused()),
+    lambda ds: ds.map(lambda x: x * 2, num_parallel_calls=3),
+    lambda ds: ds.map(lambda x: x * 2).prefetch(2),
+    lambda ds: ds.map(lambda x: x * 2, num_parallel_calls=nd.AUTOTUNE).prefetch(nd.AUTOTUNE),
+], ids=["alone", "lifted", "compiled", "njit", "njit-fused", "lifted-fused", "parallel",
+        "prefetch", "autotune"])
+def test_elements_before_a_generator_error_are_delivered(build):
+    """tf.data yields 0..4 and then the generator's error, with or without a map."""
+    ds = build(nd.Dataset.from_generator(_raises_at_five,
+                                         output_signature=nd.TensorSpec((3,), np.float32)))
+    got = []
+    with pytest.raises(nd.errors.InvalidArgumentError, match="boom") as info:
+        for x in ds:
+            got.append(np.asarray(x))
+    assert len(got) == 5
+    assert [float(np.sum(g)) for g in got] == [float(np.sum(x)) for x in
+                                               [build_ref(i, build) for i in range(5)]]
+    assert isinstance(info.value.__cause__, ValueError)
+
+
+def build_ref(i, build):
+    """Element ``i`` of the same pipeline over a generator that does not raise."""
+    def gen():
+        yield np.full(3, i, np.float32)
+    return next(iter(build(nd.Dataset.from_generator(
+        gen, output_signature=nd.TensorSpec((3,), np.float32)))))

@@ -252,9 +252,3 @@ def test_state_is_small_for_shuffles_over_arrays():
         next(it)
     # the buffer holds row numbers: 1000 int64, not 1000 rows of 72 bytes
     assert len(it.save()) < 20_000
-
-
-def test_element_path_cannot_save():
-    it = iter(nd.Dataset.range(3).with_options(_options(chunked=False)))
-    with pytest.raises(nd.errors.UnimplementedError, match="chunk executor"):
-        it.save()

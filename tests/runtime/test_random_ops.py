@@ -104,7 +104,6 @@ def test_shuffle_order_is_the_same_on_every_executor_and_thread_count():
             300, seed=4).map(lambda a, b: (a, b * 2)).batch(64).with_options(o)
 
     reference = [b[0].tolist() for b in make(fusion=False)]
-    assert [b[0].tolist() for b in make(chunked=False)] == reference
     assert [b[0].tolist() for b in make(fusion_min_rows=0)] == reference
     assert [b[0].tolist() for b in make(fusion_min_rows=0, chunk_rows=7)] == reference
     o = nd.Options()

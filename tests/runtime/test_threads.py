@@ -176,3 +176,36 @@ def test_prefetch_autotune_reports_its_buffer_and_waits():
     stats = [s for s in pipe.stats().stages if s.title.startswith("prefetch")]
     assert stats and stats[0].chosen["buffer rows"] >= 2 and stats[0].wait_seconds > 0
     assert "consumer waited" in pipe.explain(stats=True)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: nd.Dataset.range(20_000),
+    lambda: nd.Dataset.range(20_000).map(lambda x: x * 3).filter(lambda x: x % 2 == 0),
+    lambda: nd.Dataset.range(20_000).shuffle(500, seed=3).prefetch(4),
+    lambda: nd.Dataset.range(20_000).map(slow_int, num_parallel_calls=2),
+], ids=["range", "fused", "shuffle-prefetch", "python-map"])
+def test_threads_sharing_one_iterator_get_disjoint_elements(build):
+    """Several threads calling next() on one iterator: every element exactly once."""
+    expected = sorted(int(x) for x in build())
+    it = iter(build())
+    got: list = [[] for _ in range(4)]
+    errors = []
+
+    def drain(out):
+        try:
+            for x in it:
+                out.append(int(x))
+        except Exception as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=drain, args=(out,)) for out in got]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(x for out in got for x in out) == expected
+
+
+def slow_int(x):
+    return np.int64(int(x) * 2)
