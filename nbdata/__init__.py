@@ -8,11 +8,12 @@ from nbdata.io.datasets import FixedLengthRecordDataset, TFRecordDataset, TextLi
 from nbdata.iterator import Initializer, Iterator
 from nbdata.ops.node import AUTOTUNE, INFINITE, UNKNOWN
 from nbdata.options import AutotuneOptions, OptimizationOptions, Options, ThreadingOptions
-from nbdata.placeholder import Placeholder, placeholder
-from nbdata.sparse import SparseTensor, SparseTensorSpec
+from nbdata.trace.placeholder import Placeholder, placeholder
+from nbdata.spec import SparseTensor, SparseTensorSpec
 from nbdata.spec import DatasetSpec, TensorSpec, string
-from nbdata.train.graph import (Graph, GraphKeys, Operation, Tensor, TensorShape, constant,
-                                get_default_graph, name_scope, reset_default_graph)
+from nbdata.train.graph import GraphKeys
+from nbdata.trace.graph import Graph, Operation, Tensor, constant, get_default_graph, name_scope, reset_default_graph
+from nbdata.trace.shape import TensorShape
 from nbdata.train.ops import py_func
 from nbdata.train.queues import FIFOQueue, PaddingFIFOQueue, QueueBase, RandomShuffleQueue
 from nbdata.train.readers import (FixedLengthRecordReader, IdentityReader, ReaderBase,

@@ -12,7 +12,7 @@ from nbdata.compiler.executor import RunState
 from nbdata.compiler.pipeline import Pipeline
 from nbdata.errors import InvalidArgumentError
 from nbdata.iterator import Iterator, spec_from_types
-from nbdata.ops.batch import Batch, batched_spec
+from nbdata.ops.batch import Batch
 from nbdata.ops.cache import Cache, MemoryStore
 from nbdata.ops.concatenate import Concatenate
 from nbdata.ops.enumerate import Enumerate
@@ -21,8 +21,7 @@ from nbdata.ops.flat_map import FlatMap
 from nbdata.ops.from_generator import FromGenerator
 from nbdata.ops.from_tensor_slices import FromTensorSlices, check_sliceable
 from nbdata.ops.from_tensors import FromTensors
-from nbdata.ops.function import (UserFunction, canonical_output, check_dataset_spec,
-                                 check_predicate_spec, conform)
+from nbdata.ops.function import UserFunction, check_dataset_spec, check_predicate_spec
 from nbdata.ops.ignore_errors import IgnoreErrors
 from nbdata.ops.interleave import Interleave
 from nbdata.ops.list_files import match_files
@@ -42,8 +41,9 @@ from nbdata.ops.unbatch import Unbatch
 from nbdata.ops.window import Window
 from nbdata.ops.zip import Zip
 from nbdata.options import Options
-from nbdata.placeholder import Placeholder
-from nbdata.spec import (DatasetBase, DatasetSpec, TensorSpec, as_dtype, flatten, flatten_up_to,
+from nbdata.trace.abstract import canonical_output, conform
+from nbdata.trace.placeholder import Placeholder
+from nbdata.spec import (DatasetBase, batched_spec, DatasetSpec, TensorSpec, as_dtype, flatten, flatten_up_to,
                          is_dataset, map_nest, map_structure, pack_as, string, to_leaf)
 
 
@@ -124,12 +124,13 @@ class Dataset(DatasetBase):
         return Dataset(FromTensors(value))
 
     def _fn(self, fn: Callable, op: str, output_spec: Any = None,
-            name: str | None = None) -> UserFunction:
+            name: str | None = None, record: bool = False) -> UserFunction:
         """``fn`` bound to ``op`` (named ``op[name]`` in errors when the op has a name)."""
         if name is not None and not isinstance(name, str):
             raise TypeError(f"{op}: name must be a string, got {type(name).__name__}")
         label = f"{op}[{name}]" if name else op
-        return UserFunction(fn, label, self.element_spec, Dataset._make_dataset, output_spec)
+        return UserFunction(fn, label, self.element_spec, Dataset._make_dataset, output_spec,
+                            record=record)
 
     # ------------------------------------------------------------ sources
     @staticmethod
@@ -320,7 +321,8 @@ class Dataset(DatasetBase):
                 device_index(device)   # a GPU name, else ValueError
             return self._derive(gpu_map(self._node, map_func, name, per_value=device is not None))
         threads = _parallel_calls(num_parallel_calls, "map")
-        fn = self._fn(map_func, "map", _tupleize(output_signature) if output_signature else None, name)
+        fn = self._fn(map_func, "map", _tupleize(output_signature) if output_signature else None,
+                      name, record=True)
         return self._derive(Map(self._node, fn, threads, deterministic, name=name))
 
     def random_map(self, map_func: Callable, seed: int | None = None,
@@ -362,7 +364,7 @@ class Dataset(DatasetBase):
         >>> [int(x) for x in nd.Dataset.range(6).filter(lambda x: x % 3 == 0)]
         [0, 3]
         """
-        fn = self._fn(predicate, "filter", name=name)
+        fn = self._fn(predicate, "filter", name=name, record=True)
         check_predicate_spec(fn.output_spec, "filter", fn.name)
         return self._derive(Filter(self._node, fn, name=name))
 
@@ -844,7 +846,7 @@ class Dataset(DatasetBase):
         >>> nd.Dataset.range(3).output_classes
         <class 'numpy.ndarray'>
         """
-        from nbdata.sparse import SparseTensor, SparseTensorSpec
+        from nbdata.spec import SparseTensor, SparseTensorSpec
         return map_structure(lambda s: np.ndarray if isinstance(s, TensorSpec) else
                              SparseTensor if isinstance(s, SparseTensorSpec) else Dataset,
                              self.element_spec)

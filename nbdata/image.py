@@ -1,12 +1,19 @@
-"""CPU image ops that compile inside fused map stages.
+"""``nd.image``: TensorFlow's image ops on (H, W, C) NumPy images, each an op-table entry.
 
-Each op is a Python function that runs its Numba implementation; inside compiled
-functions the implementation is called directly (an overload). Traced with symbolic
-inputs (a fused map whose function only crops, flips and normalizes), the ops build
-expressions instead: the fused kernel then reads each output pixel straight from the
-source image, with no intermediate arrays, and computes the same values. The resizing
-and layout ops (resize, random_resized_crop, transpose, hwc_to_chw) run as compiled
-calls there instead; cast lifts as an elementwise cast.
+Every op here is defined once (``nbdata.primitives.table.define``): its eager
+implementation (a Numba kernel called from Python), its Numba implementation (the same
+kernel, so a compiled map function calls it directly), and where it has them its scalar
+lift rule and its GPU step. Inside a fused map, ops with a lift rule (crops, flips,
+normalize, cast, brightness) become expressions: the fused kernel reads each output
+pixel straight from the source image, with no intermediate arrays, and computes the
+same values; the others (resizes, layout changes, contrast, saturation, grayscale) run
+as compiled calls in the same kernel. Given TF1 graph tensors they record graph ops; in
+a map after ``prefetch_to_device`` their ``nd.gpu`` forms are steps of one fused GPU
+kernel (``nbdata/primitives/gpu.py``).
+
+Randomness is counter-based: ``seed=(seed, counter)`` draws with ``nbdata.random`` from
+the op's own streams, so the same seed gives the same result eagerly, fused, on the GPU
+and after a restore.
 """
 
 import operator
@@ -14,12 +21,15 @@ import operator
 import numba
 import numpy as np
 from numba.core import types
-from numba.core.errors import TypingError
 from numba.extending import overload
+from numba.core.errors import TypingError
 from numba.np.numpy_support import as_dtype
 
 from nbdata import random
-from nbdata.train.graph import is_symbolic, record
+from nbdata.errors import InvalidArgumentError
+from nbdata.primitives import expr
+from nbdata.primitives.expr import NotElementwise
+from nbdata.primitives.table import define
 
 # Stream ids of the random draws (the ASCII of their names), so that each op
 # draws independent values even when given the same (seed, counter).
@@ -30,39 +40,6 @@ _FLIP_STREAM = 0x666C69705F6C5F72  # b"flip_l_r"
 
 @numba.njit(nogil=True, cache=True)
 def _random_crop(image, size, seed):
-    """Crops a random (h, w) window out of an HWC image.
-
-    Stateless, like ``tf.image.stateless_random_crop``: the window depends
-    only on ``seed``. The top offset is uniform in [0, H - h] and the left
-    offset uniform in [0, W - w], drawn independently as
-    ``random.randint(random.key(seed[0], stream, 0), seed[1], 0, H - h + 1)``
-    (and likewise for W) with a distinct stream id for each.
-
-    Args:
-        image: An (H, W, C) array of any numeric dtype.
-        size: The crop size ``(h, w, c)``; ``c`` must equal C.
-        seed: ``(seed, counter)``, two int64 values (a tuple or array); pass
-            e.g. the element index from ``Dataset.enumerate`` as the counter
-            to crop each element differently.
-
-    Returns:
-        The (h, w, C) window as a view of ``image`` (no copy, so a fused map
-        allocates nothing for it; ``.copy()`` it before writing into it).
-
-    Raises:
-        ValueError: If the crop does not fit in the image or ``c != C``.
-
-    Example:
-        >>> import numpy as np
-        >>> from nbdata import image
-        >>> img = np.arange(5 * 6 * 3, dtype=np.uint8).reshape(5, 6, 3)
-        >>> crop = image.random_crop(img, (3, 4, 3), seed=(7, 0))
-        >>> crop.shape, crop.dtype
-        ((3, 4, 3), dtype('uint8'))
-        >>> again = image.random_crop(img, (3, 4, 3), seed=(7, 0))
-        >>> np.array_equal(again, crop)
-        True
-    """
     height, width, channels = image.shape
     crop_height, crop_width, crop_channels = size
     if crop_channels != channels:
@@ -90,49 +67,11 @@ def _random_crop(image, size, seed):
 
 @numba.njit(nogil=True, cache=True)
 def _flip_left_right(image):
-    """Mirrors an HWC image along its width axis.
-
-    Args:
-        image: An (H, W, C) array of any numeric dtype.
-
-    Returns:
-        A new C-contiguous array equal to ``image[:, ::-1]``.
-
-    Example:
-        >>> import numpy as np
-        >>> from nbdata import image
-        >>> img = np.arange(6, dtype=np.uint8).reshape(1, 3, 2)
-        >>> image.flip_left_right(img)[0].tolist()
-        [[4, 5], [2, 3], [0, 1]]
-    """
     return image[:, ::-1].copy()
 
 
 @numba.njit(nogil=True, cache=True)
 def _random_flip_left_right(image, seed):
-    """Mirrors an HWC image along its width axis with probability 1/2.
-
-    Stateless, like ``tf.image.stateless_random_flip_left_right``: whether
-    it flips depends only on ``seed``, through
-    ``random.uniform(random.key(seed[0], stream, 0), seed[1]) < 0.5``.
-
-    Args:
-        image: An (H, W, C) array of any numeric dtype.
-        seed: ``(seed, counter)``, two int64 values (a tuple or array); pass
-            e.g. the element index as the counter.
-
-    Returns:
-        A view of ``image``, mirrored or not (no copy; ``.copy()`` it before
-        writing into it).
-
-    Example:
-        >>> import numpy as np
-        >>> from nbdata import image
-        >>> img = np.arange(6, dtype=np.uint8).reshape(1, 3, 2)
-        >>> outs = [image.random_flip_left_right(img, (1, i)) for i in range(1000)]
-        >>> 400 < sum(int(out[0, 0, 0]) == 4 for out in outs) < 600
-        True
-    """
     step = -1 if random.uniform(random.key(seed[0], _FLIP_STREAM, 0), seed[1]) < 0.5 else 1
     return image[:, ::step]
 
@@ -170,33 +109,6 @@ def _per_channel(values, channels):
 
 @numba.njit(nogil=True, cache=True)
 def _normalize(image, mean, std):
-    """Standardizes an HWC image: ``(image - mean) / std`` in float32.
-
-    The image, ``mean`` and ``std`` are each rounded to float32 first and
-    the arithmetic is float32, so the result is bit-identical to
-    ``(image.astype(np.float32) - np.float32(mean)) / np.float32(std)`` in
-    NumPy.
-
-    Args:
-        image: An (H, W, C) array of any numeric dtype.
-        mean: A number, or one number per channel (array, tuple or list).
-        std: A number, or one number per channel (array, tuple or list).
-
-    Returns:
-        A new C-contiguous float32 array of the image's shape.
-
-    Raises:
-        ValueError: If ``mean`` or ``std`` has neither 1 nor C values.
-
-    Example:
-        >>> import numpy as np
-        >>> from nbdata import image
-        >>> img = np.array([[[0, 128, 255]]], dtype=np.uint8)
-        >>> image.normalize(img, 127.5, 127.5)
-        array([[[-1.        ,  0.00392157,  1.        ]]], dtype=float32)
-        >>> image.normalize(img, np.array([0.0, 128.0, 255.0]), (1, 2, 4))
-        array([[[0., 0., 0.]]], dtype=float32)
-    """
     height, width, channels = image.shape
     mean_c = _channel_values(mean, channels)
     std_c = _channel_values(std, channels)
@@ -217,6 +129,8 @@ def _normalize(image, mean, std):
                 value = np.float32(image[y, x, c])
                 out[y, x, c] = (value - mean_c[c]) / std_c[c]
     return out
+
+
 
 
 # ------------------------------------------------------- resizing and layout
@@ -456,74 +370,9 @@ def _cast(image, dtype):
     return np.ascontiguousarray(image.astype(dtype))  # astype keeps a Fortran layout
 
 
-# ---------------------------------------------------------------- dispatch
-
-def _symbolic(*values) -> bool:
-    from nbdata.compiler.elementwise import Sym
-    return any(isinstance(v, Sym) for v in values)
-
-
-def _draw_window(image, size, seed):
-    from nbdata.compiler import elementwise as ew
-    height, width, channels = image.expr.shape if image.expr.kind != "window" else image.expr.shape
-    crop_height, crop_width, crop_channels = (int(v) for v in size)
-    if crop_channels != channels or crop_height > height or crop_width > width:
-        raise ew.NotElementwise("a crop that does not fit")
-    top = ew.draw("randint", seed[0], seed[1], _CROP_TOP_STREAM, 0, height - crop_height + 1)
-    left = ew.draw("randint", seed[0], seed[1], _CROP_LEFT_STREAM, 0, width - crop_width + 1)
-    return ew.window(image, (crop_height, crop_width, channels), top, left, False)
-
-
-def random_crop(image, size, seed):
-    if is_symbolic(image, size, seed):
-        return record(random_crop, (image, size, seed), {}, "random_crop")
-    return _draw_window(image, size, seed) if _symbolic(image, *seed) else _random_crop(image, size, seed)
-
-
-def flip_left_right(image):
-    if is_symbolic(image):
-        return record(flip_left_right, (image,), {}, "flip_left_right")
-    if _symbolic(image):
-        from nbdata.compiler import elementwise as ew
-        return ew.flipped(image, True)
-    return _flip_left_right(image)
-
-
-def random_flip_left_right(image, seed):
-    if is_symbolic(image, seed):
-        return record(random_flip_left_right, (image, seed), {}, "random_flip_left_right")
-    if _symbolic(image, *seed):
-        from nbdata.compiler import elementwise as ew
-        flip = ew.draw("uniform", seed[0], seed[1], _FLIP_STREAM) < 0.5
-        return ew.flipped(image, flip)
-    return _random_flip_left_right(image, seed)
-
-
-def normalize(image, mean, std):
-    if is_symbolic(image, mean, std):
-        return record(normalize, (image, mean, std), {}, "normalize")
-    if _symbolic(image):
-        from nbdata.compiler import elementwise as ew
-        shape = image.expr.shape
-        if image.expr.dtype.kind not in "biuf" or len(shape) != 3 or _symbolic(mean, std):
-            raise ew.NotElementwise("normalize of a non-image or with symbolic constants")
-        channels = shape[2]
-        m = ew.channel_constant(_per_channel(np.asarray(mean, np.float64), channels), shape)
-        s = ew.channel_constant(_per_channel(np.asarray(std, np.float64), channels), shape)
-        return (image.astype(np.float32) - m) / s
-    return _normalize(image, mean, std)
-
-
-# -------------------------------------------- resizing and layout: dispatch
+# ------------------------------------------------------------- arguments
 
 _RESIZE_METHODS = ("bilinear", "nearest")
-
-
-def _not_liftable(op, *values):
-    """Fused-map tracing: these ops run as compiled calls, not expressions."""
-    if _symbolic(*values):
-        from nbdata.compiler import elementwise as ew
-        raise ew.NotElementwise(op)
 
 
 def _as_image(op, image, kinds="iuf"):
@@ -581,6 +430,237 @@ def _seed_pair(op, seed):
     return tuple(_as_int64(v) for v in _int_pair(op, "seed", seed))
 
 
+def _cast_dtype(dtype):
+    """``dtype`` as a NumPy bool, integer, float32 or float64 dtype, or TypeError."""
+    try:
+        target = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"cast: {dtype!r} is not a dtype") from None
+    if target.kind not in "biuf" or target == np.float16:
+        raise TypeError(f"cast: unsupported target dtype {target}")
+    return target
+
+
+def _typing_image(op, image, ndims=(3,)):
+    if not (isinstance(image, types.Array) and image.ndim in ndims
+            and isinstance(image.dtype, (types.Integer, types.Float))
+            and image.dtype != types.float16):
+        shape = "(H, W, C)" if ndims == (3,) else f"{ndims[0]}-D to {ndims[-1]}-D"
+        raise TypingError(f"{op}: expected a {shape} array of integers, float32 or "
+                          f"float64, got {image}")
+
+
+def _typing_pair(op, name, value, kinds, required=True):
+    # an omitted argument arrives as its default (or as types.Omitted)
+    if not required and (isinstance(value, (tuple, types.Omitted))):
+        return
+    if isinstance(value, types.BaseTuple) and len(value) == 2 and all(
+            isinstance(t, kinds) for t in value):
+        return
+    if isinstance(value, types.Array) and value.ndim == 1 and isinstance(value.dtype, kinds):
+        return
+    if (value is None or isinstance(value, (types.NoneType, types.Omitted))) and name == "seed":
+        raise TypingError(f"{op}: seed=(seed, counter) is required")
+    raise TypingError(f"{op}: {name} must be a pair of "
+                      f"{'integers' if kinds is types.Integer else 'numbers'}, got {value}")
+
+
+@numba.njit(nogil=True, cache=True)
+def _pair_length(op, name, value):
+    if len(value) != 2:
+        raise ValueError(op + ": " + name + " must have 2 values, got " + str(len(value)))
+
+
+
+# ------------------------------------------------------------------ crops and flips
+
+def _draw_window(image, size, seed):
+    """The lift of random_crop: a window of the image at drawn offsets."""
+    if not isinstance(image, expr.Expr) or not isinstance(seed, (tuple, list)) or len(seed) != 2:
+        raise NotElementwise("random_crop of a computed or non-image value")
+    if len(image.shape) != 3 or not isinstance(size, (tuple, list)) or len(size) != 3:
+        raise NotElementwise("random_crop needs an (H, W, C) image and a constant size")
+    height, width, channels = image.shape
+    crop_height, crop_width, crop_channels = (int(v) for v in size)
+    if crop_channels != channels or crop_height > height or crop_width > width:
+        raise NotElementwise("a crop that does not fit")
+    top = expr.draw("randint", seed[0], seed[1], _CROP_TOP_STREAM, 0, height - crop_height + 1)
+    left = expr.draw("randint", seed[0], seed[1], _CROP_LEFT_STREAM, 0, width - crop_width + 1)
+    return expr.window(image, (crop_height, crop_width, channels), top, left, False)
+
+
+def _lift_flip(image):
+    return expr.flipped(image, True)
+
+
+def _lift_random_flip(image, seed):
+    if not isinstance(seed, (tuple, list)) or len(seed) != 2:
+        raise NotElementwise("random_flip_left_right with a seed that is not a pair")
+    draw = expr.draw("uniform", seed[0], seed[1], _FLIP_STREAM)
+    return expr.flipped(image, expr.apply_ufunc(np.less, draw, 0.5))
+
+
+def _lift_normalize(image, mean, std):
+    if not isinstance(image, expr.Expr) or image.dtype.kind not in "biuf" or len(image.shape) != 3 \
+            or isinstance(mean, expr.Expr) or isinstance(std, expr.Expr):
+        raise NotElementwise("normalize of a non-image or with symbolic constants")
+    shape = image.shape
+    channels = shape[2]
+    m = expr.channel_constant(_per_channel(np.asarray(mean, np.float64), channels), shape)
+    s = expr.channel_constant(_per_channel(np.asarray(std, np.float64), channels), shape)
+    return expr.apply_ufunc(np.true_divide,
+                            expr.apply_ufunc(np.subtract, expr.cast(image, np.float32), m), s)
+
+
+@define(lift=_draw_window,
+        numba=lambda image, size, seed: lambda image, size, seed: _random_crop(image, size, seed))
+def random_crop(image, size, seed):
+    """Crops a random (h, w) window out of an HWC image.
+
+    Stateless, like ``tf.image.stateless_random_crop``: the window depends
+    only on ``seed``. The top offset is uniform in [0, H - h] and the left
+    offset uniform in [0, W - w], drawn independently as
+    ``random.randint(random.key(seed[0], stream, 0), seed[1], 0, H - h + 1)``
+    (and likewise for W) with a distinct stream id for each.
+
+    Args:
+        image: An (H, W, C) array of any numeric dtype.
+        size: The crop size ``(h, w, c)``; ``c`` must equal C.
+        seed: ``(seed, counter)``, two int64 values (a tuple or array); pass
+            e.g. the element index from ``Dataset.enumerate`` as the counter
+            to crop each element differently.
+
+    Returns:
+        The (h, w, C) window as a view of ``image`` (no copy, so a fused map
+        allocates nothing for it; ``.copy()`` it before writing into it).
+
+    Raises:
+        ValueError: If the crop does not fit in the image or ``c != C``.
+
+    Example:
+        >>> import numpy as np
+        >>> from nbdata import image
+        >>> img = np.arange(5 * 6 * 3, dtype=np.uint8).reshape(5, 6, 3)
+        >>> crop = image.random_crop(img, (3, 4, 3), seed=(7, 0))
+        >>> crop.shape, crop.dtype
+        ((3, 4, 3), dtype('uint8'))
+        >>> again = image.random_crop(img, (3, 4, 3), seed=(7, 0))
+        >>> np.array_equal(again, crop)
+        True
+    """
+    return _random_crop(image, size, seed)
+
+
+@define(lift=_lift_flip, numba=lambda image: lambda image: _flip_left_right(image))
+def flip_left_right(image):
+    """Mirrors an HWC image along its width axis.
+
+    Args:
+        image: An (H, W, C) array of any numeric dtype.
+
+    Returns:
+        A new C-contiguous array equal to ``image[:, ::-1]``.
+
+    Example:
+        >>> import numpy as np
+        >>> from nbdata import image
+        >>> img = np.arange(6, dtype=np.uint8).reshape(1, 3, 2)
+        >>> image.flip_left_right(img)[0].tolist()
+        [[4, 5], [2, 3], [0, 1]]
+    """
+    return _flip_left_right(image)
+
+
+@define(lift=_lift_random_flip,
+        numba=lambda image, seed: lambda image, seed: _random_flip_left_right(image, seed))
+def random_flip_left_right(image, seed):
+    """Mirrors an HWC image along its width axis with probability 1/2.
+
+    Stateless, like ``tf.image.stateless_random_flip_left_right``: whether
+    it flips depends only on ``seed``, through
+    ``random.uniform(random.key(seed[0], stream, 0), seed[1]) < 0.5``.
+
+    Args:
+        image: An (H, W, C) array of any numeric dtype.
+        seed: ``(seed, counter)``, two int64 values (a tuple or array); pass
+            e.g. the element index as the counter.
+
+    Returns:
+        A view of ``image``, mirrored or not (no copy; ``.copy()`` it before
+        writing into it).
+
+    Example:
+        >>> import numpy as np
+        >>> from nbdata import image
+        >>> img = np.arange(6, dtype=np.uint8).reshape(1, 3, 2)
+        >>> outs = [image.random_flip_left_right(img, (1, i)) for i in range(1000)]
+        >>> 400 < sum(int(out[0, 0, 0]) == 4 for out in outs) < 600
+        True
+    """
+    return _random_flip_left_right(image, seed)
+
+
+@define(lift=_lift_normalize,
+        numba=lambda image, mean, std: lambda image, mean, std: _normalize(image, mean, std))
+def normalize(image, mean, std):
+    """Standardizes an HWC image: ``(image - mean) / std`` in float32.
+
+    The image, ``mean`` and ``std`` are each rounded to float32 first and
+    the arithmetic is float32, so the result is bit-identical to
+    ``(image.astype(np.float32) - np.float32(mean)) / np.float32(std)`` in
+    NumPy.
+
+    Args:
+        image: An (H, W, C) array of any numeric dtype.
+        mean: A number, or one number per channel (array, tuple or list).
+        std: A number, or one number per channel (array, tuple or list).
+
+    Returns:
+        A new C-contiguous float32 array of the image's shape.
+
+    Raises:
+        ValueError: If ``mean`` or ``std`` has neither 1 nor C values.
+
+    Example:
+        >>> import numpy as np
+        >>> from nbdata import image
+        >>> img = np.array([[[0, 128, 255]]], dtype=np.uint8)
+        >>> image.normalize(img, 127.5, 127.5)
+        array([[[-1.        ,  0.00392157,  1.        ]]], dtype=float32)
+        >>> image.normalize(img, np.array([0.0, 128.0, 255.0]), (1, 2, 4))
+        array([[[0., 0., 0.]]], dtype=float32)
+    """
+    return _normalize(image, mean, std)
+
+
+# -------------------------------------------------------------- resizing and layout
+
+def _resize_nopython(image, size, method="bilinear"):
+    _typing_image("resize", image)
+    _typing_pair("resize", "size", size, types.Integer)
+    if isinstance(method, str):   # omitted: the default itself
+        name = method
+    elif isinstance(method, types.Omitted):
+        name = method.value
+    elif isinstance(method, types.StringLiteral):
+        name = method.literal_value
+    elif isinstance(method, types.UnicodeType):
+        raise TypingError("resize: inside numba.njit functions method must be a "
+                          "constant string")
+    else:
+        raise TypingError(f"resize: method must be a string, got {method}")
+    if name not in _RESIZE_METHODS:
+        raise ValueError(f"resize: unsupported method {name!r}; expected one of "
+                         f"{', '.join(map(repr, _RESIZE_METHODS))}")
+    resize_impl = _resize_bilinear if name == "bilinear" else _resize_nearest
+
+    def impl(image, size, method="bilinear"):
+        _pair_length("resize", "size", size)
+        return resize_impl(image, size[0], size[1])
+    return impl
+
+
+@define(numba=_resize_nopython, numba_options={"prefer_literal": True})
 def resize(image, size, method="bilinear"):
     """Resizes an (H, W, C) image to ``size`` like TF2's ``tf.image.resize``.
 
@@ -631,9 +711,6 @@ def resize(image, size, method="bilinear"):
         >>> image.resize(img, (1, 4), method="nearest")[..., 0]
         array([[20, 20, 30, 30]], dtype=uint8)
     """
-    if is_symbolic(image, size):
-        return record(resize, (image, size), {"method": method}, "resize")
-    _not_liftable("resize", image)
     if not isinstance(method, str):
         raise TypeError(f"resize: method must be a string, got {method!r}")
     if method not in _RESIZE_METHODS:
@@ -646,6 +723,27 @@ def resize(image, size, method="bilinear"):
     return _resize_nearest(image, out_height, out_width)
 
 
+def _random_resized_crop_window_nopython(height, width, scale=(0.08, 1.0),
+                                         ratio=(3 / 4, 4 / 3), seed=None):
+    op = "random_resized_crop"
+    for name, value in (("height", height), ("width", width)):
+        if not isinstance(value, types.Integer):
+            raise TypingError(f"{op}: {name} must be an integer, got {value}")
+    _typing_pair(op, "scale", scale, (types.Integer, types.Float), required=False)
+    _typing_pair(op, "ratio", ratio, (types.Integer, types.Float), required=False)
+    _typing_pair(op, "seed", seed, types.Integer)
+
+    def impl(height, width, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), seed=None):
+        _pair_length(op, "scale", scale)
+        _pair_length(op, "ratio", ratio)
+        _pair_length(op, "seed", seed)
+        return _random_resized_crop_window(
+            np.int64(height), np.int64(width), np.float64(scale[0]), np.float64(scale[1]),
+            np.float64(ratio[0]), np.float64(ratio[1]), np.int64(seed[0]), np.int64(seed[1]))
+    return impl
+
+
+@define(numba=_random_resized_crop_window_nopython)
 def random_resized_crop_window(height, width, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3),
                                seed=None):
     """The window ``(top, left, h, w)`` that :func:`random_resized_crop` resizes.
@@ -695,6 +793,27 @@ def random_resized_crop_window(height, width, scale=(0.08, 1.0), ratio=(3 / 4, 4
     return int(top), int(left), int(crop_height), int(crop_width)
 
 
+def _random_resized_crop_nopython(image, size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3),
+                                  seed=None):
+    op = "random_resized_crop"
+    _typing_image(op, image)
+    _typing_pair(op, "size", size, types.Integer)
+    _typing_pair(op, "scale", scale, (types.Integer, types.Float), required=False)
+    _typing_pair(op, "ratio", ratio, (types.Integer, types.Float), required=False)
+    _typing_pair(op, "seed", seed, types.Integer)
+
+    def impl(image, size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), seed=None):
+        _pair_length(op, "size", size)
+        _pair_length(op, "scale", scale)
+        _pair_length(op, "ratio", ratio)
+        _pair_length(op, "seed", seed)
+        return _random_resized_crop(
+            image, size[0], size[1], np.float64(scale[0]), np.float64(scale[1]),
+            np.float64(ratio[0]), np.float64(ratio[1]), np.int64(seed[0]), np.int64(seed[1]))
+    return impl
+
+
+@define(numba=_random_resized_crop_nopython)
 def random_resized_crop(image, size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), seed=None):
     """Crops a random window of random area and aspect ratio and resizes it.
 
@@ -760,11 +879,7 @@ def random_resized_crop(image, size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), se
         >>> np.array_equal(out, image.resize(window, (16, 16)))
         True
     """
-    if is_symbolic(image, size, seed):
-        return record(random_resized_crop, (image, size),
-                      {"scale": scale, "ratio": ratio, "seed": seed}, "random_resized_crop")
     op = "random_resized_crop"
-    _not_liftable(op, image, *(seed if isinstance(seed, (tuple, list)) else ()))
     image = _as_image(op, image)
     out_height, out_width = _int_pair(op, "size", size)
     scale_low, scale_high = _float_pair(op, "scale", scale)
@@ -774,6 +889,20 @@ def random_resized_crop(image, size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), se
                                 ratio_low, ratio_high, seed, counter)
 
 
+def _transpose_nopython(image, perm):
+    if not (isinstance(image, types.Array) and isinstance(image.dtype, (
+            types.Boolean, types.Integer, types.Float))):
+        raise TypingError(f"transpose: expected a numeric array, got {image}")
+    if not (isinstance(perm, types.BaseTuple) and all(
+            isinstance(t, types.Integer) for t in perm)):
+        raise TypingError(f"transpose: perm must be a tuple of integers, got {perm}")
+    if len(perm) != image.ndim:
+        raise ValueError(f"transpose: perm has {len(perm)} axes but the array has "
+                         f"{image.ndim}")
+    return lambda image, perm: _transpose(image, perm)
+
+
+@define(numba=_transpose_nopython)
 def transpose(image, perm):
     """Permutes the axes of an array into a new C-contiguous array.
 
@@ -800,9 +929,6 @@ def transpose(image, perm):
         >>> out.shape, out.flags.c_contiguous, out[1].tolist()
         ((2, 2, 3), True, [[1, 3, 5], [7, 9, 11]])
     """
-    if is_symbolic(image, perm):
-        return record(transpose, (image, perm), {}, "transpose")
-    _not_liftable("transpose", image)
     image = np.asarray(image)
     if image.dtype.kind not in "biuf" or image.dtype == np.float16:
         raise TypeError(f"transpose: unsupported dtype {image.dtype}")
@@ -810,6 +936,16 @@ def transpose(image, perm):
     return _transpose(image, perm)
 
 
+def _hwc_to_chw_nopython(image):
+    if not (isinstance(image, types.Array) and image.ndim in (3, 4)):
+        raise TypingError(f"hwc_to_chw: expected an (H, W, C) or (N, H, W, C) array, "
+                          f"got {image}")
+    if image.ndim == 3:
+        return lambda image: transpose(image, (2, 0, 1))
+    return lambda image: transpose(image, (0, 3, 1, 2))
+
+
+@define(numba=_hwc_to_chw_nopython)
 def hwc_to_chw(image):
     """Moves the channel axis first: (H, W, C) -> (C, H, W), (N, H, W, C) -> (N, C, H, W).
 
@@ -831,9 +967,6 @@ def hwc_to_chw(image):
         >>> image.hwc_to_chw(img)[0].tolist()
         [[0, 3], [6, 9]]
     """
-    if is_symbolic(image):
-        return record(hwc_to_chw, (image,), {}, "hwc_to_chw")
-    _not_liftable("hwc_to_chw", image)
     image = np.asarray(image)
     if image.ndim not in (3, 4):
         raise ValueError(f"hwc_to_chw: expected an (H, W, C) or (N, H, W, C) array, "
@@ -841,17 +974,31 @@ def hwc_to_chw(image):
     return transpose(image, (2, 0, 1) if image.ndim == 3 else (0, 3, 1, 2))
 
 
-def _cast_dtype(dtype):
-    """``dtype`` as a NumPy bool, integer, float32 or float64 dtype, or TypeError."""
+def _cast_nopython(image, dtype):
+    if not (isinstance(image, types.Array) and isinstance(image.dtype, (
+            types.Boolean, types.Integer, types.Float))):
+        raise TypingError(f"cast: expected a numeric array, got {image}")
+    if isinstance(dtype, types.NumberClass):
+        target = dtype.instance_type
+    elif isinstance(dtype, types.DType):
+        target = dtype.dtype
+    elif isinstance(dtype, types.StringLiteral):
+        target = dtype.literal_value
+    else:
+        raise TypingError(f"cast: dtype must be a NumPy dtype or a constant string, got {dtype}")
     try:
-        target = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"cast: {dtype!r} is not a dtype") from None
-    if target.kind not in "biuf" or target == np.float16:
-        raise TypeError(f"cast: unsupported target dtype {target}")
-    return target
+        target = as_dtype(target) if isinstance(target, types.Type) else target
+    except NotImplementedError:
+        raise TypeError(f"cast: unsupported target dtype {target}") from None
+    target_type = _cast_dtype(target).type
+    return lambda image, dtype: _cast(image, target_type)
 
 
+def _lift_cast(image, dtype):
+    return expr.cast(image, _cast_dtype(dtype))
+
+
+@define(lift=_lift_cast, numba=_cast_nopython, numba_options={"prefer_literal": True})
 def cast(image, dtype):
     """Converts an array's values to ``dtype``, like ``tf.cast`` (no rescaling).
 
@@ -880,185 +1027,542 @@ def cast(image, dtype):
         >>> image.cast(np.array([0, 255], dtype=np.uint8), "float32")
         array([  0., 255.], dtype=float32)
     """
-    if is_symbolic(image):
-        return record(cast, (image,), {"dtype": dtype}, "cast")
     target = _cast_dtype(dtype)
-    if _symbolic(image):   # lifts into fused kernels as an elementwise cast
-        return image.astype(target)
     image = np.asarray(image)
     if image.dtype.kind not in "biuf" or image.dtype == np.float16:
         raise TypeError(f"cast: unsupported image dtype {image.dtype}")
     return _cast(image, target.type)
 
 
-for _public, _impl in ((random_crop, _random_crop), (flip_left_right, _flip_left_right),
-                       (random_flip_left_right, _random_flip_left_right), (normalize, _normalize)):
-    _public.__doc__ = _impl.__doc__
+# ------------------------------------------------------------------ color
+#
+# TensorFlow's color ops work in float32 on images converted as
+# ``tf.image.convert_image_dtype`` converts them: integers are scaled to [0, 1]
+# (``float32(x) * float32(1 / MAX)``), float32 stays as it is, float64 is cast to
+# float32 (float16 too: TF computes half values in float32 and rounds them back), and
+# the result is converted back to the image's dtype (integers: ``v * (MAX + 0.5)``,
+# clamped to the dtype's range, truncated). The kernels below are TF's CPU kernels
+# operation for operation, in float32 and without fused multiply-adds, so the values
+# are TensorFlow's bit for bit (tested against TensorFlow 2.21). One exception:
+# TensorFlow overflows when it clamps int64 and uint64 images to their maximum; here
+# they clamp to the largest float32 below it, as TF does for int32 and uint32.
+
+_BRIGHTNESS_STREAM = 0x6272696768745F64  # b"bright_d": random_brightness's delta
+_CONTRAST_STREAM = 0x636F6E7472617374  # b"contrast": random_contrast's factor
+_GRAY_WEIGHTS = (np.float32(0.2989), np.float32(0.5870), np.float32(0.1140))
 
 
-@overload(random_crop, jit_options={"nogil": True})
-def _random_crop_nopython(image, size, seed):
-    return lambda image, size, seed: _random_crop(image, size, seed)
+def _conversion(op: str, dtype) -> tuple:
+    """``(to_float, from_float, low, high, kernel dtype)`` for images of ``dtype``: the
+    float32 scale into [0, 1], the scale back, the float32 clamp range, and the dtype a
+    kernel writes (float32 for float16 images, rounded to float16 after)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f" and dtype.itemsize <= 8:
+        inf = np.float32(np.inf)
+        kernel = np.dtype(np.float32) if dtype == np.float16 else dtype
+        return np.float32(1.0), np.float32(1.0), -inf, inf, kernel
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        high = np.float32(info.max)
+        if int(high) > info.max:   # MAX does not round to a float32 at or below it
+            high = np.nextafter(high, np.float32(0))
+        return (np.float32(1.0 / info.max), np.float32(info.max + 0.5), np.float32(info.min),
+                high, dtype)
+    raise TypeError(f"{op}: image dtype must be either floating point or integer, got {dtype}")
 
 
-@overload(flip_left_right, jit_options={"nogil": True})
-def _flip_left_right_nopython(image):
-    return lambda image: _flip_left_right(image)
-
-
-@overload(random_flip_left_right, jit_options={"nogil": True})
-def _random_flip_left_right_nopython(image, seed):
-    return lambda image, seed: _random_flip_left_right(image, seed)
-
-
-@overload(normalize, jit_options={"nogil": True})
-def _normalize_nopython(image, mean, std):
-    return lambda image, mean, std: _normalize(image, mean, std)
-
-
-# --------------------------------------------- resizing and layout: nopython
-
-def _typing_image(op, image, ndims=(3,)):
-    if not (isinstance(image, types.Array) and image.ndim in ndims
-            and isinstance(image.dtype, (types.Integer, types.Float))
+def _typing_conversion(op: str, image) -> tuple:
+    """:func:`_conversion` for a Numba array type (float16 images run eagerly only)."""
+    if not (isinstance(image, types.Array) and isinstance(image.dtype, (types.Integer, types.Float))
             and image.dtype != types.float16):
-        shape = "(H, W, C)" if ndims == (3,) else f"{ndims[0]}-D to {ndims[-1]}-D"
-        raise TypingError(f"{op}: expected a {shape} array of integers, float32 or "
-                          f"float64, got {image}")
+        raise TypingError(f"{op}: expected an array of integers, float32 or float64, got {image}")
+    to_float, from_float, low, high, kernel = _conversion(op, as_dtype(image.dtype))
+    return to_float, from_float, low, high, kernel.type
 
 
-def _typing_pair(op, name, value, kinds, required=True):
-    # an omitted argument arrives as its default (or as types.Omitted)
-    if not required and (isinstance(value, (tuple, types.Omitted))):
-        return
-    if isinstance(value, types.BaseTuple) and len(value) == 2 and all(
-            isinstance(t, kinds) for t in value):
-        return
-    if isinstance(value, types.Array) and value.ndim == 1 and isinstance(value.dtype, kinds):
-        return
-    if (value is None or isinstance(value, (types.NoneType, types.Omitted))) and name == "seed":
-        raise TypingError(f"{op}: seed=(seed, counter) is required")
-    raise TypingError(f"{op}: {name} must be a pair of "
-                      f"{'integers' if kinds is types.Integer else 'numbers'}, got {value}")
+def _color_call(op: str, kernel, image, *args, channels_last: int | None = None,
+                min_rank: int = 0, op_name: str = "", **kwargs):
+    """Run a color kernel eagerly: checks, conversion constants, the output array (the
+    last dim replaced by ``channels_last`` when given) and float16's rounding."""
+    image = np.asarray(image)
+    to_float, from_float, low, high, dtype = _conversion(op, image.dtype)
+    if image.ndim < min_rank:
+        raise InvalidArgumentError(f"{op}: input must be at least {min_rank}-D, got shape "
+                                   f"{list(image.shape)}", op_name)
+    if channels_last is not None and (image.ndim == 0 or image.shape[-1] != 3):
+        have = image.shape[-1] if image.ndim else 0
+        raise InvalidArgumentError(f"{op}: input must have 3 channels but instead has {have} "
+                                   "channels.", op_name)
+    shape = image.shape if channels_last is None else image.shape[:-1] + (channels_last,)
+    work = image.astype(np.float32) if image.dtype == np.float16 else image
+    out = kernel(work, *args, to_float, from_float, low, high, np.empty(shape, dtype))
+    return out.astype(np.float16) if image.dtype == np.float16 else out
+
+
+def _scalar(op: str, name: str, value, op_name: str) -> float:
+    arr = np.asarray(value)
+    if arr.ndim != 0 or arr.dtype.kind not in "biuf":
+        raise InvalidArgumentError(f"{op}: {name} must be scalar: {list(arr.shape)}", op_name)
+    return float(arr)
 
 
 @numba.njit(nogil=True, cache=True)
-def _pair_length(op, name, value):
-    if len(value) != 2:
-        raise ValueError(op + ": " + name + " must have 2 values, got " + str(len(value)))
+def _unit_draw(seed, counter, stream):
+    return random.uniform(random.key(seed, stream, 0), counter)
 
 
-@overload(resize, jit_options={"nogil": True}, prefer_literal=True)
-def _resize_nopython(image, size, method="bilinear"):
-    _typing_image("resize", image)
-    _typing_pair("resize", "size", size, types.Integer)
-    if isinstance(method, str):   # omitted: the default itself
-        name = method
-    elif isinstance(method, types.Omitted):
-        name = method.value
-    elif isinstance(method, types.StringLiteral):
-        name = method.literal_value
-    elif isinstance(method, types.UnicodeType):
-        raise TypingError("resize: inside numba.njit functions method must be a "
-                          "constant string")
+def _drawn(op: str, seed, stream: int, low: float, high: float) -> np.float32:
+    """``float32(low + (high - low) * u)`` for u uniform in [0, 1) drawn at ``seed``."""
+    s, counter = _seed_pair(op, seed)
+    return np.float32(low + (high - low) * _unit_draw(s, counter, np.int64(stream)))
+
+
+# -- brightness
+
+@numba.njit(nogil=True, cache=True)
+def _adjust_brightness(image, delta, to_float, from_float, low, high, out):
+    x = np.ascontiguousarray(image).reshape(-1)
+    o = out.reshape(-1)
+    for i in range(x.size):
+        v = np.float32(x[i]) * to_float + delta
+        o[i] = min(max(v * from_float, low), high)
+    return out
+
+
+def _lift_brightness_of(image, delta):
+    """The brightness formula as an expression (``delta`` a float32 value or expression)."""
+    if not isinstance(image, expr.Expr) or image.dtype.kind not in "iuf" \
+            or image.dtype == np.float16:
+        raise NotElementwise("adjust_brightness of a non-image")
+    to_float, from_float, low, high, dtype = _conversion("adjust_brightness", image.dtype)
+    v = expr.apply_ufunc(np.multiply, expr.cast(image, np.float32), to_float)
+    v = expr.apply_ufunc(np.multiply, expr.apply_ufunc(np.add, v, delta), from_float)
+    if dtype.kind in "iu":
+        v = expr.apply_ufunc(np.minimum, expr.apply_ufunc(np.maximum, v, low), high)
+    return expr.cast(v, dtype)
+
+
+def _lift_brightness(image, delta):
+    if isinstance(delta, expr.Expr):
+        delta = expr.cast(delta, np.float32)
     else:
-        raise TypingError(f"resize: method must be a string, got {method}")
-    if name not in _RESIZE_METHODS:
-        raise ValueError(f"resize: unsupported method {name!r}; expected one of "
-                         f"{', '.join(map(repr, _RESIZE_METHODS))}")
-    resize_impl = _resize_bilinear if name == "bilinear" else _resize_nearest
+        delta = np.float32(_scalar("adjust_brightness", "delta", delta, "AddV2"))
+    return _lift_brightness_of(image, delta)
 
-    def impl(image, size, method="bilinear"):
-        _pair_length("resize", "size", size)
-        return resize_impl(image, size[0], size[1])
+
+def _brightness_nopython(image, delta):
+    to_float, from_float, low, high, dtype = _typing_conversion("adjust_brightness", image)
+
+    def impl(image, delta):
+        return _adjust_brightness(image, np.float32(delta), to_float, from_float, low, high,
+                                  np.empty(image.shape, dtype))
     return impl
 
 
-@overload(random_resized_crop_window, jit_options={"nogil": True})
-def _random_resized_crop_window_nopython(height, width, scale=(0.08, 1.0),
-                                         ratio=(3 / 4, 4 / 3), seed=None):
-    op = "random_resized_crop"
-    for name, value in (("height", height), ("width", width)):
-        if not isinstance(value, types.Integer):
-            raise TypingError(f"{op}: {name} must be an integer, got {value}")
-    _typing_pair(op, "scale", scale, (types.Integer, types.Float), required=False)
-    _typing_pair(op, "ratio", ratio, (types.Integer, types.Float), required=False)
-    _typing_pair(op, "seed", seed, types.Integer)
+@define(lift=_lift_brightness, numba=_brightness_nopython)
+def adjust_brightness(image, delta):
+    """Adds ``delta`` to every value of an image (``tf.image.adjust_brightness``).
 
-    def impl(height, width, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), seed=None):
-        _pair_length(op, "scale", scale)
-        _pair_length(op, "ratio", ratio)
-        _pair_length(op, "seed", seed)
-        return _random_resized_crop_window(
-            np.int64(height), np.int64(width), np.float64(scale[0]), np.float64(scale[1]),
-            np.float64(ratio[0]), np.float64(ratio[1]), np.int64(seed[0]), np.int64(seed[1]))
+    Integer images are scaled to [0, 1] first and the result is converted back with
+    saturation; float images are not clipped. Any shape (an image, a batch).
+
+    Args:
+        image: An array of integers or floats, usually (..., H, W, C).
+        delta: A scalar, the amount added in [0, 1] units.
+
+    Returns:
+        An array of the image's shape and dtype.
+
+    Raises:
+        TypeError: If the image is not integer or floating point.
+        InvalidArgumentError: If ``delta`` is not a scalar.
+
+    Example:
+        >>> import numpy as np
+        >>> from nbdata import image
+        >>> image.adjust_brightness(np.array([[[10, 128, 250]]], np.uint8), 0.1).tolist()
+        [[[35, 153, 255]]]
+        >>> image.adjust_brightness(np.array([0.5, 1.0], np.float32), 0.25)
+        array([0.75, 1.25], dtype=float32)
+    """
+    image = np.asarray(image)
+    delta = _scalar("adjust_brightness", "delta", delta, "AddV2")
+    # TF adds the delta cast to the image's float type (half for float16 images).
+    delta = np.float32(np.float16(delta)) if image.dtype == np.float16 else np.float32(delta)
+    return _color_call("adjust_brightness", _adjust_brightness, image, delta)
+
+
+def _lift_random_brightness(image, max_delta, seed):
+    if not isinstance(seed, (tuple, list)) or len(seed) != 2 or isinstance(max_delta, expr.Expr):
+        raise NotElementwise("random_brightness with a seed that is not a pair")
+    max_delta = _check_max_delta(max_delta)
+    u = expr.draw("uniform", seed[0], seed[1], _BRIGHTNESS_STREAM)
+    delta = expr.apply_ufunc(np.add, -max_delta, expr.apply_ufunc(np.multiply, u, 2 * max_delta))
+    return _lift_brightness_of(image, expr.cast(delta, np.float32))
+
+
+def _check_max_delta(max_delta) -> float:
+    max_delta = float(max_delta)
+    if max_delta < 0:
+        raise ValueError("max_delta must be non-negative.")
+    return max_delta
+
+
+def _random_brightness_nopython(image, max_delta, seed):
+    to_float, from_float, low, high, dtype = _typing_conversion("random_brightness", image)
+    _typing_pair("random_brightness", "seed", seed, types.Integer)
+
+    def impl(image, max_delta, seed):
+        if max_delta < 0:
+            raise ValueError("max_delta must be non-negative.")
+        u = random.uniform(random.key(np.int64(seed[0]), _BRIGHTNESS_STREAM, 0), np.int64(seed[1]))
+        delta = np.float32(-np.float64(max_delta) + u * (2 * np.float64(max_delta)))
+        return _adjust_brightness(image, delta, to_float, from_float, low, high,
+                                  np.empty(image.shape, dtype))
     return impl
 
 
-@overload(random_resized_crop, jit_options={"nogil": True})
-def _random_resized_crop_nopython(image, size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3),
-                                  seed=None):
-    op = "random_resized_crop"
-    _typing_image(op, image)
-    _typing_pair(op, "size", size, types.Integer)
-    _typing_pair(op, "scale", scale, (types.Integer, types.Float), required=False)
-    _typing_pair(op, "ratio", ratio, (types.Integer, types.Float), required=False)
-    _typing_pair(op, "seed", seed, types.Integer)
+@define(lift=_lift_random_brightness, numba=_random_brightness_nopython)
+def random_brightness(image, max_delta, seed):
+    """:func:`adjust_brightness` by a delta drawn uniformly in ``[-max_delta, max_delta)``
+    (``tf.image.stateless_random_brightness``).
 
-    def impl(image, size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), seed=None):
-        _pair_length(op, "size", size)
-        _pair_length(op, "scale", scale)
-        _pair_length(op, "ratio", ratio)
-        _pair_length(op, "seed", seed)
-        return _random_resized_crop(
-            image, size[0], size[1], np.float64(scale[0]), np.float64(scale[1]),
-            np.float64(ratio[0]), np.float64(ratio[1]), np.int64(seed[0]), np.int64(seed[1]))
+    Stateless: ``delta = float32(-max_delta + u * (2 * max_delta))`` in float64, with
+    ``u = random.uniform(random.key(seed[0], stream, 0), seed[1])`` on the stream
+    ``b"bright_d"``; pass e.g. the element index as ``seed[1]``.
+
+    Args:
+        image: An array of integers or floats, usually (H, W, C).
+        max_delta: A non-negative number.
+        seed: ``(seed, counter)``, two integers (required).
+
+    Returns:
+        An array of the image's shape and dtype.
+
+    Raises:
+        ValueError: If ``max_delta`` is negative.
+
+    Example:
+        >>> import numpy as np
+        >>> from nbdata import image
+        >>> img = np.full((2, 2, 3), 100, np.uint8)
+        >>> out = image.random_brightness(img, 0.2, seed=(1, 7))
+        >>> np.array_equal(out, image.random_brightness(img, 0.2, seed=(1, 7)))
+        True
+        >>> bool(abs(int(out[0, 0, 0]) - 100) <= 0.2 * 255 + 1)
+        True
+    """
+    max_delta = _check_max_delta(max_delta)
+    delta = _drawn("random_brightness", seed, _BRIGHTNESS_STREAM, -max_delta, max_delta)
+    return adjust_brightness(image, delta)
+
+
+# -- contrast
+
+@numba.njit(nogil=True, cache=True)
+def _adjust_contrast(image, factor, to_float, from_float, low, high, out):
+    x = np.ascontiguousarray(image)
+    if x.size == 0:
+        return out
+    channels = x.shape[-1]
+    pixels = x.shape[-3] * x.shape[-2]
+    per_image = pixels * channels
+    images = x.size // per_image
+    flat = x.reshape((images, per_image))
+    o = out.reshape((images, per_image))
+    work = np.empty(per_image, np.float32)
+    mean = np.empty(channels, np.float32)
+    scale = np.float32(1.0) / np.float32(pixels)
+    for b in range(images):
+        row = flat[b]
+        for j in range(per_image):
+            work[j] = np.float32(row[j]) * to_float
+        # TF's mean: fold the pixels in halves (the right half added onto the left, an
+        # odd middle pixel kept) until one pixel's channels hold the sums.
+        remaining = pixels
+        while True:
+            right = remaining // 2
+            left = remaining - right
+            for j in range(right * channels):
+                work[j] = work[j] + work[left * channels + j]
+            remaining = left
+            if remaining <= 1:
+                break
+        for c in range(channels):
+            mean[c] = work[c] * scale
+        for j in range(per_image):
+            m = mean[j % channels]
+            v = np.float32(row[j]) * to_float
+            o[b, j] = min(max(((v - m) * factor + m) * from_float, low), high)
+    return out
+
+
+def _check_contrast_rank(image) -> None:
+    if image.ndim < 3:
+        raise TypingError(f"adjust_contrast: input must be at least 3-D, got {image}")
+
+
+def _contrast_nopython(images, contrast_factor):
+    to_float, from_float, low, high, dtype = _typing_conversion("adjust_contrast", images)
+    _check_contrast_rank(images)
+
+    def impl(images, contrast_factor):
+        return _adjust_contrast(images, np.float32(contrast_factor), to_float, from_float, low,
+                                high, np.empty(images.shape, dtype))
     return impl
 
 
-@overload(transpose, jit_options={"nogil": True})
-def _transpose_nopython(image, perm):
-    if not (isinstance(image, types.Array) and isinstance(image.dtype, (
-            types.Boolean, types.Integer, types.Float))):
-        raise TypingError(f"transpose: expected a numeric array, got {image}")
-    if not (isinstance(perm, types.BaseTuple) and all(
-            isinstance(t, types.Integer) for t in perm)):
-        raise TypingError(f"transpose: perm must be a tuple of integers, got {perm}")
-    if len(perm) != image.ndim:
-        raise ValueError(f"transpose: perm has {len(perm)} axes but the array has "
-                         f"{image.ndim}")
-    return lambda image, perm: _transpose(image, perm)
+@define(numba=_contrast_nopython)
+def adjust_contrast(images, contrast_factor):
+    """Scales each value's distance from its image's channel mean by
+    ``contrast_factor`` (``tf.image.adjust_contrast``): ``(x - mean) * factor + mean``
+    in float32, the mean of each channel over the H x W pixels of each image.
+
+    Args:
+        images: An array of integers or floats of rank 3 or more, (..., H, W, C).
+        contrast_factor: A scalar.
+
+    Returns:
+        An array of the images' shape and dtype (integers converted back with
+        saturation).
+
+    Raises:
+        InvalidArgumentError: If the images have fewer than 3 dims or the factor is not
+            a scalar.
+
+    Example:
+        >>> import numpy as np
+        >>> from nbdata import image
+        >>> image.adjust_contrast(np.array([[[0.2]], [[0.4]]], np.float32), 2.0).ravel()
+        array([0.09999999, 0.5       ], dtype=float32)
+    """
+    factor = np.float32(_scalar("adjust_contrast", "contrast_factor", contrast_factor,
+                                "AdjustContrastv2"))
+    return _color_call("adjust_contrast", _adjust_contrast, images, factor, min_rank=3,
+                       op_name="AdjustContrastv2")
 
 
-@overload(hwc_to_chw, jit_options={"nogil": True})
-def _hwc_to_chw_nopython(image):
-    if not (isinstance(image, types.Array) and image.ndim in (3, 4)):
-        raise TypingError(f"hwc_to_chw: expected an (H, W, C) or (N, H, W, C) array, "
-                          f"got {image}")
-    if image.ndim == 3:
-        return lambda image: transpose(image, (2, 0, 1))
-    return lambda image: transpose(image, (0, 3, 1, 2))
+def _check_contrast_range(lower, upper) -> tuple:
+    lower, upper = float(lower), float(upper)
+    if upper <= lower:
+        raise ValueError("upper must be > lower.")
+    if lower < 0:
+        raise ValueError("lower must be non-negative.")
+    return lower, upper
 
 
-@overload(cast, jit_options={"nogil": True}, prefer_literal=True)
-def _cast_nopython(image, dtype):
-    if not (isinstance(image, types.Array) and isinstance(image.dtype, (
-            types.Boolean, types.Integer, types.Float))):
-        raise TypingError(f"cast: expected a numeric array, got {image}")
-    if isinstance(dtype, types.NumberClass):
-        target = dtype.instance_type
-    elif isinstance(dtype, types.DType):
-        target = dtype.dtype
-    elif isinstance(dtype, types.StringLiteral):
-        target = dtype.literal_value
+def _random_contrast_nopython(image, lower, upper, seed):
+    to_float, from_float, low, high, dtype = _typing_conversion("random_contrast", image)
+    _check_contrast_rank(image)
+    _typing_pair("random_contrast", "seed", seed, types.Integer)
+
+    def impl(image, lower, upper, seed):
+        if upper <= lower:
+            raise ValueError("upper must be > lower.")
+        if lower < 0:
+            raise ValueError("lower must be non-negative.")
+        u = random.uniform(random.key(np.int64(seed[0]), _CONTRAST_STREAM, 0), np.int64(seed[1]))
+        factor = np.float32(np.float64(lower) + u * (np.float64(upper) - np.float64(lower)))
+        return _adjust_contrast(image, factor, to_float, from_float, low, high,
+                                np.empty(image.shape, dtype))
+    return impl
+
+
+@define(numba=_random_contrast_nopython)
+def random_contrast(image, lower, upper, seed):
+    """:func:`adjust_contrast` by a factor drawn uniformly in ``[lower, upper)``
+    (``tf.image.stateless_random_contrast``).
+
+    Stateless: ``factor = float32(lower + u * (upper - lower))`` in float64, with
+    ``u = random.uniform(random.key(seed[0], stream, 0), seed[1])`` on the stream
+    ``b"contrast"``.
+
+    Args:
+        image: An array of rank 3 or more, (..., H, W, C).
+        lower, upper: ``0 <= lower < upper``.
+        seed: ``(seed, counter)``, two integers (required).
+
+    Raises:
+        ValueError: If ``upper <= lower`` or ``lower < 0``.
+
+    Example:
+        >>> import numpy as np
+        >>> from nbdata import image
+        >>> img = np.arange(12, dtype=np.uint8).reshape(2, 2, 3) * 20
+        >>> out = image.random_contrast(img, 0.5, 1.5, seed=(3, 0))
+        >>> out.shape, out.dtype
+        ((2, 2, 3), dtype('uint8'))
+    """
+    lower, upper = _check_contrast_range(lower, upper)
+    return adjust_contrast(image, _drawn("random_contrast", seed, _CONTRAST_STREAM, lower, upper))
+
+
+# -- saturation
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _rgb_to_hsv(r, g, b):
+    """TF's float32 RGB -> (hue, saturation, value); the hue offsets are added in float64,
+    as TF's C++ adds ``2.0 / 6.0`` and ``4.0 / 6.0``."""
+    vv = max(r, max(g, b))
+    spread = vv - min(r, min(g, b))
+    s = spread / vv if vv > 0 else np.float32(0.0)
+    norm = np.float32(1.0) / (np.float32(6.0) * spread)
+    if r == vv:
+        hh = norm * (g - b)
+    elif g == vv:
+        hh = np.float32(np.float64(norm * (b - r)) + 2.0 / 6.0)
     else:
-        raise TypingError(f"cast: dtype must be a NumPy dtype or a constant string, got {dtype}")
-    try:
-        target = as_dtype(target) if isinstance(target, types.Type) else target
-    except NotImplementedError:
-        raise TypeError(f"cast: unsupported target dtype {target}") from None
-    target_type = _cast_dtype(target).type
-    return lambda image, dtype: _cast(image, target_type)
+        hh = np.float32(np.float64(norm * (r - g)) + 4.0 / 6.0)
+    if spread <= 0.0:
+        hh = np.float32(0.0)
+    if hh < 0.0:
+        hh = hh + np.float32(1.0)
+    return hh, s, vv
+
+
+@numba.njit(nogil=True, cache=True)
+def _hsv_to_rgb(h, s, v):
+    """TF's float32 (hue, saturation, value) -> RGB."""
+    c = s * v
+    m = v - c
+    dh = h * np.float32(6.0)
+    category = int(dh)
+    fmodu = dh
+    while fmodu <= 0:
+        fmodu += np.float32(2.0)
+    while fmodu >= np.float32(2.0):
+        fmodu -= np.float32(2.0)
+    x = c * (np.float32(1.0) - abs(fmodu - np.float32(1.0)))
+    zero = np.float32(0.0)
+    if category == 0:
+        rr, gg, bb = c, x, zero
+    elif category == 1:
+        rr, gg, bb = x, c, zero
+    elif category == 2:
+        rr, gg, bb = zero, c, x
+    elif category == 3:
+        rr, gg, bb = zero, x, c
+    elif category == 4:
+        rr, gg, bb = x, zero, c
+    elif category == 5:
+        rr, gg, bb = c, zero, x
+    else:
+        rr, gg, bb = zero, zero, zero
+    return rr + m, gg + m, bb + m
+
+
+@numba.njit(nogil=True, cache=True)
+def _adjust_saturation(image, factor, to_float, from_float, low, high, out):
+    x = np.ascontiguousarray(image).reshape(-1)
+    o = out.reshape(-1)
+    for p in range(x.size // 3):
+        r = np.float32(x[3 * p]) * to_float
+        g = np.float32(x[3 * p + 1]) * to_float
+        b = np.float32(x[3 * p + 2]) * to_float
+        h, s, v = _rgb_to_hsv(r, g, b)
+        s = min(np.float32(1.0), max(np.float32(0.0), s * factor))
+        r, g, b = _hsv_to_rgb(h, s, v)
+        o[3 * p] = min(max(r * from_float, low), high)
+        o[3 * p + 1] = min(max(g * from_float, low), high)
+        o[3 * p + 2] = min(max(b * from_float, low), high)
+    return out
+
+
+def _check_rgb(op: str, image) -> None:
+    if image.ndim < 1 or image.ndim < 3 and op == "adjust_saturation":
+        raise TypingError(f"{op}: input must be at least 3-D, got {image}")
+
+
+def _saturation_nopython(image, saturation_factor):
+    to_float, from_float, low, high, dtype = _typing_conversion("adjust_saturation", image)
+    _check_rgb("adjust_saturation", image)
+
+    def impl(image, saturation_factor):
+        if image.shape[-1] != 3:
+            raise ValueError("adjust_saturation: input must have 3 channels")
+        return _adjust_saturation(image, np.float32(saturation_factor), to_float, from_float,
+                                  low, high, np.empty(image.shape, dtype))
+    return impl
+
+
+@define(numba=_saturation_nopython)
+def adjust_saturation(image, saturation_factor):
+    """Scales the saturation of RGB images (``tf.image.adjust_saturation``): each pixel
+    to HSV, saturation times ``saturation_factor`` clipped to [0, 1], back to RGB, in
+    float32 as TF's kernel computes it.
+
+    Args:
+        image: An array of rank 3 or more whose last dim is 3 (RGB).
+        saturation_factor: A scalar.
+
+    Returns:
+        An array of the image's shape and dtype.
+
+    Raises:
+        InvalidArgumentError: If the last dim is not 3 or the image has fewer than 3 dims.
+
+    Example:
+        >>> import numpy as np
+        >>> from nbdata import image
+        >>> image.adjust_saturation(np.array([[[10, 250, 30]]], np.uint8), 0.0).tolist()
+        [[[250, 250, 250]]]
+    """
+    image = np.asarray(image)
+    factor = np.float32(_scalar("adjust_saturation", "saturation_factor", saturation_factor,
+                                "AdjustSaturation"))
+    return _color_call("adjust_saturation", _adjust_saturation, image, factor, min_rank=3,
+                       channels_last=3, op_name="AdjustSaturation")
+
+
+# -- grayscale
+
+@numba.njit(nogil=True, cache=True)
+def _rgb_to_grayscale(image, to_float, from_float, low, high, out):
+    x = np.ascontiguousarray(image).reshape(-1)
+    o = out.reshape(-1)
+    w0, w1, w2 = _GRAY_WEIGHTS
+    for p in range(x.size // 3):
+        r = np.float32(x[3 * p]) * to_float
+        g = np.float32(x[3 * p + 1]) * to_float
+        b = np.float32(x[3 * p + 2]) * to_float
+        o[p] = min(max(((r * w0 + g * w1) + b * w2) * from_float, low), high)
+    return out
+
+
+def _grayscale_nopython(images):
+    to_float, from_float, low, high, dtype = _typing_conversion("rgb_to_grayscale", images)
+    _check_rgb("rgb_to_grayscale", images)
+
+    def impl(images):
+        if images.shape[-1] != 3:
+            raise ValueError("rgb_to_grayscale: input must have 3 channels")
+        return _rgb_to_grayscale(images, to_float, from_float, low, high,
+                                 np.empty(images.shape[:-1] + (1,), dtype))
+    return impl
+
+
+@define(numba=_grayscale_nopython)
+def rgb_to_grayscale(images):
+    """RGB to grayscale (``tf.image.rgb_to_grayscale``): ``0.2989 R + 0.5870 G +
+    0.1140 B`` in float32, summed in that order; the last dim becomes 1.
+
+    Args:
+        images: An array whose last dim is 3 (any rank from 1).
+
+    Returns:
+        An array of the same dtype and shape ``(..., 1)``.
+
+    Raises:
+        InvalidArgumentError: If the last dim is not 3.
+
+    Example:
+        >>> import numpy as np
+        >>> from nbdata import image
+        >>> image.rgb_to_grayscale(np.array([[[255, 0, 0], [10, 200, 30]]], np.uint8)).tolist()
+        [[[76], [124]]]
+    """
+    return _color_call("rgb_to_grayscale", _rgb_to_grayscale, images, channels_last=1,
+                       op_name="rgb_to_grayscale")
 
 
 # JPEG coding (libjpeg-turbo through the optional [image] extra), as tf.image has it.

@@ -1,4 +1,5 @@
-"""Element specs (TensorSpec, DatasetSpec), the string dtype, and nested-structure helpers.
+"""Element specs (TensorSpec, SparseTensorSpec, DatasetSpec), the string dtype, sparse
+tensors, and nested-structure helpers.
 
 An element is a nested structure of tuples, namedtuples and dicts whose leaves
 are NumPy arrays, NumPy scalars, ``bytes`` or datasets. Dicts flatten in
@@ -404,6 +405,121 @@ def merge_specs(a, b):
     return pack_as(a, out)
 
 
+# ------------------------------------------------------------ sparse tensors
+
+class SparseTensor:
+    """A sparse tensor in COO form (``tf.SparseTensor``'s fields and order): what
+    ``nd.io.VarLenFeature`` decodes to. :class:`SparseTensorSpec` describes one in an
+    ``element_spec``; its shape has ``None`` where the dense size varies.
+
+    >>> st = SparseTensor(np.array([[0], [2]]), np.array([5, 7]), np.array([4]))
+    >>> st.to_dense().tolist()
+    [5, 0, 7, 0]
+    >>> SparseTensorSpec((None,), np.int64)
+    SparseTensorSpec(shape=(None,), dtype=int64)
+
+    Args:
+        indices: ``[N, rank]`` int64 coordinates of the values, in row-major order.
+        values: ``[N]`` values.
+        dense_shape: ``[rank]`` int64 shape of the dense tensor.
+    """
+
+    __slots__ = ("indices", "values", "dense_shape")
+
+    def __init__(self, indices, values, dense_shape):
+        self.indices = np.asarray(indices, np.int64).reshape(-1, len(np.atleast_1d(dense_shape)))
+        if isinstance(values, np.ndarray) and values.dtype == object:
+            self.values = values
+        elif isinstance(values, (list, tuple)) and values and isinstance(values[0], bytes):
+            self.values = np.empty(len(values), object)
+            self.values[:] = list(values)
+        else:
+            self.values = np.asarray(values)
+        self.dense_shape = np.asarray(dense_shape, np.int64).reshape(-1)
+
+    @property
+    def dtype(self):
+        return as_dtype(self.values.dtype)
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(int(d) for d in self.dense_shape)
+
+    def to_dense(self, default_value: Any = None) -> np.ndarray:
+        """The dense array (``tf.sparse.to_dense``); missing cells get
+        ``default_value`` (0, or ``b""`` for strings)."""
+        if self.values.dtype == object:
+            out = np.empty(self.shape, object)
+            out[...] = b"" if default_value is None else default_value
+        else:
+            out = np.full(self.shape, 0 if default_value is None else default_value,
+                          self.values.dtype)
+        if len(self.values):
+            out[tuple(self.indices.T)] = self.values
+        return out
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, SparseTensor)
+                and np.array_equal(self.indices, other.indices)
+                and np.array_equal(self.dense_shape, other.dense_shape)
+                and self.values.dtype == other.values.dtype
+                and np.array_equal(self.values, other.values))
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return (f"SparseTensor(indices={self.indices.tolist()}, values={self.values.tolist()}, "
+                f"dense_shape={self.dense_shape.tolist()})")
+
+
+class SparseTensorSpec:
+    """The spec of a :class:`SparseTensor` leaf: dense shape (``None`` where it varies)
+    and value dtype."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape = tuple(None if d is None else int(d) for d in shape)
+        self.dtype = as_dtype(dtype)
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, SparseTensorSpec) and self.shape == other.shape
+                and self.dtype == other.dtype)
+
+    def __hash__(self) -> int:
+        return hash(("SparseTensorSpec", self.shape, str(self.dtype)))
+
+    def __repr__(self) -> str:
+        return f"SparseTensorSpec(shape={self.shape}, dtype={dtype_name(self.dtype)})"
+
+    @property
+    def value_type(self):
+        return SparseTensor
+
+    def is_compatible_with(self, value) -> bool:
+        if isinstance(value, SparseTensorSpec):
+            other_shape, other_dtype = value.shape, value.dtype
+        elif isinstance(value, SparseTensor):
+            other_shape, other_dtype = value.shape, value.dtype
+        else:
+            return False
+        return (len(other_shape) == len(self.shape)
+                and all(a is None or b is None or a == b for a, b in zip(self.shape, other_shape))
+                and (other_dtype == self.dtype
+                     or (other_dtype is string) == (self.dtype is string) and other_dtype is string))
+
+
+def batched_spec(spec: Any, batch_dim: int | None, op: str) -> Any:
+    """The spec of batches of elements of ``spec`` (leading dim ``batch_dim``)."""
+    def leaf(s):
+        if isinstance(s, DatasetSpec):
+            raise TypeError(f"{op}: cannot batch elements that are datasets; flat_map them first")
+        if isinstance(s, SparseTensorSpec):
+            return SparseTensorSpec((batch_dim,) + s.shape, s.dtype)
+        return TensorSpec(None if s.shape is None else (batch_dim,) + s.shape, s.dtype)
+    return pack_as(spec, [leaf(s) for s in flatten(spec)])
+
+
 class DatasetBase:
     """The base class of ``nd.Dataset``, defined at this layer so that specs and ops can
     recognise datasets (window elements, flat_map results) without importing
@@ -428,7 +544,6 @@ def spec_of_value(value: Any):
         return DatasetSpec(value.element_spec)
     if isinstance(value, bytes):
         return TensorSpec((), string)
-    from nbdata.sparse import SparseTensor, SparseTensorSpec
     if isinstance(value, SparseTensor):
         return SparseTensorSpec(value.shape, value.dtype)
     if isinstance(value, np.ndarray):
@@ -486,7 +601,6 @@ def to_leaf(value: Any, what: str = "value") -> Any:
         return to_leaf(arr, what)
     if is_dataset(value):
         return value
-    from nbdata.sparse import SparseTensor
     if isinstance(value, SparseTensor):
         return value
     if hasattr(value, "__array__"):
@@ -542,7 +656,6 @@ def cast_leaf(value: Any, spec, what: str) -> Any:
                 f"{spec.element_spec} when traced; every dataset must have the same structure "
                 f"and dtypes")
         return value
-    from nbdata.sparse import SparseTensor, SparseTensorSpec
     if isinstance(spec, SparseTensorSpec) or isinstance(value, SparseTensor):
         if not (isinstance(spec, SparseTensorSpec) and isinstance(value, SparseTensor)
                 and spec.is_compatible_with(value)):
@@ -591,7 +704,6 @@ def dummy_leaf(spec, variant: int, make_dataset: Callable | None = None):
                                     [dummy_leaf(s, variant, make_dataset) for s in flatten(spec.element_spec)]))
     unknown = (8, 9, 3)[variant % 3]
     shape = (unknown,) if spec.shape is None else tuple(unknown if d is None else d for d in spec.shape)
-    from nbdata.sparse import SparseTensor, SparseTensorSpec
     if isinstance(spec, SparseTensorSpec):
         values = dummy_leaf(TensorSpec((1,), spec.dtype), variant)
         return SparseTensor(np.zeros((1, len(shape)), np.int64), values, shape)

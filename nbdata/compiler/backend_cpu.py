@@ -4,10 +4,7 @@ kernel caches, eager compilation so that ``compile()`` pays for it)."""
 
 from __future__ import annotations
 
-import hashlib
-import itertools
-import linecache
-import weakref
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,22 +12,20 @@ import numba
 import numpy as np
 from numba import types
 
-from nbdata.compiler.codegen import generate
-from nbdata.compiler.executor import ExecContext
 from nbdata.chunks import Chunk
+from nbdata.compiler.codegen import generate
+from nbdata.compiler.emit import jitted, materialize
+from nbdata.compiler.executor import ExecContext
 from nbdata.compiler.fused_stage import FusedStage, stream_args
-from nbdata.compiler.kernel_cache import compile_cached_kernel, stage_hash
+from nbdata.compiler.kernel_cache import kernel_path, stage_hash
 from nbdata.compiler.lowering import Chain, PlannedStage
+from nbdata.compiler.twin import numba_twin
 from nbdata.kernels.cast import cast_to
 from nbdata.ops.node import Node, NotFusable
 from nbdata.options import Options
 from nbdata.spec import is_namedtuple, substructures
 
 JIT_OPTIONS = {"parallel": True, "nogil": True, "error_model": "numpy"}
-_stage_ids = itertools.count()
-# Same source and same functions → same kernel; a kernel lives while a stage uses it
-# (its globals keep the functions alive, so their ids stay unique meanwhile).
-_kernels: "weakref.WeakValueDictionary[tuple, Any]" = weakref.WeakValueDictionary()
 
 
 # ------------------------------------------------------------------- typing
@@ -105,8 +100,8 @@ def _probe(dispatcher, structure: Any, n: int):
     names = [f"v{k}" for k in range(n)]
     text = (f"def probe({', '.join(names)}):\n"
             f"    return fn({', '.join(call_text(structure, names, global_name))})\n")
-    exec(compile(text, "<nbdata-probe>", "exec"), glb)
-    return numba.njit(nogil=True)(glb["probe"])
+    return jitted(materialize("probe", text, glb, "probe"), "probe",
+                  lambda fn: numba.njit(nogil=True)(fn))
 
 
 def _result_leaf_types(ty, spec: Any, fname: str) -> list:
@@ -143,9 +138,9 @@ class CpuTyper:
     @staticmethod
     def type_function(fn, chain: Chain, kind: str):
         target = fn.fn
-        if fn.twin is not None:
+        if getattr(fn, "graph_only", False):   # no Python body: compile the graph's twin
             try:
-                target, _ = fn.twin()
+                target, _ = numba_twin(fn.recorded(), fn.name)
             except NotFusable as e:
                 raise NotFusable(f"{fn.name} has no compiled form: {e}") from None
         dispatcher = _dispatcher(target)
@@ -188,31 +183,27 @@ def _functions(glb: dict) -> list:
 
 
 def build_stage(plan, options: Options) -> FusedStage:
+    started = time.perf_counter()
     code = generate("fused_stage", plan.source.leaves, plan.source.spec, list(plan.steps),
                     plan.source.indexed)
     glb = dict(code.globals)
     glb.update({"np": np, "prange": numba.prange, "cast_to": cast_to})
-    key = (code.text, tuple(sorted((k, id(v)) for k, v in glb.items() if k.startswith(("fn", "nt")))))
-    kernel = _kernels.get(key)
-    if kernel is None:
-        disk_key = stage_hash(code.text, _functions(glb))
-        kernel = compile_cached_kernel(code.name, code.text, glb, disk_key, JIT_OPTIONS) \
-            if disk_key else None
-        if kernel is None:
-            filename = (f"<nbdata-fused-stage-{next(_stage_ids)}-"
-                        f"{hashlib.sha1(code.text.encode()).hexdigest()[:10]}>")
-            # Numba reads the source through linecache; the entry goes with the kernel.
-            linecache.cache[filename] = (len(code.text), None, code.text.splitlines(True), filename)
-            exec(compile(code.text, filename, "exec"), glb)
-            kernel = numba.njit(**JIT_OPTIONS)(glb[code.name])
-            weakref.finalize(kernel, linecache.cache.pop, filename, None)
-        _kernels[key] = kernel
+    # On disk too when every function it calls can be fingerprinted (a second process
+    # then loads the machine code instead of compiling it).
+    key = stage_hash(code.text, _functions(glb))
+    fn = materialize(code.name, code.text, glb, "fused-stage",
+                     kernel_path(key) if key is not None else None)
+    disk = hasattr(fn, "_nbdata_module")
+    kernel = jitted(fn, "stage", lambda f: numba.njit(cache=disk, **JIT_OPTIONS)(f))
     stage = FusedStage(plan, kernel, code.text, tuple(code.out_specs), tuple(code.scratch_specs),
-                       tuple(code.counters), code.compacts, tuple(code.results), plan.lazy_rows)
+                       tuple(code.counters), code.compacts, tuple(code.results), plan.lazy_rows,
+                       {"source": time.perf_counter() - started, "numba": 0.0})
     if not plan.lazy_rows:
         # ``compile()``, not the first batch, pays for compiling the kernel.
         if plan.source.stream is not None:
-            args = stream_args(Chunk([np.zeros((1,) + leaf.spec.shape, leaf.spec.dtype)
+            # One row of each leaf (a row of unknown dims, as ragged leaves have, of size 1).
+            args = stream_args(Chunk([np.zeros((1,) + tuple(d or 1 for d in leaf.spec.shape),
+                                               leaf.spec.dtype)
                                       for leaf in plan.source.leaves], 1), plan.source.leaves)
         else:
             reader = plan.source.open(ExecContext(options))

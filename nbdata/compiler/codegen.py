@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from nbdata.compiler.elementwise import Expr, ExprRenderer, positional, substitute
+from nbdata.compiler.emit import ExprRenderer, Source
+from nbdata.primitives.expr import Expr, positional, substitute
 from nbdata.spec import TensorSpec, flatten, is_namedtuple
 
 
@@ -50,38 +51,6 @@ class Leaf:
         return int(np.prod(self.spec.shape))
 
 
-class KernelSource:
-    """Builds the source text; ``globals`` holds the dispatchers, types and helpers it names."""
-
-    def __init__(self):
-        self.lines: list[str] = []
-        self.globals: dict[str, Any] = {}
-        self._n = 0
-
-    def fresh(self, prefix: str) -> str:
-        self._n += 1
-        return f"{prefix}{self._n}"
-
-    def emit(self, depth: int, text: str) -> None:
-        self.lines.append("    " * depth + text)
-
-    def dtype_name(self, dtype) -> str:
-        name = f"dt_{np.dtype(dtype).name}"
-        self.globals[name] = np.dtype(dtype).type
-        return name
-
-    def global_name(self, prefix: str, value: Any) -> str:
-        for k, v in self.globals.items():
-            if v is value and k.startswith(prefix):
-                return k
-        name = self.fresh(prefix)
-        self.globals[name] = value
-        return name
-
-    def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
-
-
 def _tuple_expr(items: list[str]) -> str:
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
@@ -90,7 +59,7 @@ class RowEmitter:
     """Emits the body of one row loop (row ``i``, source row ``r``), tracking each leaf
     in its cheapest form. Row steps call :meth:`map` and :meth:`filter`."""
 
-    def __init__(self, ks: KernelSource, depth: int):
+    def __init__(self, ks: Source, depth: int):
         self.ks = ks
         self.depth = depth
         self.more_in_phase = False   # another row step follows in this loop
@@ -111,6 +80,10 @@ class RowEmitter:
         dims = _tuple_expr([f"{shapes}[r, {d}]" for d in range(len(spec.shape))])
         self.emit(f"{var} = {data}[{offsets}[r]:{offsets}[r + 1]].reshape({dims})")
         return Leaf(spec, var=var)
+
+    def unread(self, spec: TensorSpec) -> Leaf:
+        """A leaf the kernel never reads (a string its first function drops)."""
+        return Leaf(spec)
 
     def read(self, spec: TensorSpec, text: str) -> Leaf:
         """A leaf computed by the expression ``text`` (a scalar cell, a range value, a
@@ -424,7 +397,7 @@ class CounterEmitter:
     c = "c"
     drop = "status[i] = 0"
 
-    def __init__(self, ks: KernelSource, index: str | None):
+    def __init__(self, ks: Source, index: str | None):
         self.ks = ks
         self.index = index
         self.body: list[tuple[int, str]] = []
@@ -437,7 +410,7 @@ class CounterEmitter:
         self.tail.append((depth, text))
 
 
-def _column_decl(ks: KernelSource, var: str, spec: TensorSpec, params: list) -> None:
+def _column_decl(ks: Source, var: str, spec: TensorSpec, params: list) -> None:
     """A column buffer passed in by the caller (NumPy allocates it: large buffers get
     huge pages there), plus its flattened view for elementwise stores."""
     params.append((var, spec))
@@ -445,7 +418,7 @@ def _column_decl(ks: KernelSource, var: str, spec: TensorSpec, params: list) -> 
         ks.emit(1, f"{var}f = {var}.reshape({var}.shape[0], {int(np.prod(spec.shape))})")
 
 
-def _load_inputs(ks: KernelSource, row: RowEmitter, inputs: list[tuple],
+def _load_inputs(ks: Source, row: RowEmitter, inputs: list[tuple],
                  indexed: bool = False) -> list[Leaf]:
     """Leaves for the current row: source leaves read themselves (at row ``lo + i``, or
     ``rowidx[i]`` for an indexed source), buffers are row views."""
@@ -500,7 +473,7 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list,
     columns are reused across calls. ``done`` says a counter step ended the stage
     (take reached its count).
     """
-    ks = KernelSource()
+    ks = Source()
     params = ["lo", "K"]
     inputs: list[tuple] = []
     for k, leaf in enumerate(source_leaves):
@@ -592,4 +565,4 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list,
                       [s for _, s in scratch], counters, drops, results)
 
 
-__all__ = ["CounterEmitter", "KernelSource", "KernelText", "Leaf", "RowEmitter", "generate"]
+__all__ = ["CounterEmitter", "KernelText", "Leaf", "RowEmitter", "generate"]

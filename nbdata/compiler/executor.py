@@ -12,11 +12,11 @@ import time
 from typing import Any, Callable
 
 from nbdata.chunks import col_row, max_chunk_rows
-from nbdata.compiler.threads import ThreadBudget, kernel_section
+from nbdata.kernels.threads import ThreadBudget, kernel_section
 from nbdata.ops.runtime import skip_rows
 from nbdata.errors import FailedPreconditionError
 from nbdata.options import Options
-from nbdata.placeholder import Placeholder
+from nbdata.trace.placeholder import Placeholder
 from nbdata.random import derive_seed
 from nbdata.random import key as random_key
 
@@ -137,6 +137,11 @@ class StageStats:
                 self.fallback_reasons.append(reason)
 
     @property
+    def compile_seconds(self) -> float:
+        """Seconds spent compiling the stage's kernel (0 for stages without one)."""
+        return getattr(self.node, "compile_seconds", 0.0)
+
+    @property
     def rows_per_second(self) -> float:
         return self.rows / self.seconds if self.seconds > 0 else 0.0
 
@@ -154,6 +159,8 @@ class StageStats:
                      f"the reference path")
         if self.fallback_reasons:
             text += " (" + "; ".join(self.fallback_reasons) + ")"
+        if self.compile_seconds:
+            text += f"; compile {self.compile_seconds:.3f} s"
         return text
 
 

@@ -10,6 +10,7 @@ batching terminal.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 import numba
@@ -18,10 +19,11 @@ from numba import types
 
 from nbdata.chunks import Chunk, RowList, chunk_from_elements, col_row
 from nbdata.compiler.kernel_cache import compile_kernel
-from nbdata.compiler.threads import kernel_section
+from nbdata.kernels.threads import kernel_section
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.kernels.compact import compact
-from nbdata.ops.batch import batch_columns, batch_size_of
+from nbdata.kernels.batching import batch_columns
+from nbdata.ops.batch import batch_size_of
 from nbdata.ops.fusion import DROP, RaggedLeaf, pack_ragged
 from nbdata.compiler.lowering import StageNode
 from nbdata.ops.runtime import ChunkIter, RowQueue
@@ -44,6 +46,13 @@ class FusedStage(StageNode):
     compacts: bool          # outputs hold every row: kept rows are gathered after the call
     results: tuple          # the element's columns: indices into scratch + outputs
     lazy_rows: int = 0
+    # Seconds spent making the kernel: writing its source, and Numba compiling (or
+    # loading from the disk cache) each signature it was called with.
+    timing: dict = dataclasses.field(default_factory=lambda: {"source": 0.0, "numba": 0.0})
+
+    @property
+    def compile_seconds(self) -> float:
+        return self.timing["source"] + self.timing["numba"]
 
     def report_lines(self) -> list[str]:
         plan = self.plan
@@ -54,6 +63,8 @@ class FusedStage(StageNode):
         if self.lazy_rows:
             lines.append(f"  compiled once {self.lazy_rows:,} rows have gone through (a stream "
                          "of unknown length: shorter ones stay on the reference path)")
+        lines.append(f"  compile: {self.compile_seconds:.3f} s (source {self.timing['source']:.3f} s, "
+                     f"Numba {self.timing['numba']:.3f} s)")
         lines.append("  generated source:")
         lines += ["    " + ln for ln in self.source_text.rstrip().splitlines()]
         return lines
@@ -64,7 +75,9 @@ class FusedStage(StageNode):
         sig = (types.int64, types.int64, *[numba.typeof(a) for a in args], types.uint8[::1],
                types.int64[::1], *[numba.typeof(b) for b in buffers], types.int64[::1])
         if sig not in self.kernel.overloads:
+            started = time.perf_counter()
             compile_kernel(self.kernel, sig)
+            self.timing["numba"] += time.perf_counter() - started
         return sig
 
     def open_chunks(self, ctx, state: dict | None = None):

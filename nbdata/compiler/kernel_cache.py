@@ -15,12 +15,10 @@ The directory is ``$NBDATA_CACHE_DIR``, else ``$XDG_CACHE_HOME/nbdata``, else
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import sys
 import threading
 import types as pytypes
-import weakref
 from pathlib import Path
 from typing import Any
 
@@ -134,48 +132,27 @@ def stage_hash(text: str, functions: list) -> str | None:
     return h.hexdigest()[:24]
 
 
-_modules: "weakref.WeakKeyDictionary[Any, tuple]" = weakref.WeakKeyDictionary()
+def kernel_path(key: str):
+    """Where the kernel source of cache key ``key`` lives (None: no disk cache)."""
+    root = cache_dir()
+    return None if root is None else root / "kernels" / f"stage_{key}.py"
+
+
 _compile_lock = threading.Lock()
 
 
-def compile_cached_kernel(name: str, text: str, glb: dict, key: str, jit_options: dict):
-    """A kernel compiled from a source file in the cache directory, with Numba's
-    ``cache=True`` storing its machine code beside it; None when the directory cannot
-    be used. The source module is not left in ``sys.modules``: :func:`compile_kernel`
-    puts it there only while Numba compiles or loads a signature (Numba's cache
-    loader imports the module by name), so nothing outlives the kernel."""
-    root = cache_dir()
-    if root is None:
-        return None
-    folder = root / "kernels"
-    path = folder / f"stage_{key}.py"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        if not path.exists():
-            tmp = folder / f".stage_{key}.{os.getpid()}.tmp"
-            tmp.write_text(text)
-            os.replace(tmp, path)
-    except OSError:
-        return None
-    spec = importlib.util.spec_from_file_location(f"nbdata_stage_{key}", path)
-    module = importlib.util.module_from_spec(spec)
-    module.__dict__.update(glb)
-    spec.loader.exec_module(module)
-    kernel = numba.njit(cache=True, **jit_options)(getattr(module, name))
-    _modules[kernel] = (spec.name, module)
-    return kernel
-
-
 def compile_kernel(kernel, signature: tuple) -> None:
-    """Compile (or load from the disk cache) ``kernel`` for ``signature``."""
-    entry = _modules.get(kernel)
-    if entry is None:
+    """Compile (or load from the disk cache) ``kernel`` for ``signature``. A kernel whose
+    source is a file of the cache directory is compiled with its module in
+    ``sys.modules`` (Numba's cache loader imports it by name); it is not left there, so
+    nothing outlives the kernel."""
+    module = getattr(kernel.py_func, "_nbdata_module", None)
+    if module is None:
         kernel.compile(signature)
         return
-    name, module = entry
     with _compile_lock:
-        sys.modules[name] = module
+        sys.modules[module.__name__] = module
         try:
             kernel.compile(signature)
         finally:
-            sys.modules.pop(name, None)
+            sys.modules.pop(module.__name__, None)

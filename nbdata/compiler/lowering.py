@@ -16,11 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from nbdata.compiler import elementwise
+from nbdata.compiler.lifting import lift
+from nbdata.primitives.expr import Expr, NotElementwise, output_specs
 from nbdata.ops.fusion import (PartlyFusable, StreamSource, check_structure, has_opaque, has_ragged,
                                spec_type)
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, NotFusable
 from nbdata.options import Options
+from nbdata.trace.function import recording_failed
+from nbdata.trace.graph import TraceError
 from nbdata.spec import flatten, same_structure
 
 
@@ -134,23 +137,38 @@ class Planner:
     # ------------------------------------------------------- hook services
     def function(self, fn, chain: Chain, kind: str) -> FunctionPlan:
         """Lift ``fn`` (a UserFunction) to elementwise expressions, else type it."""
+        lifted = self._lifted(fn, kind)
+        if lifted is not None:
+            return FunctionPlan(lifted=lifted)
         try:
-            lifted = elementwise.trace(fn.fn, chain.structure)
-            if kind == "filter":
-                ok = (isinstance(lifted, elementwise.Expr) and lifted.dtype == np.bool_
-                      and not lifted.is_array)
-            else:
-                specs = elementwise.output_specs(lifted)
-                ok = same_structure(lifted, fn.output_spec) and specs == flatten(fn.output_spec)
-            if ok:
-                return FunctionPlan(lifted=lifted)
-        except elementwise.NotElementwise:
-            pass
-        if any(t is None for t in chain.types):
-            raise NotFusable(f"{fn.name} uses (or returns) a string component of its input; "
-                             "strings run in Python")
-        dispatcher, result = self.typer.type_function(fn, chain, kind)
+            if any(t is None for t in chain.types):
+                raise NotFusable(f"{fn.name} uses (or returns) a string component of its "
+                                 "input; strings run in Python")
+            dispatcher, result = self.typer.type_function(fn, chain, kind)
+        except NotFusable as e:
+            failed = getattr(fn, "recording_error", None)
+            if failed is None:
+                raise
+            raise NotFusable(f"{fn.name} has no compiled form: its graph could not be recorded "
+                             f"({failed}), and {e}") from None
         return FunctionPlan(dispatcher=dispatcher, result_type=result)
+
+    @staticmethod
+    def _lifted(fn, kind: str):
+        """``fn``'s recorded graph as expressions when it lifts, else None."""
+        try:
+            lifted = lift(fn.recorded())
+        except (NotElementwise, TraceError):
+            return None
+        except Exception as e:  # noqa: BLE001 - the function then compiles as a call
+            recording_failed(e)
+            return None
+        if kind == "filter":
+            ok = isinstance(lifted, Expr) and lifted.dtype == np.bool_ and not lifted.is_array
+        else:
+            ok = same_structure(lifted, fn.output_spec) and \
+                output_specs(lifted) == flatten(fn.output_spec)
+        return lifted if ok else None
 
     @staticmethod
     def advance(chain: Chain, step) -> Chain:

@@ -11,14 +11,14 @@ from nbdata.compiler.executor import ChunkedRun, ExecContext, RunState, StageSta
 from nbdata.compiler.lowering import plan
 from nbdata.compiler.passes import run_passes
 from nbdata.compiler.plan import plan_lines
-from nbdata.compiler.threads import ThreadBudget, serialises_kernels, tune_allocator
+from nbdata.kernels.threads import ThreadBudget, serialises_kernels, tune_allocator
 from nbdata.errors import InvalidArgumentError
 from nbdata.iterator import Iterator
 from nbdata.ops.function import ChainedFunction, UserFunction
 from nbdata.ops.node import Node
 from nbdata.ops.shuffle import EpochCounter
 from nbdata.options import Options
-from nbdata.placeholder import Placeholder
+from nbdata.trace.placeholder import Placeholder
 
 STATE_VERSION = 1
 
@@ -71,7 +71,7 @@ class Pipeline:
         self._make_dataset = make_dataset
         self._stats: dict = {}
         tune_allocator()
-        self.optimized, self.applied_passes = run_passes(logical, options)
+        self.optimized, self.passes = run_passes(logical, options)
         planned, self.notes = plan(self.optimized, options, CpuTyper())
         self.physical = compile_stages(planned, options)
         self.element_spec = logical.spec
@@ -166,6 +166,11 @@ class Pipeline:
         return self.open(feed_dict, doc["run"])
 
     # ---------------------------------------------------------- reports
+    @property
+    def applied_passes(self) -> list[str]:
+        """The names of the rewrite passes that changed the plan, in order."""
+        return [run.name for run in self.passes if run.changed]
+
     def fused_stages(self) -> list:
         """The compiled fused stages of the physical plan, sink first."""
         return [n for n in _walk(self.physical) if n.op == "fused_stage"]
@@ -205,6 +210,14 @@ class Pipeline:
         == physical plan (sink first) ==
         map(fn=<lambda>)
           range(start=0, stop=3, step=1, dtype=dtype('int64'))
+        == rewrite passes ==
+          noop_elimination: no change (... ms)
+          decode_lifting: no change (... ms)
+          decode_vectorization: no change (... ms)
+          map_fusion: no change (... ms)
+          gpu_map_fusion: no change (... ms)
+          filter_fusion: no change (... ms)
+          shuffle_indices: no change (... ms)
         == not fused ==
           range(start=0, stop=3, step=1, dtype=dtype('int64')): 3 rows, fewer than Options().fusion_min_rows (4096) -> not compiled: the ops above it run op by op
         == execution: chunks of rows through every stage, except ==
@@ -212,9 +225,9 @@ class Pipeline:
         """
         lines = ["== physical plan (sink first) =="]
         lines += plan_lines(self.physical)
-        if self.applied_passes:
-            lines.append("== rewrite passes applied ==")
-            lines += [f"  {name}" for name in self.applied_passes]
+        if self.passes:
+            lines.append("== rewrite passes ==")
+            lines += [f"  {run.line()}" for run in self.passes]
         if self.notes:
             lines.append("== not fused ==")
             lines += [f"  {note.line()}" for note in self.notes]

@@ -18,7 +18,7 @@ import numpy as np
 from nbdata.chunks import Chunk, RowList, col_row
 from nbdata.errors import InvalidArgumentError
 from nbdata.gpu.functions import JpegDecode
-from nbdata.ops.function import call_unpacked, function_name
+from nbdata.trace.abstract import call_unpacked, function_name
 from nbdata.ops.node import Node, arg_field, input_field
 from nbdata.ops.runtime import ChunkIter
 from nbdata.spec import TensorSpec, flatten, pack_as

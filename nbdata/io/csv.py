@@ -23,11 +23,11 @@ import numba
 import numpy as np
 
 from nbdata.chunks import StringColumn, string_column_of
-from nbdata.decoding import Decoder, RowError, for_probe, probed
+from nbdata.primitives.decoder import Decoder, RowError, for_records
 from nbdata.errors import InvalidArgumentError
 from nbdata.kernels import csv as k
 from nbdata.spec import TensorSpec, as_dtype, string
-from nbdata.train.graph import graph_function
+from nbdata.primitives.table import define
 
 _KINDS = {np.dtype(np.int32): k.KIND_INT32, np.dtype(np.int64): k.KIND_INT64,
           np.dtype(np.float32): k.KIND_FLOAT32, np.dtype(np.float64): k.KIND_FLOAT64}
@@ -288,7 +288,15 @@ def _records(records):
     return column.data, column.offsets, shape
 
 
-@graph_function
+def _csv_decoder(records, record_defaults, field_delim=",", use_quote_delim=True, na_value="",
+                 select_cols=None, name=None):
+    """The column decoder of a ``decode_csv`` call."""
+    config = _config(record_defaults, field_delim, use_quote_delim, na_value, select_cols)
+    return for_records(CsvDecoder(config), records)
+
+
+@define(abstract=lambda *args, **kwargs: list(_csv_decoder(*args, **kwargs).output_spec),
+        decoder=_csv_decoder)
 def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, na_value="",
                select_cols=None, name=None):
     """Convert CSV records to tensors, one per column (``tf.io.decode_csv``).
@@ -316,9 +324,6 @@ def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, 
     [np.int32(7), b'x']
     """
     config = _config(record_defaults, field_delim, use_quote_delim, na_value, select_cols)
-    lifted = probed(records, lambda: _decoder(config, records))
-    if lifted is not None:
-        return list(lifted) if isinstance(lifted, tuple) else lifted
     data, offsets, shape = _records(records)
     n = len(offsets) - 1
     try:
@@ -351,12 +356,8 @@ def _config(record_defaults, field_delim, use_quote_delim, na_value, select_cols
     return config
 
 
-def _decoder(config: CsvConfig, probe):
-    return for_probe(CsvDecoder(config), probe)
-
-
 class CsvDecoder(Decoder):
-    """``decode_csv`` on each record of a column (see ``nbdata/decoding.py``)."""
+    """``decode_csv`` on each record of a column (see ``nbdata/primitives/decoder.py``)."""
 
     name = "decode_csv"
     batched_name = "decode_csv"
@@ -370,14 +371,6 @@ class CsvDecoder(Decoder):
 
     def describe(self) -> str:
         return f"decode_csv({len(self.config.kinds)} columns)"
-
-    def call(self, value):
-        data, offsets, _ = _records(value)
-        try:
-            columns = self.config.columns(data, offsets, 1)
-        except RowError as e:
-            raise self.config.error(data, e.row, e.error, 0) from None
-        return tuple(c[0] for c in columns)
 
     def decode_rows(self, column, rows: int, batch: int | None = None) -> list:
         offsets = column.offsets[:rows + 1]

@@ -10,7 +10,7 @@ then the first missing feature by key) and the text of its messages. Every error
 
 Results follow nbdata's leaf conventions: float32 / int64 arrays, object arrays of
 ``bytes`` for strings, NumPy scalars (or ``bytes``) for 0-d values, and
-:class:`~nbdata.sparse.SparseTensor` for :class:`VarLenFeature`.
+:class:`~nbdata.spec.SparseTensor` for :class:`VarLenFeature`.
 
 >>> rec = encode_example({"x": [1.5, 2.0], "label": 3, "id": b"a"})
 >>> out = parse_example([rec, rec], {"x": FixedLenFeature([2], "float32"),
@@ -28,14 +28,13 @@ from typing import Any, NamedTuple
 import numba
 import numpy as np
 
-from nbdata.chunks import StringColumn, string_column_of
-from nbdata.decoding import probed
-from nbdata.compiler.threads import kernel_section
+from nbdata.chunks import RowList, StringColumn, string_column_of
+from nbdata.kernels.threads import kernel_section
 from nbdata.errors import InvalidArgumentError
 from nbdata.kernels import protobuf as pb
-from nbdata.sparse import SparseTensor
-from nbdata.spec import as_dtype, string
-from nbdata.train.graph import graph_function
+from nbdata.spec import SparseTensor, SparseTensorSpec, TensorSpec, as_dtype, string
+from nbdata.primitives.decoder import Decoder, RowError, for_records
+from nbdata.primitives.table import define
 
 __all__ = ["ExamplePlan", "FixedLenFeature", "VarLenFeature", "encode_example",
            "parse_example", "parse_single_example"]
@@ -481,13 +480,6 @@ class ExamplePlan:
         return err
 
 
-# The names nbdata.io.example_decoder uses.
-_Plan = ExamplePlan
-
-
-def _run(src: _Source, plan: ExamplePlan, single: bool, names) -> dict:
-    return plan._parse(src, single, names)
-
 
 _PLANS: dict = {}
 _MAX_PLANS = 64
@@ -572,16 +564,19 @@ def _batch_source(serialized) -> _Source | None:
 
 # ------------------------------------------------------------------ public API
 
-def _decoder(features, probe=None):
-    """The plan decoder of these features (see ``nbdata/decoding.py``): per record, or
-    batched when the probe stands for a vector of records."""
-    from nbdata.decoding import for_probe
-    from nbdata.io.example_decoder import ExampleDecoder
-    return for_probe(ExampleDecoder(features), probe)
+def _single_decoder(serialized, features: Mapping, name=None) -> "ExampleDecoder":
+    return ExampleDecoder(features)
 
 
-@graph_function
-def parse_single_example(serialized, features: Mapping) -> dict:
+def _batch_decoder(serialized, features: Mapping, example_names=None, name=None):
+    """parse_example's column decoder: batched for a vector of records, per record for
+    one record."""
+    return for_records(ExampleDecoder(features), serialized)
+
+
+@define(abstract=lambda *args, **kwargs: _single_decoder(*args, **kwargs).output_spec,
+        decoder=_single_decoder)
+def parse_single_example(serialized, features: Mapping, name=None) -> dict:
     """Parse one serialized ``tf.train.Example`` (``tf.io.parse_single_example``).
 
     Args:
@@ -603,17 +598,15 @@ def parse_single_example(serialized, features: Mapping) -> dict:
     >>> out["id"], out["tags"].values.tolist(), out["w"].tolist()
     (np.int64(7), [b'a', b'b'], [0.5, 1.0])
     """
-    lifted = probed(serialized, lambda: _decoder(features))
-    if lifted is not None:
-        return lifted
     plan = _plan(features)
     record = _record_bytes(serialized)
     src = _Source(np.frombuffer(record, np.uint8), np.array([0, len(record)], np.int64), record)
     return plan._parse(src, True, None)
 
 
-@graph_function
-def parse_example(serialized, features: Mapping, example_names=None) -> dict:
+@define(abstract=lambda *args, **kwargs: _batch_decoder(*args, **kwargs).output_spec,
+        decoder=_batch_decoder)
+def parse_example(serialized, features: Mapping, example_names=None, name=None) -> dict:
     """Parse a batch of serialized ``tf.train.Example`` protos (``tf.io.parse_example``).
 
     Args:
@@ -637,14 +630,86 @@ def parse_example(serialized, features: Mapping, example_names=None) -> dict:
     >>> st.indices.tolist(), st.values.tolist(), st.dense_shape.tolist()
     ([[0, 0], [0, 1], [1, 0]], [1, 2, 3], [2, 2])
     """
-    lifted = probed(serialized, lambda: _decoder(features, serialized))
-    if lifted is not None:
-        return lifted
     plan = _plan(features)
     src = _batch_source(serialized)
     if src is None:
         return parse_single_example(serialized, features)
     return plan._parse(src, False, example_names)
+
+
+# ------------------------------------------------------------- column decoder
+
+class ExampleDecoder(Decoder):
+    """``parse_single_example(record, features)`` on each record of a column."""
+
+    name = "parse_single_example"
+    batched_name = "parse_example"
+
+    def __init__(self, features: Mapping):
+        self.features = dict(features)
+        self.plan = ExamplePlan(features)
+
+    @property
+    def spec(self):
+        out = {}
+        for key, feature, shape in zip(self.plan.keys, self.plan.specs, self.plan.shapes):
+            if isinstance(feature, VarLenFeature):
+                out[key] = SparseTensorSpec((None,), as_dtype(feature.dtype))
+            else:
+                out[key] = TensorSpec(tuple(shape), as_dtype(feature.dtype))
+        return out
+
+    def describe(self) -> str:
+        return f"{self.name}({', '.join(self.plan.keys)})"
+
+    def decode_rows(self, column, rows: int, batch: int | None = None) -> list:
+        src = _Source(column.data, column.offsets[:rows + 1])
+        try:
+            result = self.plan._parse(src, False, None)
+        except InvalidArgumentError as e:
+            row = getattr(e, "record_index", 0)
+            raise RowError(row, self._error(column, row, batch, e)) from None
+        columns = []
+        for key in self.plan.keys:
+            value = result[key]
+            if isinstance(value, SparseTensor):
+                columns.append(split_sparse(value, rows))
+            else:
+                columns.append(value)
+        return columns
+
+    def _error(self, column, row: int, batch: int | None, batched_error):
+        """The error TensorFlow reports for ``row``: parse_single_example's for one
+        record, parse_example's (its index within the batch) for a batch."""
+        if batch is None:
+            try:
+                parse_single_example(column.row(row), self.features)
+            except InvalidArgumentError as e:
+                return e
+            return batched_error
+        first = row // batch * batch
+        records = [column.row(j) for j in range(first, min(first + batch, len(column)))]
+        try:
+            parse_example(records, self.features)
+        except InvalidArgumentError as e:
+            return e
+        return batched_error
+
+
+def split_sparse(value: SparseTensor, rows: int) -> RowList:
+    """The per-row 1-D sparse tensors of a ``[rows, n]`` sparse tensor (row-major)."""
+    counts = np.bincount(value.indices[:, 0], minlength=rows) if len(value.values) else \
+        np.zeros(rows, np.int64)
+    ends = np.cumsum(counts)
+    out = RowList()
+    start = 0
+    for r in range(rows):
+        end = int(ends[r])
+        n = end - start
+        out.append(SparseTensor(np.arange(n, dtype=np.int64).reshape(-1, 1), value.values[start:end],
+                                np.array([n], np.int64)))
+        start = end
+    return out
 
 
 # ------------------------------------------------------------------ encoding

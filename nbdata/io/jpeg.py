@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any
 
 import numba
 import numpy as np
 
 from nbdata.chunks import PackedRows, RowList, StringColumn
-from nbdata.decoding import Decoder, RowError, for_probe, probed
+from nbdata.primitives.decoder import Decoder, RowError, for_records
 from nbdata.errors import InvalidArgumentError, UnimplementedError
 from nbdata.spec import TensorSpec
-from nbdata.train.graph import graph_function
+from nbdata.primitives.table import define
 
 EXTRA = "pip install 'nbdata[image]'"
 _DCT_METHODS = ("", "INTEGER_FAST", "INTEGER_ACCURATE")
@@ -243,7 +242,17 @@ def stack_images(images: list) -> np.ndarray:
     return np.stack(images)
 
 
-@graph_function
+def _jpeg_decoder(contents, channels=0, ratio=1, fancy_upscaling=True,
+                  try_recover_truncated=False, acceptable_fraction=1, dct_method="", name=None):
+    """The column decoder of a ``decode_jpeg`` call."""
+    options = JpegOptions(channels, ratio, fancy_upscaling, try_recover_truncated,
+                          acceptable_fraction, dct_method)
+    _library()
+    return for_records(JpegDecoder(options), contents)
+
+
+@define(abstract=lambda *args, **kwargs: _jpeg_decoder(*args, **kwargs).output_spec,
+        decoder=_jpeg_decoder)
 def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True, try_recover_truncated=False,
                 acceptable_fraction=1, dct_method="", name=None):
     """Decodes JPEG images to uint8 arrays (``tf.io.decode_jpeg``, same pixels).
@@ -279,9 +288,6 @@ def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True, try_recover
     options = JpegOptions(channels, ratio, fancy_upscaling, try_recover_truncated,
                           acceptable_fraction, dct_method)
     _library()
-    lifted = probed(contents, lambda: _decoder(options, contents))
-    if lifted is not None:
-        return lifted
     if isinstance(contents, (bytes, bytearray, memoryview, np.bytes_, str)) or (
             isinstance(contents, np.ndarray) and contents.ndim == 0):
         return options.decode(_as_bytes(contents))
@@ -307,7 +313,7 @@ def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True, try_recover
         raise e.error from None
 
 
-@graph_function
+@define
 def encode_jpeg(image, format="", quality=95, chroma_downsampling=True, name=None) -> bytes:
     """Encodes an (H, W, C) uint8 image (C = 1 or 3) as baseline JPEG bytes
     (``tf.io.encode_jpeg``'s ``format`` "" / "grayscale" / "rgb", ``quality`` 0-100 and
@@ -350,9 +356,6 @@ class JpegDecoder(Decoder):
     def describe(self) -> str:
         return f"decode_jpeg(channels={self.options.channels}, ratio={self.options.ratio})"
 
-    def call(self, value):
-        return self.options.decode(_as_bytes(value))
-
     def decode_rows(self, column, rows: int, batch: int | None = None) -> list:
         values = StringColumn(column.data, column.offsets[:rows + 1]).values()
         try:
@@ -373,6 +376,3 @@ class JpegDecoder(Decoder):
                 raise RowError(b * size + e.row, e.error) from None
         return [RowList(out)] if count > 1 and len({o.shape for o in out}) > 1 else [np.stack(out)]
 
-
-def _decoder(options: JpegOptions, probe: Any):
-    return for_probe(JpegDecoder(options), probe)

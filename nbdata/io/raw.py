@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from nbdata.chunks import StringColumn
-from nbdata.decoding import Decoder, RowError, for_probe, probed
+from nbdata.primitives.decoder import Decoder, RowError, for_records
 from nbdata.errors import InvalidArgumentError
 from nbdata.spec import TensorSpec, as_dtype, string
-from nbdata.train.graph import graph_function
+from nbdata.primitives.table import define
 
 _TF_NAMES = {"float16": "half", "float32": "float", "float64": "double"}
 
@@ -58,7 +58,26 @@ def _pad(value: bytes, fixed_length: int) -> bytes:
     return value[:fixed_length].ljust(fixed_length, b"\0")
 
 
-@graph_function
+def _checked(out_type, fixed_length) -> np.dtype:
+    """The output dtype, with ``fixed_length`` checked against it."""
+    dtype = _out_type(out_type, fixed_length is not None)
+    if fixed_length is not None and int(fixed_length) <= 0:
+        raise InvalidArgumentError(f"fixed_length ({int(fixed_length)}) must be greater than "
+                                   "zero.", "DecodePaddedRaw")
+    if fixed_length is not None and int(fixed_length) % dtype.itemsize:
+        raise InvalidArgumentError(f"fixed_length ({int(fixed_length)}) must be a multiple of "
+                                   f"the size of out_type ({dtype.itemsize})", "DecodePaddedRaw")
+    return dtype
+
+
+def _raw_decoder(input_bytes, out_type, little_endian: bool = True, fixed_length=None, name=None):
+    """The column decoder of a ``decode_raw`` call."""
+    dtype = _checked(out_type, fixed_length)
+    return for_records(RawDecoder(dtype, little_endian, fixed_length), input_bytes)
+
+
+@define(abstract=lambda *args, **kwargs: _raw_decoder(*args, **kwargs).output_spec,
+        decoder=_raw_decoder)
 def decode_raw(input_bytes, out_type, little_endian: bool = True, fixed_length=None, name=None):
     """Reinterpret the bytes of records as numbers (``tf.io.decode_raw``).
 
@@ -77,16 +96,7 @@ def decode_raw(input_bytes, out_type, little_endian: bool = True, fixed_length=N
         InvalidArgumentError: a length that is not a multiple of the dtype's size, or
             records of different lengths in a batch (TensorFlow's messages).
     """
-    dtype = _out_type(out_type, fixed_length is not None)
-    if fixed_length is not None and int(fixed_length) <= 0:
-        raise InvalidArgumentError(f"fixed_length ({int(fixed_length)}) must be greater than "
-                                   "zero.", "DecodePaddedRaw")
-    if fixed_length is not None and int(fixed_length) % dtype.itemsize:
-        raise InvalidArgumentError(f"fixed_length ({int(fixed_length)}) must be a multiple of "
-                                   f"the size of out_type ({dtype.itemsize})", "DecodePaddedRaw")
-    lifted = probed(input_bytes, lambda: _decoder(dtype, little_endian, fixed_length, input_bytes))
-    if lifted is not None:
-        return lifted
+    dtype = _checked(out_type, fixed_length)
     if isinstance(input_bytes, (bytes, bytearray, memoryview, np.bytes_, str)) or (
             isinstance(input_bytes, np.ndarray) and input_bytes.ndim == 0):
         value = input_bytes.item() if isinstance(input_bytes, np.ndarray) else input_bytes
@@ -125,12 +135,8 @@ def _decode_batch(values, shape, dtype, little_endian, fixed_length, first_row: 
     return _view(data, dtype, little_endian).reshape(tuple(shape) + (size // dtype.itemsize,))
 
 
-def _decoder(dtype, little_endian, fixed_length, probe):
-    return for_probe(RawDecoder(dtype, little_endian, fixed_length), probe)
-
-
 class RawDecoder(Decoder):
-    """``decode_raw`` on each record of a column (see ``nbdata/decoding.py``)."""
+    """``decode_raw`` on each record of a column (see ``nbdata/primitives/decoder.py``)."""
 
     name = "decode_raw"
     batched_name = "decode_raw"
@@ -145,9 +151,6 @@ class RawDecoder(Decoder):
 
     def describe(self) -> str:
         return f"decode_raw({self.dtype.name})"
-
-    def call(self, value):
-        return decode_raw(value, self.dtype, self.little_endian, self.fixed_length)
 
     def decode_rows(self, column, rows: int, batch: int | None = None) -> list:
         offsets = column.offsets[:rows + 1]

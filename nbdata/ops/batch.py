@@ -7,82 +7,19 @@ from typing import Any
 
 import numpy as np
 
-from nbdata.chunks import Chunk, RowList, StringColumn, col_values
+from nbdata.chunks import Chunk, RowList, col_values
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.ops.fusion import Terminal, check_structure
 from nbdata.ops.node import AUTOTUNE, INFINITE, UNKNOWN, Node, arg_field, input_field
-from nbdata.kernels.compact import compact
+from nbdata.kernels.batching import batch_columns, stack_leaves
 from nbdata.ops.runtime import ChunkIter, RowQueue
-from nbdata.sparse import SparseTensor, SparseTensorSpec
-from nbdata.spec import DatasetSpec, TensorSpec, flatten, pack_as
-
-
-def batched_spec(spec: Any, batch_dim: int | None, op: str) -> Any:
-    def leaf(s):
-        if isinstance(s, DatasetSpec):
-            raise TypeError(f"{op}: cannot batch elements that are datasets; flat_map them first")
-        if isinstance(s, SparseTensorSpec):
-            return SparseTensorSpec((batch_dim,) + s.shape, s.dtype)
-        return TensorSpec(None if s.shape is None else (batch_dim,) + s.shape, s.dtype)
-    return pack_as(spec, [leaf(s) for s in flatten(spec)])
+from nbdata.spec import SparseTensor, batched_spec, flatten
 
 
 def batch_cardinality(n: int, batch_size: Any, drop_remainder: bool) -> int:
     if n in (INFINITE, UNKNOWN) or not isinstance(batch_size, (int, np.integer)):
         return n if n in (INFINITE, UNKNOWN) else UNKNOWN
     return n // batch_size if drop_remainder else -(-n // batch_size)
-
-
-def stack_leaves(values: list, component: int, op: str) -> np.ndarray:
-    """Stack one component of several elements; shapes must agree (sparse tensors of
-    one rank batch into a sparse tensor whose dense shape is the largest of each dim)."""
-    first = values[0]
-    if isinstance(first, SparseTensor):
-        return batch_sparse(values, component, op)
-    if isinstance(first, bytes) or (isinstance(first, np.ndarray) and first.dtype == object):
-        shape0 = np.shape(first) if isinstance(first, np.ndarray) else ()
-        for j, v in enumerate(values):
-            shape = np.shape(v) if isinstance(v, np.ndarray) else ()
-            if shape != shape0:
-                raise_shape_mismatch(op, component, shape0, j, shape)
-        out = np.empty((len(values),) + shape0, dtype=object)
-        for j, v in enumerate(values):
-            out[j] = v
-        return out
-    shape0 = np.shape(first)
-    for j, v in enumerate(values):
-        if np.shape(v) != shape0:
-            raise_shape_mismatch(op, component, shape0, j, np.shape(v))
-    return np.stack(values)
-
-
-def batch_sparse(values: list, component: int, op: str) -> SparseTensor:
-    """``tf.sparse`` batching: row ``j``'s indices get ``j`` in front."""
-    rank = len(values[0].dense_shape)
-    for j, v in enumerate(values):
-        if not isinstance(v, SparseTensor) or len(v.dense_shape) != rank:
-            raise InvalidArgumentError(
-                f"{op}: cannot batch component {component}: element {j} is not a sparse tensor "
-                f"of rank {rank}", op)
-    counts = [len(v.values) for v in values]
-    rows = np.repeat(np.arange(len(values), dtype=np.int64), counts)
-    indices = np.concatenate([rows[:, None], np.concatenate([v.indices for v in values])], axis=1) \
-        if rows.size else np.zeros((0, rank + 1), np.int64)
-    dense = np.max(np.stack([v.dense_shape for v in values]), axis=0) if rank else np.zeros(0, np.int64)
-    vals = np.concatenate([v.values for v in values]) if values else values[0].values
-    return SparseTensor(indices, vals, np.concatenate([[len(values)], dense]).astype(np.int64))
-
-
-def raise_shape_mismatch(op, component, shape0, j, shape):
-    raise InvalidArgumentError(
-        f"{op}: cannot batch tensors with different shapes in component {component}: the first "
-        f"element had shape {list(shape0)} and element {j} had shape {list(shape)}; use "
-        f"padded_batch to pad them to a common shape", op)
-
-
-def stack_elements(elements: list, op: str) -> Any:
-    columns = list(zip(*(flatten(e) for e in elements)))
-    return pack_as(elements[0], [stack_leaves(list(col), k, op) for k, col in enumerate(columns)])
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -142,30 +79,6 @@ def batch_size_of(node, ctx) -> int:
         raise InvalidArgumentError(f"{node.label}: batch_size must be positive, got {size}",
                                    node.op)
     return size
-
-
-def batch_columns(columns: list, count: int, size: int, leaf=None, copy: bool = True) -> list:
-    """``count`` batches of ``size`` rows from columns of ``count * size`` rows: dense
-    columns are reshaped (copied, by a parallel kernel, unless ``copy`` is False, so
-    that batches never alias the user's arrays), string columns become object arrays,
-    columns of ragged rows are stacked batch by batch with ``leaf(values, component)``."""
-    out = []
-    for i, c in enumerate(columns):
-        if isinstance(c, StringColumn):
-            c = c.to_objects()
-        if isinstance(c, np.ndarray):
-            if copy:
-                c = compact(c, np.arange(len(c), dtype=np.int64))
-            out.append(c.reshape((count, size) + c.shape[1:]))
-            continue
-        values = list(c)
-        batches = [leaf(values[j * size:(j + 1) * size], i) for j in range(count)]
-        if batches and isinstance(batches[0], SparseTensor):
-            out.append(RowList(batches))
-            continue
-        shapes = {np.shape(b) for b in batches}
-        out.append(np.stack(batches) if len(shapes) == 1 else RowList(batches))
-    return out
 
 
 class BatchChunks(ChunkIter):

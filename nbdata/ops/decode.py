@@ -2,7 +2,7 @@
 a kernel over whole columns of records.
 
 The ``decode_lifting`` pass makes this node out of a ``map`` whose function decodes
-its record (see ``nbdata/decoding.py``); ``batch_decode`` moves a ``batch`` under a
+its record (see ``nbdata/primitives/decoder.py``); ``batch_decode`` moves a ``batch`` under a
 per-record decoder. A batched decoder right after a ``batch`` of records reads the
 records below the batch itself: ``k`` batches of ``B`` records are decoded by one
 kernel call over ``k * B`` records, straight from the reader's column.
@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 
 from nbdata.chunks import MAX_CHUNK_ROWS, Chunk, StringColumn, col_values, concat_chunks
-from nbdata.compiler.threads import kernel_section
-from nbdata.decoding import Decoder, RowError, leaf_output_spec
+from nbdata.kernels.threads import kernel_section
+from nbdata.primitives.decoder import Decoder, RowError, leaf_output_spec
 from nbdata.ops.node import Node, arg_field, input_field
 from nbdata.ops.runtime import ChunkIter, RowQueue, RowReader
 from nbdata.spec import TensorSpec, string

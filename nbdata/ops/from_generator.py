@@ -9,7 +9,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nbdata.errors import InvalidArgumentError, OpError
-from nbdata.ops.function import function_name
+from nbdata.trace.abstract import function_name
 from nbdata.ops.runtime import CollectedChunks
 from nbdata.ops.node import UNKNOWN, Node
 from nbdata.spec import (TensorSpec, cast_leaf, flatten, is_namedtuple, pack_as, same_structure,

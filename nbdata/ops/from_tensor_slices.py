@@ -15,7 +15,7 @@ from nbdata.kernels.compact import compact
 from nbdata.ops.fusion import ChunkSource, SourceLeaf, SourceReader, numba_dtype
 from nbdata.ops.runtime import ChunkIter
 from nbdata.ops.node import UNKNOWN, Node, NotFusable
-from nbdata.placeholder import Placeholder
+from nbdata.trace.placeholder import Placeholder
 from nbdata.spec import TensorSpec, flatten, pack_as, string
 
 

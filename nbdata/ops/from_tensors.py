@@ -12,7 +12,7 @@ from nbdata.chunks import chunk_from_elements
 from nbdata.ops.fusion import ChunkSource, SourceLeaf, SourceReader, numba_dtype
 from nbdata.ops.runtime import ChunkIter
 from nbdata.ops.node import INFINITE, Node, NotFusable
-from nbdata.placeholder import Placeholder
+from nbdata.trace.placeholder import Placeholder
 from nbdata.spec import TensorSpec, flatten, pack_as, spec_of_value, string
 
 

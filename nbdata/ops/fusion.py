@@ -186,8 +186,7 @@ class OpaqueLeaf(SourceLeaf):
         super().__init__(spec, None)
 
     def emit_load(self, row, args):
-        from nbdata.compiler.codegen import Leaf
-        return Leaf(self.spec)
+        return row.unread(self.spec)
 
 
 def has_opaque(leaves) -> bool:

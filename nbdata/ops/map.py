@@ -48,7 +48,10 @@ class Map(Node):
         return self.input.cardinality()
 
     def per_element(self) -> str | None:
-        return f"calls {self.fn.name} in Python for each element"
+        why = f"calls {self.fn.name} in Python for each element"
+        failed = getattr(self.fn, "recording_error", None)
+        return f"{why} (it has no compiled form: its graph could not be recorded: {failed})" \
+            if failed else why
 
     def random_access(self) -> str | None:
         return self.input.random_access()

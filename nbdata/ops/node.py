@@ -23,6 +23,8 @@ def new_resource_key() -> int:
 class NotFusable(Exception):
     """A source, op or terminal cannot join a fused stage (the message says why)."""
 
+    refusal = True   # a refusal, not an internal error (nbdata.trace.function)
+
 
 class PartlyFusable(NotFusable):
     """A node whose first ``steps`` fuse but not the rest (a chained map whose third

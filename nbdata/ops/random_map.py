@@ -9,7 +9,8 @@ import numpy as np
 
 from nbdata import random as nd_random
 from nbdata.chunks import chunk_from_elements
-from nbdata.ops.function import UserFunction, call_unpacked, canonical_output, conform
+from nbdata.ops.function import UserFunction
+from nbdata.trace.abstract import call_unpacked, canonical_output, conform
 from nbdata.ops.node import Node, arg_field, input_field, new_resource_key
 from nbdata.ops.runtime import PerElement
 

@@ -12,7 +12,7 @@ from nbdata.errors import InvalidArgumentError
 from nbdata.ops.fusion import ChunkSource, SourceLeaf, SourceReader, numba_dtype
 from nbdata.ops.node import UNKNOWN, Node, NotFusable, arg_field
 from nbdata.ops.runtime import ChunkIter
-from nbdata.placeholder import Placeholder
+from nbdata.trace.placeholder import Placeholder
 from nbdata.spec import TensorSpec
 
 

@@ -11,7 +11,8 @@ from typing import Any
 from nbdata.chunks import Chunk
 from nbdata.ops.node import Node, arg_field, input_field
 from nbdata.ops.runtime import ChunkIter
-from nbdata.spec import flatten, pack_as, same_structure
+from nbdata.spec import flatten, same_structure
+from nbdata.trace.graph import Tensor
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -55,28 +56,18 @@ class SelectChunks(ChunkIter):
         self.it.close()
 
 
-def selection(fn, spec, out_spec, call) -> tuple | None:
-    """The input leaves ``fn`` returns, in output order, when it only repacks its element
-    (every output leaf is an input leaf, untouched, and the output structure is
-    ``out_spec``'s); else None. Found by calling ``fn`` on marker objects."""
-
-    class Marker:
-        __slots__ = ("index",)
-
-        def __init__(self, index):
-            self.index = index
-
-    leaves = flatten(spec)
-    try:
-        out = call(fn, pack_as(spec, [Marker(i) for i in range(len(leaves))]))
-    except Exception:  # noqa: BLE001 - it computes with its input: not a repack
-        return None
-    if isinstance(out, list):
-        out = tuple(out)
-    got = flatten(out)
+def selection(graph, out_spec) -> tuple | None:
+    """The input leaves a recorded function returns, in output order, when it only repacks
+    its element (every output leaf is an input leaf, untouched, and the output structure
+    is ``out_spec``'s); else None."""
+    index = {id(t): k for k, t in enumerate(graph.inputs)}
+    got = graph.output_leaves
     want = flatten(out_spec)
-    if (len(got) != len(want) or not all(isinstance(v, Marker) for v in got)
-            or not same_structure(out, out_spec)
-            or any(leaves[v.index] != w for v, w in zip(got, want))):
+    if (len(got) != len(want) or not all(isinstance(v, Tensor) and id(v) in index for v in got)
+            or not same_structure(graph.outputs, out_spec)):
         return None
-    return tuple(v.index for v in got)
+    columns = tuple(index[id(v)] for v in got)
+    specs = flatten(graph.structure)
+    if any(specs[c] != w for c, w in zip(columns, want)):
+        return None
+    return columns

@@ -14,11 +14,12 @@ import numpy as np
 
 from nbdata import random as nd_random
 from nbdata.errors import InvalidArgumentError, OutOfRangeError, UnimplementedError
-from nbdata.ops.batch import batch_sparse
-from nbdata.sparse import SparseTensorSpec
+from nbdata.kernels.batching import batch_sparse
+from nbdata.spec import SparseTensorSpec
 from nbdata.spec import TensorSpec, string
-from nbdata.train.graph import (GraphKeys, Operation, Tensor, TensorShape, as_tensor, constant,
-                                get_default_graph, is_symbolic, name_scope, record)
+from nbdata.train.graph import GraphKeys
+from nbdata.trace.graph import Operation, Tensor, as_tensor, constant, get_default_graph, is_symbolic, name_scope, record
+from nbdata.trace.shape import TensorShape
 from nbdata.train.queue_runner import QueueRunner, add_queue_runner
 from nbdata.train.queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue
 from nbdata.train.variables import Variable

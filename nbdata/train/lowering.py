@@ -32,7 +32,7 @@ from nbdata.errors import OpError, OutOfRangeError, UnimplementedError
 from nbdata.ops.node import UNKNOWN, Node, arg_field
 from nbdata.ops.runtime import ChunkIter
 from nbdata.spec import TensorSpec, string
-from nbdata.train.graph import Operation, Tensor, output_leaves
+from nbdata.trace.graph import Operation, Tensor, output_leaves
 from nbdata.train.session import RunContext
 
 _binding = threading.local()

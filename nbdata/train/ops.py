@@ -10,7 +10,7 @@ import numpy as np
 from nbdata.errors import (InvalidArgumentError, OpError, OutOfRangeError, ResourceExhaustedError,
                            UnimplementedError, UnknownError)
 from nbdata.spec import TensorSpec, as_dtype, string, to_leaf
-from nbdata.train.graph import Operation, as_tensor, get_default_graph
+from nbdata.trace.graph import Operation, as_tensor, get_default_graph
 
 # The nd.errors class a Python exception raised by the function becomes (as TF1 maps
 # them); any other exception, an nd.errors one included, becomes UnknownError.

@@ -16,7 +16,8 @@ import threading
 from typing import Any
 
 from nbdata.errors import CancelledError, OutOfRangeError
-from nbdata.train.graph import GraphKeys, Operation, get_default_graph
+from nbdata.train.graph import GraphKeys
+from nbdata.trace.graph import Operation, get_default_graph
 from nbdata.train.session import Session, get_default_session
 
 

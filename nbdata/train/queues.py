@@ -23,8 +23,8 @@ from nbdata import random as nd_random
 from nbdata.errors import CancelledError, FailedPreconditionError, InvalidArgumentError, OutOfRangeError
 from nbdata.kernels.shuffle import drain_plan
 from nbdata.spec import TensorSpec, as_dtype, dtype_name, string
-from nbdata.train.graph import (Operation, Tensor, TensorShape, as_tensor, constant,
-                                get_default_graph)
+from nbdata.trace.graph import Operation, Tensor, as_tensor, constant, get_default_graph
+from nbdata.trace.shape import TensorShape
 
 
 def _shape_text(shape) -> str:
@@ -327,7 +327,7 @@ class RandomShuffleQueue(QueueBase):
 # ----------------------------------------------------------------- values
 
 def _is_value(v) -> bool:
-    from nbdata.placeholder import Placeholder
+    from nbdata.trace.placeholder import Placeholder
     return not isinstance(v, (Tensor, Placeholder))
 
 

@@ -21,7 +21,7 @@ from nbdata.chunks import StringColumn
 from nbdata.errors import InvalidArgumentError, OpError, OutOfRangeError, UnimplementedError
 from nbdata.io import files
 from nbdata.spec import TensorSpec, string
-from nbdata.train.graph import Operation, Tensor, get_default_graph
+from nbdata.trace.graph import Operation, Tensor, get_default_graph
 from nbdata.train.queues import QueueBase
 
 _CHUNK = 1024   # records read from a file at a time

@@ -22,8 +22,10 @@ from nbdata.chunks import RecordArray
 from nbdata.errors import (CancelledError, DeadlineExceededError, InvalidArgumentError, OpError,
                            UnimplementedError)
 from nbdata.spec import TensorSpec, flatten, is_namedtuple, string
-from nbdata.train.graph import (Graph, Operation, Tensor, TensorShape, get_default_graph,
-                                output_leaves)
+from nbdata.trace import graph as recorder
+from nbdata.trace.abstract import canonical_output, conform
+from nbdata.trace.graph import Graph, Operation, Tensor, get_default_graph, output_leaves
+from nbdata.trace.shape import TensorShape
 
 
 class ConfigProto:
@@ -213,7 +215,7 @@ class Session:
         return call
 
     def _structure(self, fetches: Any, targets: list) -> Any:
-        from nbdata.placeholder import Placeholder
+        from nbdata.trace.placeholder import Placeholder
         if isinstance(fetches, (Tensor, Operation)):
             self._check_graph(fetches.graph)
             targets.append(fetches)
@@ -245,7 +247,7 @@ class Session:
             raise ValueError("Fetch is not an element of this session's graph.")
 
     def _feeds(self, feed_dict: Mapping | None) -> dict:
-        from nbdata.placeholder import Placeholder
+        from nbdata.trace.placeholder import Placeholder
         feeds = {}
         for key, value in (feed_dict or {}).items():
             if isinstance(key, Placeholder):
@@ -443,7 +445,6 @@ def _fits(value: Any, spec) -> bool:
 def _run_recorded(op: Operation, inputs: list) -> list:
     """A recorded op's outputs, checked against the specs it was recorded with (values
     that already fit pass as they are; others are converted or refused)."""
-    from nbdata.ops.function import canonical_output, conform
     checked = op.checked
     try:
         out = op.fn(*inputs)
@@ -476,6 +477,8 @@ def evaluate(op: Operation, run: RunContext, inputs: list) -> list:
     out = op.fn(run, inputs)
     return [] if out is None else out
 
+
+recorder._session_finder[:] = [_session_for]   # Tensor.eval and Operation.run find sessions here
 
 __all__ = ["ConfigProto", "InteractiveSession", "RunContext", "RunOptions", "Session",
            "evaluate", "get_default_session"]

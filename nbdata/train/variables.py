@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from nbdata.errors import FailedPreconditionError
-from nbdata.train.graph import GraphKeys, Operation, Tensor, as_tensor, get_default_graph
+from nbdata.train.graph import GraphKeys
+from nbdata.trace.graph import Operation, Tensor, as_tensor, get_default_graph
 
 
 class Variable:

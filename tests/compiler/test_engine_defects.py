@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import nbdata as nd
-from nbdata.compiler import threads as nd_threads
-from nbdata.compiler.elementwise import node_count, trace
+from nbdata.kernels import threads as nd_threads
+from nbdata.compiler.lifting import lift_function
+from nbdata.primitives.expr import node_count
 from nbdata.ops.from_tensor_slices import FromTensorSlices
 from nbdata.compiler.executor import ExecContext
 
@@ -66,7 +67,7 @@ def test_nested_maximum_maps_compute_numpy_values():
 
 
 def test_shared_subexpressions_render_once():
-    lifted = trace(lambda v: (v * 2 + 1) * (v * 2 + 1) + np.maximum(v * 2, 0),
+    lifted = lift_function(lambda v: (v * 2 + 1) * (v * 2 + 1) + np.maximum(v * 2, 0),
                    nd.TensorSpec((), np.float64))
     ds = nd.Dataset.from_tensor_slices(np.arange(10.0)).map(
         lambda v: (v * 2 + 1) * (v * 2 + 1) + np.maximum(v * 2, 0))

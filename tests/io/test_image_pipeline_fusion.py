@@ -119,9 +119,9 @@ def test_save_and_restore_inside_the_fused_image_pipeline(tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
-def test_a_rest_with_python_control_flow_falls_back_with_a_note(tmp_path):
-    """A rest the graph recording cannot write out (an `if` on a value) runs per element,
-    and the plan says why."""
+def test_a_function_with_python_control_flow_falls_back_with_a_note(tmp_path):
+    """A function the graph recording cannot follow (an `if` on a value) runs per
+    element, and the plan says why."""
     path = str(tmp_path / "images.tfrecord")
     _write(path, 6)
 
@@ -135,7 +135,8 @@ def test_a_rest_with_python_control_flow_falls_back_with_a_note(tmp_path):
 
     ds = nd.TFRecordDataset(path).enumerate().map(prep).with_options(_options())
     plan = ds.compile().explain()
-    assert "has no compiled form" in plan
+    assert "prep in Python for each element (it has no compiled form: its graph could not " \
+           "be recorded: TraceError: Using a `nd.Tensor` as a Python `bool`" in plan
     got = list(ds.compile())
     want = list(ds.with_options(_options(False)))
     for (gx, gy), (wx, wy) in zip(got, want):

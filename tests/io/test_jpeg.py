@@ -274,12 +274,16 @@ def test_a_rest_that_only_repacks_moves_columns(tmp_path):
     """After the decode kernels, a function that only repacks the decoded components
     (dict -> tuple) becomes a column selection, not a per-element Python map."""
     from nbdata.ops.select import selection
+    from nbdata.trace.function import record_function
     spec = {"a": nd.TensorSpec((), np.int64), "b": nd.TensorSpec((2,), np.float32)}
     out = (nd.TensorSpec((2,), np.float32), nd.TensorSpec((), np.int64))
     call = lambda fn, e: fn(e)  # noqa: E731
-    assert selection(lambda e: (e["b"], e["a"]), spec, out, call) == (1, 0)
-    assert selection(lambda e: (e["b"], e["a"] * 2), spec, out, call) is None
-    assert selection(lambda e: (e["a"], e["b"]), spec, out, call) is None   # specs differ
+
+    def select(fn):
+        return selection(record_function(fn, spec, call), out)
+    assert select(lambda e: (e["b"], e["a"])) == (1, 0)
+    assert select(lambda e: (e["b"], e["a"] * 2)) is None
+    assert select(lambda e: (e["a"], e["b"])) is None   # specs differ
     blobs = [b for i, b in enumerate(_images(6)) if i % 3 != 1]
     path = str(tmp_path / "ex.tfrecord")
     with nd.io.TFRecordWriter(path) as writer:

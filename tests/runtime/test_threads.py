@@ -148,7 +148,7 @@ def test_python_map_autotune_stays_within_the_thread_budget():
 
 
 def test_thread_budget_shares_cores_between_kernels_and_workers():
-    from nbdata.compiler.threads import ThreadBudget
+    from nbdata.kernels.threads import ThreadBudget
     o = nd.Options()
     o.threading.private_threadpool_size = 2
     budget = ThreadBudget(o)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import time
+
 from nbdata.compiler.passes.decode_lifting import DecodeLifting
 from nbdata.compiler.passes.decode_vectorization import DecodeVectorization
 from nbdata.compiler.passes.filter_fusion import FilterFusion
@@ -20,21 +23,34 @@ class PassError(RuntimeError):
     """A rewrite pass failed; names the pass."""
 
 
-def run_passes(plan: Node, options: Options) -> tuple[Node, list[str]]:
-    """Run every enabled pass once, in order; returns the plan and the passes that changed it.
+@dataclasses.dataclass(frozen=True)
+class PassRun:
+    """What one pass did to a plan: whether it changed it, and how long it took."""
+
+    name: str
+    changed: bool
+    seconds: float
+
+    def line(self) -> str:
+        return f"{self.name}: {'changed the plan' if self.changed else 'no change'} " \
+               f"({self.seconds * 1000:.1f} ms)"
+
+
+def run_passes(plan: Node, options: Options) -> tuple[Node, list[PassRun]]:
+    """Run every enabled pass once, in order; returns the plan and what each pass did.
 
     Passes are skipped when ``options.fusion`` is False (the plain reference path).
     """
-    applied = []
+    runs: list[PassRun] = []
     if not options.fusion:
-        return plan, applied
+        return plan, runs
     for p in PASSES:
         if not getattr(options.optimization, p.name):
             continue
+        started = time.perf_counter()
         try:
             plan, changed = p.run(plan)
         except Exception as e:
             raise PassError(f"step: {p.name}: {type(e).__name__}: {e}") from e
-        if changed:
-            applied.append(p.name)
-    return plan, applied
+        runs.append(PassRun(p.name, bool(changed), time.perf_counter() - started))
+    return plan, runs

@@ -1,51 +1,91 @@
-"""Decode lifting: ``map(f)`` over records, where ``f`` decodes its record with an nd.io
-decoder (``parse_single_example``, ``decode_csv``, ...), becomes ``decode`` (the
-decoder's kernel over whole columns of records) followed by ``map(rest)``, the rest
-of ``f`` on the decoded arrays, which fuses like any NumPy function. See
-``nbdata/decoding.py`` for how tracing finds the decoder."""
+"""Decode lifting: ``map(f)`` over records, where ``f`` decodes a record with an nd.io
+decoder (``parse_single_example``, ``decode_csv``, ``decode_jpeg`` of one string
+component...), becomes ``decode`` (the decoder's kernel over whole columns of records)
+followed by the rest of ``f`` on the decoded arrays.
+
+The decoder call is found in ``f``'s recorded graph (``nbdata/trace``): an op whose
+primitive has a column decoder (``nbdata/primitives/table.py``) and whose record is one
+of ``f``'s string inputs, used by nothing else. The rest is the same graph cut at the
+decoder's outputs: it runs by evaluating the graph (and compiles as its Numba twin, or
+lifts into expressions, like any function), or, when it only repacks what the decoder
+gave, becomes a ``select`` that moves columns. The rest may decode again (an image
+feature of a parsed Example), and is lifted in turn.
+"""
 
 from __future__ import annotations
 
 from nbdata.compiler.plan import rewrite_plan
-from nbdata.compiler.twin import numba_twin
-from nbdata.decoding import lifted_leaf_rest, lifted_rest
 from nbdata.ops.decode import Decode
-from nbdata.ops.function import UserFunction, call_unpacked
+from nbdata.ops.function import UserFunction
 from nbdata.ops.map import Map
 from nbdata.ops.node import Node
 from nbdata.ops.select import Select, selection
+from nbdata.primitives.table import lookup
+from nbdata.spec import TensorSpec, flatten, same_structure, string
+from nbdata.trace.function import FunctionGraph, recording_failed
+from nbdata.trace.graph import Tensor
 
 
-def _twin(rest_fn, spec):
-    """How to get a Numba-compilable twin of ``rest_fn`` (a closure over stand-ins that
-    Numba cannot compile itself): see ``nbdata/compiler/twin.py``."""
-    return lambda: numba_twin(rest_fn, spec, call_unpacked)
+def _decoder_call(graph: FunctionGraph):
+    """``(op, leaf)``: the first op of the graph that decodes input leaf ``leaf`` (a
+    string scalar, or a vector of records when the whole element is one), used by no
+    other op; None when there is none."""
+    specs = flatten(graph.structure)
+    whole = len(specs) == 1 and not isinstance(graph.structure, (tuple, dict))
+    uses: dict[int, int] = {}
+    ops = graph.operations()
+    for op in ops:
+        for t in op.inputs:
+            uses[id(t)] = uses.get(id(t), 0) + 1
+    for op in ops:
+        entry = lookup(op.call[0]) if op.call is not None else None
+        args = op.call[1] if op.call is not None else ()
+        if entry is None or entry.decoder is None or not args or not isinstance(args[0], Tensor):
+            continue
+        record = args[0]
+        for k, t in enumerate(graph.inputs):
+            spec = specs[k]
+            ok = (isinstance(spec, TensorSpec) and spec.dtype is string
+                  and (spec.shape == () or whole and spec.shape is not None and len(spec.shape) == 1))
+            if t is record and ok and uses.get(id(t)) == 1 and \
+                    not any(leaf is t for leaf in graph.output_leaves):
+                return op, -1 if whole else k
+    return None
 
 
 def _lift(node: Node) -> Node:
-    if type(node) is not Map or not isinstance(node.fn, UserFunction) or node.fn.decoder is None:
+    if type(node) is not Map or not isinstance(node.fn, UserFunction):
         return node
-    decoder = node.fn.decoder
-    leaf = node.fn.decoder_leaf
-    if leaf >= 0:
-        # A decoder on one string component (decode_jpeg(example["image"])): decode that
-        # component's column, then the rest of the function, which may decode again.
+    try:
+        graph = node.fn.recorded()
+        found = _decoder_call(graph)
+        if found is None:
+            return node
+        op, leaf = found
+        fn, args, kwargs = op.call
+        decoder = lookup(fn).decoder(*args, **kwargs)
         decoded = Decode(node.input, decoder, leaf=leaf, name=node.name)
-        rest_fn = lifted_leaf_rest(node.fn.fn, node.input.spec, leaf, decoded.spec,
-                                   call_unpacked)
-    else:
-        decoded = Decode(node.input, decoder, name=node.name)
-        if decoder.identity:
-            return decoded
-        rest_fn = lifted_rest(node.fn.fn, decoded.spec)
-    columns = selection(rest_fn, decoded.spec, node.fn.output_spec, call_unpacked)
+        outputs = list(op.outputs)
+        if leaf < 0:
+            inputs = outputs
+        else:
+            inputs = graph.inputs[:leaf] + outputs + graph.inputs[leaf + 1:]
+        rest = graph.with_inputs(inputs, decoded.spec)
+        rest.operations()   # the rest needs nothing but the decoded values
+        if flatten(decoded.spec) != [t.spec for t in inputs]:
+            return node
+    except Exception as e:  # noqa: BLE001 - the map then runs as it is
+        recording_failed(e)
+        return node
+    if len(rest.output_leaves) == len(inputs) and same_structure(rest.outputs, decoded.spec) \
+            and all(a is b for a, b in zip(rest.output_leaves, inputs)):
+        return decoded   # the function returns what the decoder gives, as it gives it
+    columns = selection(rest, node.fn.output_spec)
     if columns is not None:   # the rest only repacks: columns move, no Python per row
         return Select(decoded, columns, node.fn.output_spec, name=node.name)
-    rest = UserFunction(rest_fn, node.fn.op, decoded.spec, output_spec=node.fn.output_spec)
-    rest.twin = _twin(rest_fn, decoded.spec)
-    # The rest may decode a component of what was decoded (an Example's image).
-    rest._trace_leaf_decoder()
-    return _lift(Map(decoded, rest, node.num_parallel_calls, node.deterministic,
+    rest_fn = UserFunction.from_graph(rest, node.fn.op, f"{node.fn.name}.after_decode",
+                                      node.fn.output_spec)
+    return _lift(Map(decoded, rest_fn, node.num_parallel_calls, node.deterministic,
                      name=node.name))
 
 

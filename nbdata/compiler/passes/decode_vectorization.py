@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from nbdata.compiler.plan import rewrite_plan
-from nbdata.decoding import BatchedDecoder
+from nbdata.primitives.decoder import BatchedDecoder
 from nbdata.ops.batch import Batch
 from nbdata.ops.decode import Decode
 from nbdata.ops.node import Node

@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 
 from nbdata.spec import TensorSpec, cast_leaf, to_leaf
-from nbdata.train.graph import SymbolicOps, get_default_graph
+from nbdata.trace.graph import Graph, Symbolic, get_default_graph
 
 _ids = itertools.count()
 
 
-class Placeholder(SymbolicOps):
+class Placeholder(Symbolic):
     """Stands for a tensor fed through ``it.initialize(feed_dict={ph: value})``.
 
     Usable as source data (``from_tensors``, ``from_tensor_slices``) and as the
@@ -54,9 +54,10 @@ class Placeholder(SymbolicOps):
         """
         return self.spec.shape
 
-    def _symbol(self):
-        """The tensor standing for this placeholder in the default graph."""
-        return get_default_graph().placeholder_tensor(self)
+    def _symbol(self, graph: Graph | None = None):
+        """The tensor standing for this placeholder in ``graph`` (default: the default
+        graph)."""
+        return (graph or get_default_graph()).placeholder_tensor(self)
 
     def __repr__(self) -> str:
         return f"<nd.placeholder {self.name!r} shape={self.spec.shape} dtype={self.spec.dtype!r}>"

@@ -1,0 +1,135 @@
+"""A function recorded once on symbolic inputs of an element spec: the graph the
+compiler's passes and backends read (elementwise lifting, Numba twins, decode lifting,
+column selection, GPU chains).
+
+Recording runs the function on one :class:`~nbdata.trace.graph.Tensor` per leaf of its
+input spec, inside a graph of its own. Whatever the function does that NumPy or an
+nbdata primitive does is recorded; anything else (Python control flow on a value,
+converting one to a Python number) raises, and the consumer then runs the function as
+it is. A consumer that falls back reports why with :func:`recording_failed`, which in
+strict mode (``NBDATA_STRICT=1``, set by the test suite) raises errors that come from
+nbdata's own code instead, so that an internal bug fails a test rather than silently
+costing a fast path.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from nbdata.spec import DatasetSpec, flatten, pack_as
+from nbdata.trace.abstract import call_unpacked
+from nbdata.trace.graph import Graph, Tensor, TraceError, output_leaves
+
+STRICT = os.environ.get("NBDATA_STRICT", "") == "1"
+_PACKAGE = str(Path(__file__).resolve().parent.parent)
+
+
+def recording_failed(error: BaseException) -> str:
+    """Why recording (or lowering a recording) failed, for a caller that falls back to
+    running the function as it is. In strict mode, an error raised inside nbdata's own
+    code that is not a refusal (``error.refusal``: a value used in a way that cannot be
+    recorded, an op NumPy refuses for the recorded specs, a function that does not lift
+    or fuse) is raised again."""
+    if STRICT and not getattr(error, "refusal", False) and _raised_in_package(error):
+        raise error
+    return f"{type(error).__name__}: {error}"
+
+
+def _raised_in_package(error: BaseException) -> bool:
+    tb = error.__traceback__
+    last = None
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    return last is not None and str(Path(last).resolve()).startswith(_PACKAGE)
+
+
+class FunctionGraph:
+    """A recorded function: ``inputs`` (one tensor per leaf of ``structure``, flatten
+    order) and ``outputs`` (the structure it returned: tensors, or constants at leaves
+    not computed from the inputs). The same graph cut at other tensors is another
+    function (:meth:`with_inputs`): what decode lifting makes of the rest of a map
+    function after its decoder."""
+
+    def __init__(self, graph: Graph, inputs: list, structure: Any, outputs: Any):
+        self.graph = graph
+        self.inputs = list(inputs)
+        self.structure = structure
+        self.outputs = outputs
+
+    @property
+    def output_leaves(self) -> list:
+        return flatten(self.outputs)
+
+    def with_inputs(self, inputs: list, structure: Any) -> "FunctionGraph":
+        """The function computing the same outputs from other tensors of the graph."""
+        return FunctionGraph(self.graph, inputs, structure, self.outputs)
+
+    def operations(self) -> list:
+        """The ops computing the outputs from the inputs, dependencies first. TraceError
+        when an output needs a value that is neither an input nor computed from inputs
+        (a placeholder, or the input a cut removed)."""
+        inputs = {id(t) for t in self.inputs}
+        order, done = [], set()
+        stack = [(t.op, False) for t in reversed(self.output_leaves)
+                 if isinstance(t, Tensor) and id(t) not in inputs]
+        while stack:
+            op, expanded = stack.pop()
+            if id(op) in done:
+                continue
+            if expanded:
+                done.add(id(op))
+                order.append(op)
+                continue
+            if op.kind in ("input", "placeholder"):
+                raise TraceError(f"the function uses {op.name}, a value it did not compute "
+                                 "from its input")
+            stack.append((op, True))
+            for t in reversed(op.inputs):
+                if id(t) not in inputs and id(t.op) not in done:
+                    stack.append((t.op, False))
+        return order
+
+    def evaluate(self, element: Any) -> Any:
+        """The function's value on one element: its ops run on concrete values."""
+        values = dict(zip((id(t) for t in self.inputs), flatten(element)))
+        for op in self.operations():
+            out = op.fn(*[values[id(t)] for t in op.inputs])
+            values.update(zip((id(t) for t in op.outputs),
+                              [out] if len(op.outputs) == 1 else output_leaves(out)))
+        leaves = [values[id(v)] if isinstance(v, Tensor) else v for v in self.output_leaves]
+        return pack_as(self.outputs, leaves)
+
+    def python_function(self, name: str) -> Callable:
+        """A Python function evaluating the graph, called the tf.data way (a tuple
+        element unpacked)."""
+        unpacked = isinstance(self.structure, tuple)
+
+        def call(*parts):
+            return self.evaluate(tuple(parts) if unpacked else parts[0])
+        call.__qualname__ = call.__name__ = name
+        call.function_graph = self
+        return call
+
+
+def record_function(fn: Callable, structure: Any, call: Callable = call_unpacked) -> FunctionGraph:
+    """``fn`` recorded on tensors of ``structure`` (called by ``call(fn, element)``, the
+    tf.data convention by default). Raises what ``fn`` raises on tensors."""
+    leaves = flatten(structure)
+    if any(isinstance(s, DatasetSpec) for s in leaves):
+        raise TraceError("a function of dataset components is not recorded")
+    graph = Graph()
+    inputs = [graph.input(spec, f"input{k}") for k, spec in enumerate(leaves)]
+    with graph.as_default():
+        out = call(fn, pack_as(structure, inputs))
+    if isinstance(out, list):   # a list returned at the top is a tuple of components
+        out = tuple(out)
+    for leaf in flatten(out):
+        if isinstance(leaf, list):
+            raise TraceError("the function returns a list inside a structure")
+    return FunctionGraph(graph, inputs, structure, out)
+
+
+__all__ = ["FunctionGraph", "STRICT", "record_function", "recording_failed"]
