@@ -314,8 +314,8 @@ class Dataset(DatasetBase):
         (TensorSpec(shape=(3,), dtype=float32, name=None), TensorSpec(shape=(), dtype=int64, name=None))
         """
         if device is not None or getattr(self._node, "device_leaves", None):
-            # After prefetch_to_device: nd.gpu ops on the device batches (nbdata/gpu/map.py).
-            from nbdata.gpu.map import gpu_map
+            # After prefetch_to_device: nd.gpu ops on the device batches (nbdata/ops/gpu_map.py).
+            from nbdata.ops.gpu_map import gpu_map
             from nbdata.gpu.runtime import device_index
             if device is not None:
                 device_index(device)   # a GPU name, else ValueError
@@ -657,7 +657,7 @@ class Dataset(DatasetBase):
         [('DeviceArray', (4, 4, 4, 3), 'float32'), ('DeviceArray', (4, 4, 4, 3), 'float32')]
         """
         from nbdata.gpu.runtime import device_index
-        from nbdata.gpu.staging import PrefetchToDevice
+        from nbdata.ops.prefetch_to_device import PrefetchToDevice
         index = device_index(device)
         size = _int_arg(buffer_size, "prefetch_to_device", "buffer_size", minimum=1,
                         allow=(AUTOTUNE,))

@@ -29,6 +29,7 @@ from nbdata import random
 from nbdata.errors import InvalidArgumentError
 from nbdata.primitives import expr
 from nbdata.primitives.expr import NotElementwise
+from nbdata.primitives.gpu import Step, bilinear_source, check_image, f32, seed_pair, type_name
 from nbdata.primitives.table import define
 
 # Stream ids of the random draws (the ASCII of their names), so that each op
@@ -472,6 +473,287 @@ def _pair_length(op, name, value):
 
 
 
+# ------------------------------------------------------------------ GPU steps
+#
+# How each op applies to every element of a device batch in a fused GPU kernel
+# (``nbdata/primitives/gpu.py``); the ``nd.gpu`` functions are these ops batched. Random
+# draws are made on the host with this module's kernels, element ``j`` of a batch at
+# counter ``counter + j``, so the GPU's crops and flips are the CPU's.
+
+@numba.njit(nogil=True, cache=True)
+def _crop_offsets(seed, base, n, top_range, left_range):
+    tops = np.empty(n, np.int64)
+    lefts = np.empty(n, np.int64)
+    top_key = random.key(seed, _CROP_TOP_STREAM, 0)
+    left_key = random.key(seed, _CROP_LEFT_STREAM, 0)
+    for j in range(n):
+        tops[j] = random.randint(top_key, base + j, 0, top_range)
+        lefts[j] = random.randint(left_key, base + j, 0, left_range)
+    return tops, lefts
+
+
+@numba.njit(nogil=True, cache=True)
+def _flip_flags(seed, base, n):
+    flags = np.empty(n, np.int64)
+    k = random.key(seed, _FLIP_STREAM, 0)
+    for j in range(n):
+        flags[j] = 1 if random.uniform(k, base + j) < 0.5 else 0
+    return flags
+
+
+class _Cast(Step):
+    name = "cast"
+
+    def __init__(self, dtype):
+        self.dtype = np.dtype(dtype)
+        if self.dtype.kind not in "biuf" or self.dtype == np.float16:
+            raise TypeError(f"nd.gpu.cast: cannot cast to {self.dtype} (bool, integers, "
+                            "float32 and float64 only)")
+
+    def out_dtype(self, dtype):
+        return self.dtype
+
+    def sampler(self, g, names, in_shape, inner):
+        def cast(y, x, c):
+            value, _ = inner(y, x, c)
+            v = g.fresh("v")
+            g.emit(f"{v} = {type_name(self.dtype)}({value})")
+            return v, self.dtype
+        return cast
+
+    def describe(self):
+        return f"cast({self.dtype})"
+
+
+class _Normalize(Step):
+    name = "normalize"
+    constant_count = 2
+
+    def __init__(self, mean, std):
+        self.mean = np.atleast_1d(np.asarray(mean, np.float32))
+        self.std = np.atleast_1d(np.asarray(std, np.float32))
+        if self.mean.ndim != 1 or self.std.ndim != 1:
+            raise ValueError("nd.gpu.normalize: mean and std are scalars or one value per channel")
+
+    def out_dtype(self, dtype):
+        return np.dtype(np.float32)
+
+    def constants(self, channels):
+        mean = np.broadcast_to(self.mean, (channels,)) if self.mean.size == 1 else self.mean
+        std = np.broadcast_to(self.std, (channels,)) if self.std.size == 1 else self.std
+        if mean.size != channels or std.size != channels:
+            raise ValueError(f"nd.gpu.normalize: {self.mean.size} means / {self.std.size} stds "
+                             f"for {channels} channels")
+        return [np.ascontiguousarray(mean), np.ascontiguousarray(std)]
+
+    def sampler(self, g, names, in_shape, inner):
+        mean, std = names
+
+        def normalize(y, x, c):
+            value, _ = inner(y, x, c)
+            v = g.fresh("v")
+            g.emit(f"{v} = (numba.float32({value}) - {mean}[{c}]) / {std}[{c}]")
+            return v, np.dtype(np.float32)
+        return normalize
+
+    def describe(self):
+        return f"normalize(mean={self.mean.tolist()}, std={self.std.tolist()})"
+
+
+class _RandomCrop(Step):
+    name = "random_crop"
+    kind = "spatial"
+    uniforming = True
+    param_count = 2
+
+    def __init__(self, size, seed):
+        self.size = tuple(int(v) for v in size)
+        if len(self.size) not in (2, 3):
+            raise ValueError("nd.gpu.random_crop: size is (h, w) or (h, w, c)")
+        self.seed, self.offset = seed_pair(self.name, seed)
+
+    def out_shape(self, shape):
+        h, w, c = check_image(self.name, shape)
+        ch, cw = self.size[:2]
+        if len(self.size) == 3 and c is not None and self.size[2] != c:
+            raise ValueError(f"nd.gpu.random_crop: size has {self.size[2]} channels, the images {c}")
+        if ch <= 0 or cw <= 0 or (h is not None and (ch > h or cw > w)):
+            raise ValueError(f"nd.gpu.random_crop: crop size {ch}x{cw} does not fit in the images "
+                             f"of size {h}x{w}")
+        return (ch, cw, c)
+
+    def params(self, shape, seed_base, n, sizes=None):
+        ch, cw = self.size[:2]
+        if sizes is None:
+            h, w, _ = shape
+            return list(_crop_offsets(np.int64(self.seed), np.int64(seed_base + self.offset), n,
+                                      h - ch + 1, w - cw + 1))
+        offsets = np.empty((2, n), np.int64)   # images of their own sizes: one range each
+        for j, (h, w, _) in enumerate(sizes):
+            if ch > h or cw > w:
+                raise InvalidArgumentError(
+                    f"nd.gpu.random_crop: crop size {ch}x{cw} does not fit in image {j} of the "
+                    f"batch ({h}x{w})", "RandomCrop")
+            top, left = _crop_offsets(np.int64(self.seed), np.int64(seed_base + self.offset + j),
+                                      1, h - ch + 1, w - cw + 1)
+            offsets[:, j] = top[0], left[0]
+        return list(offsets)
+
+    def sampler(self, g, names, in_shape, inner):
+        top, left = names
+
+        def crop(y, x, c):
+            yy, xx = g.fresh("y"), g.fresh("x")
+            g.emit(f"{yy} = {y} + {top}[b]")
+            g.emit(f"{xx} = {x} + {left}[b]")
+            return inner(yy, xx, c)
+        return crop
+
+    def describe(self):
+        return f"random_crop({self.size[:2]}, seed=({self.seed}, {self.offset}))"
+
+
+class _Flip(Step):
+    name = "random_flip_left_right"
+    kind = "spatial"
+    param_count = 1
+
+    def __init__(self, seed, always: bool = False):
+        self.seed, self.offset = (0, 0) if always else seed_pair(self.name, seed)
+        self.always = always
+
+    def out_shape(self, shape):
+        return check_image(self.name, shape)
+
+    def params(self, shape, seed_base, n, sizes=None):
+        if self.always:
+            return [np.ones(n, np.int64)]
+        return [_flip_flags(np.int64(self.seed), np.int64(seed_base + self.offset), n)]
+
+    def sampler(self, g, names, in_shape, inner):
+        (flags,) = names
+        width = in_shape[1]
+
+        def flip(y, x, c):
+            xx = g.fresh("x")
+            g.emit(f"{xx} = ({width} - 1 - {x}) if {flags}[b] != 0 else {x}")
+            return inner(y, xx, c)
+        return flip
+
+    def describe(self):
+        return "flip_left_right" if self.always else f"random_flip_left_right(seed={self.seed})"
+
+
+class _Bilinear(Step):
+    """A bilinear resize of a window of each image (the whole image for resize) to
+    ``size``; float32 output (TF's half-pixel sampling, nd.image.resize's operations)."""
+
+    kind = "spatial"
+    uniforming = True
+
+    def out_shape(self, shape):
+        _, _, c = check_image(self.name, shape)
+        return self.size + (c,)
+
+    def out_dtype(self, dtype):
+        return np.dtype(np.float32)
+
+    def window(self, names: list, in_shape: tuple) -> tuple:
+        """(row0, col0, height, width) of the window resized, as kernel expressions."""
+        return "0", "0", str(in_shape[0]), str(in_shape[1])
+
+    def sampler(self, g, names, in_shape, inner):
+        oh, ow = self.size
+        row0, col0, wh, ww = self.window(names, in_shape)
+
+        def resize(y, x, c):
+            hs, ws = g.fresh("hs"), g.fresh("ws")
+            g.emit(f"{hs} = numba.float32({wh}) / numba.float32({oh})")
+            g.emit(f"{ws} = numba.float32({ww}) / numba.float32({ow})")
+            y0, y1, ly = bilinear_source(g, y, hs, wh)
+            x0, x1, lx = bilinear_source(g, x, ws, ww)
+            taps = []
+            for yy, xx in ((y0, x0), (y0, x1), (y1, x0), (y1, x1)):
+                ry, rx = g.fresh("y"), g.fresh("x")
+                g.emit(f"{ry} = {row0} + {yy}")
+                g.emit(f"{rx} = {col0} + {xx}")
+                v, _ = inner(ry, rx, c)
+                t = g.fresh("t")
+                g.emit(f"{t} = numba.float32({v})")
+                taps.append(t)
+            tl, tr, bl, br = taps
+            top, bottom, out = g.fresh("top"), g.fresh("bot"), g.fresh("v")
+            g.emit(f"{top} = {tl} + ({tr} - {tl}) * {lx}")
+            g.emit(f"{bottom} = {bl} + ({br} - {bl}) * {lx}")
+            g.emit(f"{out} = {top} + ({bottom} - {top}) * {ly}")
+            return out, np.dtype(np.float32)
+        return resize
+
+
+class _Resize(_Bilinear):
+    name = "resize"
+
+    def __init__(self, size, method: str = "bilinear"):
+        self.size = tuple(int(v) for v in size)
+        if len(self.size) != 2 or min(self.size) <= 0:
+            raise ValueError("nd.gpu.resize: size is a positive (h, w)")
+        if method != "bilinear":
+            raise ValueError(f"nd.gpu.resize: method {method!r} is not supported; use 'bilinear'")
+
+    def describe(self):
+        return f"resize({self.size}, bilinear)"
+
+
+class _RandomResizedCrop(_Bilinear):
+    name = "random_resized_crop"
+    param_count = 4
+
+    def __init__(self, size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), seed=None):
+        self.size = tuple(int(v) for v in size)
+        if len(self.size) != 2 or min(self.size) <= 0:
+            raise ValueError("nd.gpu.random_resized_crop: size is a positive (h, w)")
+        self.scale = tuple(float(v) for v in scale)
+        self.ratio = tuple(float(v) for v in ratio)
+        self.seed, self.offset = seed_pair(self.name, seed)
+
+    def params(self, shape, seed_base, n, sizes=None):
+        windows = np.empty((4, n), np.int64)
+        for j in range(n):
+            h, w = shape[:2] if sizes is None else sizes[j][:2]
+            windows[:, j] = random_resized_crop_window(
+                int(h), int(w), self.scale, self.ratio, (self.seed, int(seed_base) + self.offset + j))
+        return list(windows)
+
+    def window(self, names, in_shape):
+        return tuple(f"{q}[b]" for q in names)
+
+    def describe(self):
+        return (f"random_resized_crop({self.size}, scale={self.scale}, ratio={self.ratio}, "
+                f"seed={self.seed})")
+
+
+class _Transpose(Step):
+    """Each element's dims permuted (the kernel maps its output position back)."""
+
+    name = "transpose"
+    kind = "layout"
+
+    def __init__(self, perm):
+        self.perm = tuple(int(p) for p in perm)
+
+    def out_shape(self, shape):
+        if sorted(self.perm) != list(range(len(shape))):
+            raise ValueError(f"nd.gpu.transpose: perm {self.perm} is not a permutation of the "
+                             f"{len(shape)} element dims")
+        return tuple(shape[p] for p in self.perm)
+
+    def sampler(self, g, names, in_shape, inner):
+        return inner
+
+    def describe(self):
+        return "hwc_to_chw" if self.perm == (2, 0, 1) else f"transpose({self.perm})"
+
+
 # ------------------------------------------------------------------ crops and flips
 
 def _draw_window(image, size, seed):
@@ -512,7 +794,7 @@ def _lift_normalize(image, mean, std):
                             expr.apply_ufunc(np.subtract, expr.cast(image, np.float32), m), s)
 
 
-@define(lift=_draw_window,
+@define(lift=_draw_window, gpu=_RandomCrop,
         numba=lambda image, size, seed: lambda image, size, seed: _random_crop(image, size, seed))
 def random_crop(image, size, seed):
     """Crops a random (h, w) window out of an HWC image.
@@ -551,7 +833,8 @@ def random_crop(image, size, seed):
     return _random_crop(image, size, seed)
 
 
-@define(lift=_lift_flip, numba=lambda image: lambda image: _flip_left_right(image))
+@define(lift=_lift_flip, gpu=lambda: _Flip(None, always=True),
+        numba=lambda image: lambda image: _flip_left_right(image))
 def flip_left_right(image):
     """Mirrors an HWC image along its width axis.
 
@@ -571,7 +854,7 @@ def flip_left_right(image):
     return _flip_left_right(image)
 
 
-@define(lift=_lift_random_flip,
+@define(lift=_lift_random_flip, gpu=_Flip,
         numba=lambda image, seed: lambda image, seed: _random_flip_left_right(image, seed))
 def random_flip_left_right(image, seed):
     """Mirrors an HWC image along its width axis with probability 1/2.
@@ -600,7 +883,7 @@ def random_flip_left_right(image, seed):
     return _random_flip_left_right(image, seed)
 
 
-@define(lift=_lift_normalize,
+@define(lift=_lift_normalize, gpu=_Normalize,
         numba=lambda image, mean, std: lambda image, mean, std: _normalize(image, mean, std))
 def normalize(image, mean, std):
     """Standardizes an HWC image: ``(image - mean) / std`` in float32.
@@ -660,7 +943,7 @@ def _resize_nopython(image, size, method="bilinear"):
     return impl
 
 
-@define(numba=_resize_nopython, numba_options={"prefer_literal": True})
+@define(gpu=_Resize, numba=_resize_nopython, numba_options={"prefer_literal": True})
 def resize(image, size, method="bilinear"):
     """Resizes an (H, W, C) image to ``size`` like TF2's ``tf.image.resize``.
 
@@ -813,7 +1096,7 @@ def _random_resized_crop_nopython(image, size, scale=(0.08, 1.0), ratio=(3 / 4, 
     return impl
 
 
-@define(numba=_random_resized_crop_nopython)
+@define(gpu=_RandomResizedCrop, numba=_random_resized_crop_nopython)
 def random_resized_crop(image, size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), seed=None):
     """Crops a random window of random area and aspect ratio and resizes it.
 
@@ -902,7 +1185,7 @@ def _transpose_nopython(image, perm):
     return lambda image, perm: _transpose(image, perm)
 
 
-@define(numba=_transpose_nopython)
+@define(gpu=_Transpose, numba=_transpose_nopython)
 def transpose(image, perm):
     """Permutes the axes of an array into a new C-contiguous array.
 
@@ -945,7 +1228,7 @@ def _hwc_to_chw_nopython(image):
     return lambda image: transpose(image, (0, 3, 1, 2))
 
 
-@define(numba=_hwc_to_chw_nopython)
+@define(gpu=lambda: _Transpose((2, 0, 1)), numba=_hwc_to_chw_nopython)
 def hwc_to_chw(image):
     """Moves the channel axis first: (H, W, C) -> (C, H, W), (N, H, W, C) -> (N, C, H, W).
 
@@ -998,7 +1281,7 @@ def _lift_cast(image, dtype):
     return expr.cast(image, _cast_dtype(dtype))
 
 
-@define(lift=_lift_cast, numba=_cast_nopython, numba_options={"prefer_literal": True})
+@define(lift=_lift_cast, gpu=_Cast, numba=_cast_nopython, numba_options={"prefer_literal": True})
 def cast(image, dtype):
     """Converts an array's values to ``dtype``, like ``tf.cast`` (no rescaling).
 
@@ -1049,7 +1332,6 @@ def cast(image, dtype):
 
 _BRIGHTNESS_STREAM = 0x6272696768745F64  # b"bright_d": random_brightness's delta
 _CONTRAST_STREAM = 0x636F6E7472617374  # b"contrast": random_contrast's factor
-_GRAY_WEIGHTS = (np.float32(0.2989), np.float32(0.5870), np.float32(0.1140))
 
 
 def _conversion(op: str, dtype) -> tuple:
@@ -1080,20 +1362,21 @@ def _typing_conversion(op: str, image) -> tuple:
     return to_float, from_float, low, high, kernel.type
 
 
-def _color_call(op: str, kernel, image, *args, channels_last: int | None = None,
-                min_rank: int = 0, op_name: str = "", **kwargs):
-    """Run a color kernel eagerly: checks, conversion constants, the output array (the
-    last dim replaced by ``channels_last`` when given) and float16's rounding."""
+def _color_call(op: str, kernel, image, *args, rgb_to: int | None = None, min_rank: int = 0,
+                op_name: str = ""):
+    """Run a color kernel eagerly: checks, conversion constants, the output array and
+    float16's rounding. ``rgb_to``: the image must be RGB (last dim 3), and the output
+    has that many channels."""
     image = np.asarray(image)
     to_float, from_float, low, high, dtype = _conversion(op, image.dtype)
     if image.ndim < min_rank:
         raise InvalidArgumentError(f"{op}: input must be at least {min_rank}-D, got shape "
                                    f"{list(image.shape)}", op_name)
-    if channels_last is not None and (image.ndim == 0 or image.shape[-1] != 3):
+    if rgb_to is not None and (image.ndim == 0 or image.shape[-1] != 3):
         have = image.shape[-1] if image.ndim else 0
         raise InvalidArgumentError(f"{op}: input must have 3 channels but instead has {have} "
                                    "channels.", op_name)
-    shape = image.shape if channels_last is None else image.shape[:-1] + (channels_last,)
+    shape = image.shape if rgb_to is None else image.shape[:-1] + (rgb_to,)
     work = image.astype(np.float32) if image.dtype == np.float16 else image
     out = kernel(work, *args, to_float, from_float, low, high, np.empty(shape, dtype))
     return out.astype(np.float16) if image.dtype == np.float16 else out
@@ -1117,6 +1400,122 @@ def _drawn(op: str, seed, stream: int, low: float, high: float) -> np.float32:
     return np.float32(low + (high - low) * _unit_draw(s, counter, np.int64(stream)))
 
 
+# The value formulas, written once as plain functions: the CPU kernels call them through
+# Numba, the GPU steps as numba-cuda device functions.
+
+def _brightness_value(x, delta, to_float, from_float, low, high):
+    """One value of adjust_brightness, in float32 (the caller casts to the image's dtype)."""
+    return min(max((np.float32(x) * to_float + delta) * from_float, low), high)
+
+
+def _contrast_value(x, mean, factor, to_float, from_float, low, high):
+    """One value of adjust_contrast given its channel's mean (of the float32 values)."""
+    v = np.float32(x) * to_float
+    return min(max(((v - mean) * factor + mean) * from_float, low), high)
+
+
+def _gray_value(r, g, b, to_float, from_float, low, high):
+    """One pixel of rgb_to_grayscale: TF's weights, summed in this order, in float32."""
+    r = np.float32(r) * to_float
+    g = np.float32(g) * to_float
+    b = np.float32(b) * to_float
+    gray = (r * np.float32(0.2989) + g * np.float32(0.5870)) + b * np.float32(0.1140)
+    return min(max(gray * from_float, low), high)
+
+
+def _saturated_rgb(r, g, b, factor):
+    """TF's AdjustSaturation of one float32 RGB pixel: to hue, saturation and value (the
+    hue offsets added in float64, as TF's C++ adds ``2.0 / 6.0`` and ``4.0 / 6.0``),
+    saturation scaled and clipped to [0, 1], back to RGB."""
+    vv = max(r, max(g, b))
+    spread = vv - min(r, min(g, b))
+    s = spread / vv if vv > 0 else np.float32(0.0)
+    norm = np.float32(1.0) / (np.float32(6.0) * spread)
+    if r == vv:
+        h = norm * (g - b)
+    elif g == vv:
+        h = np.float32(np.float64(norm * (b - r)) + 2.0 / 6.0)
+    else:
+        h = np.float32(np.float64(norm * (r - g)) + 4.0 / 6.0)
+    if spread <= 0.0:
+        h = np.float32(0.0)
+    if h < 0.0:
+        h = h + np.float32(1.0)
+    s = min(np.float32(1.0), max(np.float32(0.0), s * factor))
+    c = s * vv
+    m = vv - c
+    dh = h * np.float32(6.0)
+    category = int(dh)
+    fmodu = dh
+    while fmodu <= 0:
+        fmodu += np.float32(2.0)
+    while fmodu >= np.float32(2.0):
+        fmodu -= np.float32(2.0)
+    x = c * (np.float32(1.0) - abs(fmodu - np.float32(1.0)))
+    zero = np.float32(0.0)
+    if category == 0:
+        rr, gg, bb = c, x, zero
+    elif category == 1:
+        rr, gg, bb = x, c, zero
+    elif category == 2:
+        rr, gg, bb = zero, c, x
+    elif category == 3:
+        rr, gg, bb = zero, x, c
+    elif category == 4:
+        rr, gg, bb = x, zero, c
+    elif category == 5:
+        rr, gg, bb = c, zero, x
+    else:
+        rr, gg, bb = zero, zero, zero
+    return rr + m, gg + m, bb + m
+
+
+_brightness_cpu = numba.njit(nogil=True, cache=True)(_brightness_value)
+_contrast_cpu = numba.njit(nogil=True, cache=True)(_contrast_value)
+_gray_cpu = numba.njit(nogil=True, cache=True)(_gray_value)
+_saturated_cpu = numba.njit(nogil=True, cache=True, error_model="numpy")(_saturated_rgb)
+
+
+class _ColorStep(Step):
+    """A color op's GPU step: its constant scalar argument, or one drawn per element
+    (``drawn = (stream, low, high)``, as the random ops draw it on the CPU)."""
+
+    scalar_name = "value"
+
+    def __init__(self, value=None, drawn=None, seed=None):
+        self.value = value
+        self.drawn = drawn
+        if drawn is not None:
+            self.seed, self.offset = seed_pair(self.name, seed)
+            self.param_count = 1
+
+    def out_dtype(self, dtype):
+        if dtype == np.float16:
+            raise TypeError(f"nd.gpu.{self.name}: float16 images run on the CPU only")
+        _conversion(self.name, dtype)
+        return dtype
+
+    def params(self, shape, seed_base, n, sizes=None):
+        if self.drawn is None:
+            return []
+        stream, low, high = self.drawn
+        return [np.array([_drawn(self.name, (self.seed, seed_base + self.offset + j), stream,
+                                 low, high) for j in range(n)], np.float32)]
+
+    def scalar(self, names: list) -> str:
+        """The op's scalar argument for element ``b`` in kernel source."""
+        return f"{names[-1]}[b]" if self.drawn is not None else f32(self.value)
+
+    def converted(self, dtype) -> tuple:
+        """The float32 conversion constants of ``dtype`` as kernel source."""
+        return tuple(f32(v) for v in _conversion(self.name, dtype)[:4])
+
+    def describe(self):
+        if self.drawn is None:
+            return f"{self.name}({self.value})"
+        return f"{self.name}(drawn in [{self.drawn[1]}, {self.drawn[2]}), seed={self.seed})"
+
+
 # -- brightness
 
 @numba.njit(nogil=True, cache=True)
@@ -1124,9 +1523,22 @@ def _adjust_brightness(image, delta, to_float, from_float, low, high, out):
     x = np.ascontiguousarray(image).reshape(-1)
     o = out.reshape(-1)
     for i in range(x.size):
-        v = np.float32(x[i]) * to_float + delta
-        o[i] = min(max(v * from_float, low), high)
+        o[i] = _brightness_cpu(x[i], delta, to_float, from_float, low, high)
     return out
+
+
+class _Brightness(_ColorStep):
+    name = "adjust_brightness"
+
+    def sampler(self, g, names, in_shape, inner):
+        def brightness(y, x, c):
+            value, dtype = inner(y, x, c)
+            to_float, from_float, low, high = self.converted(dtype)
+            v = g.fresh("v")
+            g.emit(f"{v} = {type_name(dtype)}({g.device_function(_brightness_value)}({value}, "
+                   f"{self.scalar(names)}, {to_float}, {from_float}, {low}, {high}))")
+            return v, dtype
+        return brightness
 
 
 def _lift_brightness_of(image, delta):
@@ -1159,7 +1571,8 @@ def _brightness_nopython(image, delta):
     return impl
 
 
-@define(lift=_lift_brightness, numba=_brightness_nopython)
+@define(lift=_lift_brightness, numba=_brightness_nopython,
+        gpu=lambda delta: _Brightness(float(np.float32(delta))))
 def adjust_brightness(image, delta):
     """Adds ``delta`` to every value of an image (``tf.image.adjust_brightness``).
 
@@ -1222,7 +1635,13 @@ def _random_brightness_nopython(image, max_delta, seed):
     return impl
 
 
-@define(lift=_lift_random_brightness, numba=_random_brightness_nopython)
+def _random_brightness_step(max_delta, seed):
+    max_delta = _check_max_delta(max_delta)
+    return _Brightness(drawn=(_BRIGHTNESS_STREAM, -max_delta, max_delta), seed=seed)
+
+
+@define(lift=_lift_random_brightness, numba=_random_brightness_nopython,
+        gpu=_random_brightness_step)
 def random_brightness(image, max_delta, seed):
     """:func:`adjust_brightness` by a delta drawn uniformly in ``[-max_delta, max_delta)``
     (``tf.image.stateless_random_brightness``).
@@ -1260,6 +1679,27 @@ def random_brightness(image, max_delta, seed):
 # -- contrast
 
 @numba.njit(nogil=True, cache=True)
+def _image_means(row, pixels, channels, to_float, work, mean):
+    """TF's channel means of one image's values (``row``, H*W*C): the pixels folded in
+    halves, the right half added onto the left (an odd middle pixel kept), until one
+    pixel's channels hold the sums, then scaled by ``1 / pixels`` in float32."""
+    for j in range(pixels * channels):
+        work[j] = np.float32(row[j]) * to_float
+    remaining = pixels
+    while True:
+        right = remaining // 2
+        left = remaining - right
+        for j in range(right * channels):
+            work[j] = work[j] + work[left * channels + j]
+        remaining = left
+        if remaining <= 1:
+            break
+    scale = np.float32(1.0) / np.float32(pixels)
+    for c in range(channels):
+        mean[c] = work[c] * scale
+
+
+@numba.njit(nogil=True, cache=True)
 def _adjust_contrast(image, factor, to_float, from_float, low, high, out):
     x = np.ascontiguousarray(image)
     if x.size == 0:
@@ -1272,29 +1712,41 @@ def _adjust_contrast(image, factor, to_float, from_float, low, high, out):
     o = out.reshape((images, per_image))
     work = np.empty(per_image, np.float32)
     mean = np.empty(channels, np.float32)
-    scale = np.float32(1.0) / np.float32(pixels)
     for b in range(images):
         row = flat[b]
+        _image_means(row, pixels, channels, to_float, work, mean)
         for j in range(per_image):
-            work[j] = np.float32(row[j]) * to_float
-        # TF's mean: fold the pixels in halves (the right half added onto the left, an
-        # odd middle pixel kept) until one pixel's channels hold the sums.
-        remaining = pixels
-        while True:
-            right = remaining // 2
-            left = remaining - right
-            for j in range(right * channels):
-                work[j] = work[j] + work[left * channels + j]
-            remaining = left
-            if remaining <= 1:
-                break
-        for c in range(channels):
-            mean[c] = work[c] * scale
-        for j in range(per_image):
-            m = mean[j % channels]
-            v = np.float32(row[j]) * to_float
-            o[b, j] = min(max(((v - m) * factor + m) * from_float, low), high)
+            o[b, j] = _contrast_cpu(row[j], mean[j % channels], factor, to_float, from_float,
+                                    low, high)
     return out
+
+
+class _Contrast(_ColorStep):
+    """Contrast on the GPU: a reduction, so the chain is cut before it; the backend
+    computes each image's channel means (TF's fold, :func:`_image_means`) and hands
+    them to this step as its first parameter."""
+
+    name = "adjust_contrast"
+    kind = "reduce"
+
+    def out_shape(self, shape):
+        return check_image(self.name, shape)
+
+    def mean_scale(self, dtype):
+        return _conversion(self.name, dtype)[0]
+
+    def sampler(self, g, names, in_shape, inner):
+        means, channels = names[0], in_shape[2]
+
+        def contrast(y, x, c):
+            value, dtype = inner(y, x, c)
+            to_float, from_float, low, high = self.converted(dtype)
+            v = g.fresh("v")
+            g.emit(f"{v} = {type_name(dtype)}({g.device_function(_contrast_value)}({value}, "
+                   f"{means}[b * {channels} + {c}], {self.scalar(names)}, {to_float}, "
+                   f"{from_float}, {low}, {high}))")
+            return v, dtype
+        return contrast
 
 
 def _check_contrast_rank(image) -> None:
@@ -1312,7 +1764,8 @@ def _contrast_nopython(images, contrast_factor):
     return impl
 
 
-@define(numba=_contrast_nopython)
+@define(numba=_contrast_nopython,
+        gpu=lambda contrast_factor: _Contrast(float(np.float32(contrast_factor))))
 def adjust_contrast(images, contrast_factor):
     """Scales each value's distance from its image's channel mean by
     ``contrast_factor`` (``tf.image.adjust_contrast``): ``(x - mean) * factor + mean``
@@ -1368,7 +1821,12 @@ def _random_contrast_nopython(image, lower, upper, seed):
     return impl
 
 
-@define(numba=_random_contrast_nopython)
+def _random_contrast_step(lower, upper, seed):
+    lower, upper = _check_contrast_range(lower, upper)
+    return _Contrast(drawn=(_CONTRAST_STREAM, lower, upper), seed=seed)
+
+
+@define(numba=_random_contrast_nopython, gpu=_random_contrast_step)
 def random_contrast(image, lower, upper, seed):
     """:func:`adjust_contrast` by a factor drawn uniformly in ``[lower, upper)``
     (``tf.image.stateless_random_contrast``).
@@ -1397,58 +1855,13 @@ def random_contrast(image, lower, upper, seed):
     return adjust_contrast(image, _drawn("random_contrast", seed, _CONTRAST_STREAM, lower, upper))
 
 
-# -- saturation
+# -- saturation and grayscale
 
-@numba.njit(nogil=True, cache=True, error_model="numpy")
-def _rgb_to_hsv(r, g, b):
-    """TF's float32 RGB -> (hue, saturation, value); the hue offsets are added in float64,
-    as TF's C++ adds ``2.0 / 6.0`` and ``4.0 / 6.0``."""
-    vv = max(r, max(g, b))
-    spread = vv - min(r, min(g, b))
-    s = spread / vv if vv > 0 else np.float32(0.0)
-    norm = np.float32(1.0) / (np.float32(6.0) * spread)
-    if r == vv:
-        hh = norm * (g - b)
-    elif g == vv:
-        hh = np.float32(np.float64(norm * (b - r)) + 2.0 / 6.0)
-    else:
-        hh = np.float32(np.float64(norm * (r - g)) + 4.0 / 6.0)
-    if spread <= 0.0:
-        hh = np.float32(0.0)
-    if hh < 0.0:
-        hh = hh + np.float32(1.0)
-    return hh, s, vv
-
-
-@numba.njit(nogil=True, cache=True)
-def _hsv_to_rgb(h, s, v):
-    """TF's float32 (hue, saturation, value) -> RGB."""
-    c = s * v
-    m = v - c
-    dh = h * np.float32(6.0)
-    category = int(dh)
-    fmodu = dh
-    while fmodu <= 0:
-        fmodu += np.float32(2.0)
-    while fmodu >= np.float32(2.0):
-        fmodu -= np.float32(2.0)
-    x = c * (np.float32(1.0) - abs(fmodu - np.float32(1.0)))
-    zero = np.float32(0.0)
-    if category == 0:
-        rr, gg, bb = c, x, zero
-    elif category == 1:
-        rr, gg, bb = x, c, zero
-    elif category == 2:
-        rr, gg, bb = zero, c, x
-    elif category == 3:
-        rr, gg, bb = zero, x, c
-    elif category == 4:
-        rr, gg, bb = x, zero, c
-    elif category == 5:
-        rr, gg, bb = c, zero, x
-    else:
-        rr, gg, bb = zero, zero, zero
-    return rr + m, gg + m, bb + m
+def _pixel_step_shape(name: str, shape: tuple, channels: int) -> tuple:
+    h, w, c = check_image(name, shape)
+    if c != 3:
+        raise ValueError(f"nd.gpu.{name}: input must have 3 channels but instead has {c} channels")
+    return (h, w, channels)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -1456,16 +1869,36 @@ def _adjust_saturation(image, factor, to_float, from_float, low, high, out):
     x = np.ascontiguousarray(image).reshape(-1)
     o = out.reshape(-1)
     for p in range(x.size // 3):
-        r = np.float32(x[3 * p]) * to_float
-        g = np.float32(x[3 * p + 1]) * to_float
-        b = np.float32(x[3 * p + 2]) * to_float
-        h, s, v = _rgb_to_hsv(r, g, b)
-        s = min(np.float32(1.0), max(np.float32(0.0), s * factor))
-        r, g, b = _hsv_to_rgb(h, s, v)
+        r, g, b = _saturated_cpu(np.float32(x[3 * p]) * to_float,
+                                 np.float32(x[3 * p + 1]) * to_float,
+                                 np.float32(x[3 * p + 2]) * to_float, factor)
         o[3 * p] = min(max(r * from_float, low), high)
         o[3 * p + 1] = min(max(g * from_float, low), high)
         o[3 * p + 2] = min(max(b * from_float, low), high)
     return out
+
+
+class _Saturation(_ColorStep):
+    name = "adjust_saturation"
+    kind = "pixel"
+
+    def out_shape(self, shape):
+        return _pixel_step_shape(self.name, shape, 3)
+
+    def sampler(self, g, names, in_shape, inner):
+        def saturation(y, x, c):
+            channels = [inner(y, x, str(k)) for k in range(3)]
+            dtype = channels[0][1]
+            to_float, from_float, low, high = self.converted(dtype)
+            rgb = [g.fresh("r") for _ in range(3)]
+            args = ", ".join(f"numba.float32({v}) * {to_float}" for v, _ in channels)
+            g.emit(f"{', '.join(rgb)} = {g.device_function(_saturated_rgb)}({args}, "
+                   f"{self.scalar(names)})")
+            v = g.fresh("v")
+            g.emit(f"{v} = {type_name(dtype)}(min(max(({rgb[0]} if {c} == 0 else ({rgb[1]} "
+                   f"if {c} == 1 else {rgb[2]})) * {from_float}, {low}), {high}))")
+            return v, dtype
+        return saturation
 
 
 def _check_rgb(op: str, image) -> None:
@@ -1485,7 +1918,8 @@ def _saturation_nopython(image, saturation_factor):
     return impl
 
 
-@define(numba=_saturation_nopython)
+@define(numba=_saturation_nopython,
+        gpu=lambda saturation_factor: _Saturation(float(np.float32(saturation_factor))))
 def adjust_saturation(image, saturation_factor):
     """Scales the saturation of RGB images (``tf.image.adjust_saturation``): each pixel
     to HSV, saturation times ``saturation_factor`` clipped to [0, 1], back to RGB, in
@@ -1511,22 +1945,39 @@ def adjust_saturation(image, saturation_factor):
     factor = np.float32(_scalar("adjust_saturation", "saturation_factor", saturation_factor,
                                 "AdjustSaturation"))
     return _color_call("adjust_saturation", _adjust_saturation, image, factor, min_rank=3,
-                       channels_last=3, op_name="AdjustSaturation")
+                       rgb_to=3, op_name="AdjustSaturation")
 
-
-# -- grayscale
 
 @numba.njit(nogil=True, cache=True)
 def _rgb_to_grayscale(image, to_float, from_float, low, high, out):
     x = np.ascontiguousarray(image).reshape(-1)
     o = out.reshape(-1)
-    w0, w1, w2 = _GRAY_WEIGHTS
     for p in range(x.size // 3):
-        r = np.float32(x[3 * p]) * to_float
-        g = np.float32(x[3 * p + 1]) * to_float
-        b = np.float32(x[3 * p + 2]) * to_float
-        o[p] = min(max(((r * w0 + g * w1) + b * w2) * from_float, low), high)
+        o[p] = _gray_cpu(x[3 * p], x[3 * p + 1], x[3 * p + 2], to_float, from_float, low, high)
     return out
+
+
+class _Grayscale(_ColorStep):
+    name = "rgb_to_grayscale"
+    kind = "pixel"
+
+    def out_shape(self, shape):
+        return _pixel_step_shape(self.name, shape, 1)
+
+    def sampler(self, g, names, in_shape, inner):
+        def grayscale(y, x, c):
+            channels = [inner(y, x, str(k)) for k in range(3)]
+            dtype = channels[0][1]
+            to_float, from_float, low, high = self.converted(dtype)
+            v = g.fresh("v")
+            g.emit(f"{v} = {type_name(dtype)}({g.device_function(_gray_value)}("
+                   f"{', '.join(value for value, _ in channels)}, {to_float}, {from_float}, "
+                   f"{low}, {high}))")
+            return v, dtype
+        return grayscale
+
+    def describe(self):
+        return self.name
 
 
 def _grayscale_nopython(images):
@@ -1541,7 +1992,7 @@ def _grayscale_nopython(images):
     return impl
 
 
-@define(numba=_grayscale_nopython)
+@define(numba=_grayscale_nopython, gpu=_Grayscale)
 def rgb_to_grayscale(images):
     """RGB to grayscale (``tf.image.rgb_to_grayscale``): ``0.2989 R + 0.5870 G +
     0.1140 B`` in float32, summed in that order; the last dim becomes 1.
@@ -1561,7 +2012,7 @@ def rgb_to_grayscale(images):
         >>> image.rgb_to_grayscale(np.array([[[255, 0, 0], [10, 200, 30]]], np.uint8)).tolist()
         [[[76], [124]]]
     """
-    return _color_call("rgb_to_grayscale", _rgb_to_grayscale, images, channels_last=1,
+    return _color_call("rgb_to_grayscale", _rgb_to_grayscale, images, rgb_to=1,
                        op_name="rgb_to_grayscale")
 
 

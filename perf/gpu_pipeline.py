@@ -95,10 +95,14 @@ def _measure(quick: bool, repeats: int) -> list:
     bandwidth = min(moved, nbytes) / _time_events(be, stream, d2d, repeats)
     rows.append((ROWS[2], bandwidth, "1.00x", "device memory bandwidth, same run"))
     mean, std = np.array([123.7, 116.3, 103.5]), np.array([58.4, 57.1, 57.4])
-    from nbdata.gpu import ops
-    chain = ops.Chain([ops.RandomCrop((CROP, CROP), 1), ops.Flip(2), ops.Normalize(mean, std),
-                       ops.Transpose((2, 0, 1))], images.shape[1:], images.dtype)
-    seconds = _time_events(be, stream, lambda: ops.run_chain(chain, d), repeats)
+    from nbdata import image
+    from nbdata.compiler.backend_gpu import run_chain
+    from nbdata.primitives.gpu import Chain
+    chain = Chain([image.random_crop.primitive.gpu((CROP, CROP), 1),
+                   image.random_flip_left_right.primitive.gpu(2),
+                   image.normalize.primitive.gpu(mean, std), image.hwc_to_chw.primitive.gpu()],
+                  images.shape[1:], images.dtype)
+    seconds = _time_events(be, stream, lambda: run_chain(chain, d), repeats)
     rows.append((ROWS[3], moved / seconds, f"{moved / seconds / bandwidth:.2f}x",
                  "target >= 0.50x of the bandwidth, faster than CuPy and torchvision"))
     rows.extend(_peer_rows(images, mean, std, moved, bandwidth, repeats))

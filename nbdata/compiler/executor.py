@@ -282,6 +282,12 @@ class ExecContext:
         threads = self.budget.kernel_threads()
         return kernel_section(min(threads, cap) if cap else threads)
 
+    def run_gpu_chain(self, chain, batch, seed_base: int):
+        """A GPU chain (``nbdata/primitives/gpu.py``) applied to a device batch, its random
+        steps counting elements from ``seed_base``."""
+        from nbdata.compiler.backend_gpu import run_chain
+        return run_chain(chain, batch, seed_base)
+
     def max_rows(self, spec) -> int:
         """Rows per chunk for elements of ``spec`` (``Options().chunk_rows`` when set)."""
         return self.options.chunk_rows or max_chunk_rows(spec)

@@ -249,6 +249,13 @@ class Pipeline:
         for stage in stages:
             lines.append(f"== {stage.title()} ==")
             lines += stage.report_lines()
+        for node in _walk(self.physical):
+            for label, chain in node.gpu_chains():
+                from nbdata.compiler.backend_gpu import kernel_source
+                lines.append(f"== {node.describe()}: GPU kernels of {label}: "
+                             f"{chain.describe()} ==")
+                for segment in chain.segments():
+                    lines += ["  " + line for line in kernel_source(segment)[0].rstrip().splitlines()]
         if self.draws_seed:
             lines.append("== random seeds ==")
             lines.append(f"  pipeline seed {self.state.seed} (drawn, as no seed and no global "

@@ -7,23 +7,12 @@ work without a GPU and without numba-cuda; GPU calls then raise
 
 import importlib
 
-_NAMES = {
-    "DeviceArray": "nbdata.gpu.array",
-    "RaggedBatch": "nbdata.gpu.jpeg",
-    "decode_jpeg": "nbdata.gpu.functions",
-    "available": "nbdata.gpu.runtime",
-    "apply": "nbdata.gpu.functions",
-    "cast": "nbdata.gpu.functions",
-    "decode_raw": "nbdata.gpu.functions",
-    "flip_left_right": "nbdata.gpu.functions",
-    "hwc_to_chw": "nbdata.gpu.functions",
-    "normalize": "nbdata.gpu.functions",
-    "random_crop": "nbdata.gpu.functions",
-    "random_flip_left_right": "nbdata.gpu.functions",
-    "random_resized_crop": "nbdata.gpu.functions",
-    "resize": "nbdata.gpu.functions",
-    "transpose": "nbdata.gpu.functions",
-}
+_OPS = ("adjust_brightness", "adjust_contrast", "adjust_saturation", "apply", "cast",
+        "decode_jpeg", "decode_raw", "flip_left_right", "hwc_to_chw", "normalize",
+        "random_brightness", "random_contrast", "random_crop", "random_flip_left_right",
+        "random_resized_crop", "resize", "rgb_to_grayscale", "transpose")
+_NAMES = {"DeviceArray": "nbdata.gpu.array", "RaggedBatch": "nbdata.gpu.jpeg",
+          "available": "nbdata.gpu.runtime", **{name: "nbdata.gpu.functions" for name in _OPS}}
 
 __all__ = sorted(_NAMES)
 

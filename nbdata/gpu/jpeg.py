@@ -146,7 +146,7 @@ def _bad(j: int, what: str) -> InvalidArgumentError:
                                 "DecodeJpeg")
 
 
-def _plan(nvimgcodec, values: list, channels: int) -> tuple[list, np.ndarray]:
+def _plan(nvimgcodec, values: list, channels: int, host) -> tuple[list, np.ndarray]:
     """Code streams (None without nvImageCodec) and (n, 3) output shapes, from the
     headers; InvalidArgumentError naming the first image that is not a JPEG."""
     shapes = np.empty((len(values), 3), np.int64)
@@ -155,11 +155,9 @@ def _plan(nvimgcodec, values: list, channels: int) -> tuple[list, np.ndarray]:
         if data[:2] != b"\xff\xd8":
             raise _bad(j, "is not a JPEG (Unknown image file format. One of JPEG required.)")
     if nvimgcodec is None:
-        from nbdata.io.jpeg import JpegOptions
-        options = JpegOptions(channels, dct_method="INTEGER_ACCURATE")
         for j, data in enumerate(values):
             try:
-                shapes[j] = options.plan(data)[0]
+                shapes[j] = host.plan(data)[0]
             except InvalidArgumentError as e:
                 raise _bad(j, f"cannot be decoded: {e.message}") from None
         return [None] * len(values), shapes
@@ -177,14 +175,18 @@ def _plan(nvimgcodec, values: list, channels: int) -> tuple[list, np.ndarray]:
     return streams, shapes
 
 
-def decode_jpeg(contents, channels: int = 3) -> RaggedBatch:
-    """Decodes a batch of JPEG images into device memory (a :class:`RaggedBatch`).
+def decode_jpeg(contents, channels: int, host) -> RaggedBatch:
+    """Decodes a batch of JPEG images into device memory (a :class:`RaggedBatch`): what
+    ``nd.gpu.decode_jpeg`` runs.
 
     Args:
         contents: the encoded images: a list or 1-D array of ``bytes`` (a batch of an
             Example's image feature after ``prefetch_to_device``: strings stay on the
             host until they are decoded).
         channels: 3 (RGB), 1 (grayscale) or 0 (as stored: 1 for grayscale JPEGs, else 3).
+        host: the CPU decoder with the same settings (``nd.image.decode_jpeg``'s
+            options: libjpeg-turbo, accurate integer DCT, fancy upsampling), used under
+            the simulator when nvImageCodec is not installed: the same pixels.
 
     Returns:
         A RaggedBatch of uint8 (H, W, channels) images. Inside a ``map`` after
@@ -199,11 +201,10 @@ def decode_jpeg(contents, channels: int = 3) -> RaggedBatch:
         UnavailableError: no GPU (and no simulator), or nvImageCodec not installed on a
             GPU machine.
     """
-    channels = _check_channels(channels)
-    return decode_values(_values(contents), channels)
+    return decode_values(_values(contents), check_channels(channels), host)
 
 
-def _check_channels(channels) -> int:
+def check_channels(channels) -> int:
     channels = int(channels)
     if channels not in (0, 1, 3):
         raise InvalidArgumentError(f"nd.gpu.decode_jpeg: channels must be 0, 1 or 3, got "
@@ -211,13 +212,13 @@ def _check_channels(channels) -> int:
     return channels
 
 
-def decode_values(values: list, channels: int, stream=None) -> RaggedBatch:
+def decode_values(values: list, channels: int, host, stream=None) -> RaggedBatch:
     """The decode of a list of ``bytes`` on ``stream`` (the backend's default if None)."""
     be = runtime.backend()
     nvimgcodec = _codec()
     if nvimgcodec is None and be.name != "sim":
         raise UnavailableError(f"nd.gpu.decode_jpeg needs NVIDIA nvImageCodec: {EXTRA}")
-    streams, shapes = _plan(nvimgcodec, values, channels)
+    streams, shapes = _plan(nvimgcodec, values, channels, host)
     offsets = packed_offsets(shapes)
     stream = stream if stream is not None else getattr(be, "default", None)
     data = DeviceArray.empty((int(offsets[-1]),), np.uint8, stream)
@@ -225,18 +226,16 @@ def decode_values(values: list, channels: int, stream=None) -> RaggedBatch:
     if not values:
         return batch
     if nvimgcodec is None:   # the simulator without nvImageCodec: libjpeg-turbo, same settings
-        _decode_with_library(batch, values, channels)
+        _decode_with_library(batch, values, host)
     else:
         _decode_with_codec(nvimgcodec, be, batch, streams, channels, stream)
     return batch
 
 
-def _decode_with_library(batch: RaggedBatch, values: list, channels: int) -> None:
-    from nbdata.io.jpeg import JpegOptions
-    options = JpegOptions(channels, dct_method="INTEGER_ACCURATE")
+def _decode_with_library(batch: RaggedBatch, values: list, host) -> None:
     for j, data in enumerate(values):
         try:
-            options.decode(data, out=_host_image(batch, j))
+            host.decode(data, out=_host_image(batch, j))
         except InvalidArgumentError as e:
             raise _bad(j, f"cannot be decoded: {e.message}") from None
 
@@ -282,4 +281,4 @@ def _target(be, batch: RaggedBatch, j: int) -> Any:
     return view
 
 
-__all__ = ["RaggedBatch", "decode_jpeg"]
+__all__ = ["RaggedBatch", "check_channels", "decode_jpeg", "decode_values"]

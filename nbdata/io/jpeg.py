@@ -25,6 +25,7 @@ import numpy as np
 
 from nbdata.chunks import PackedRows, RowList, StringColumn
 from nbdata.primitives.decoder import Decoder, RowError, for_records
+from nbdata.primitives.gpu import Step
 from nbdata.errors import InvalidArgumentError, UnimplementedError
 from nbdata.spec import TensorSpec
 from nbdata.primitives.table import define
@@ -251,8 +252,39 @@ def _jpeg_decoder(contents, channels=0, ratio=1, fancy_upscaling=True,
     return for_records(JpegDecoder(options), contents)
 
 
+class _DeviceDecode(Step):
+    """``nd.gpu.decode_jpeg``: a host batch of JPEG bytes decoded by NVIDIA nvImageCodec
+    into one device buffer (``nbdata/gpu/jpeg.py``), images at their own sizes; first in
+    a chain, whose next op makes them one size in the same kernel."""
+
+    name = "decode_jpeg"
+    kind = "decode"
+
+    def __init__(self, channels: int = 3):
+        from nbdata.gpu import jpeg
+        self.channels = jpeg.check_channels(channels)
+
+    def out_shape(self, shape):
+        if self.channels == 0:
+            raise ValueError("nd.gpu.decode_jpeg: inside a map, pass channels=3 or 1 (the ops "
+                             "after it need one channel count)")
+        return (None, None, self.channels)
+
+    def out_dtype(self, dtype):
+        return np.dtype(np.uint8)
+
+    def decode(self, contents):
+        from nbdata.gpu import jpeg
+        return jpeg.decode_jpeg(contents, self.channels,
+                                JpegOptions(self.channels, dct_method="INTEGER_ACCURATE"))
+
+    def describe(self):
+        return (f"decode_jpeg(channels={self.channels}): nvImageCodec decodes the batch's JPEGs "
+                "into one device buffer, images at their own sizes")
+
+
 @define(abstract=lambda *args, **kwargs: _jpeg_decoder(*args, **kwargs).output_spec,
-        decoder=_jpeg_decoder)
+        decoder=_jpeg_decoder, gpu=_DeviceDecode)
 def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True, try_recover_truncated=False,
                 acceptable_fraction=1, dct_method="", name=None):
     """Decodes JPEG images to uint8 arrays (``tf.io.decode_jpeg``, same pixels).

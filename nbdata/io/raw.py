@@ -12,6 +12,7 @@ import numpy as np
 
 from nbdata.chunks import StringColumn
 from nbdata.primitives.decoder import Decoder, RowError, for_records
+from nbdata.primitives.gpu import Step
 from nbdata.errors import InvalidArgumentError
 from nbdata.spec import TensorSpec, as_dtype, string
 from nbdata.primitives.table import define
@@ -76,8 +77,51 @@ def _raw_decoder(input_bytes, out_type, little_endian: bool = True, fixed_length
     return for_records(RawDecoder(dtype, little_endian, fixed_length), input_bytes)
 
 
+class _DeviceView(Step):
+    """``nd.gpu.decode_raw``: the bytes of each row of an (n, k) uint8 device batch read as
+    ``out_type`` values, shaped ``shape`` per element (default ``(k / itemsize,)``). No
+    kernel: the same memory, viewed; first in a chain."""
+
+    name = "decode_raw"
+    kind = "decode"
+
+    def __init__(self, out_type, shape=None):
+        self.dtype = np.dtype(out_type)
+        self.shape = None if shape is None else tuple(
+            int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+
+    def out_shape(self, shape):
+        if len(shape) != 1 or shape[0] is None:
+            raise TypeError(f"nd.gpu.decode_raw: expects (n, k) uint8 batches, got elements of "
+                            f"shape {shape}")
+        nbytes = shape[0]
+        if nbytes % self.dtype.itemsize:
+            raise ValueError(f"nd.gpu.decode_raw: {nbytes} bytes is not a multiple of the size "
+                             f"of {self.dtype} ({self.dtype.itemsize})")
+        count = nbytes // self.dtype.itemsize
+        if self.shape is None:
+            return (count,)
+        if int(np.prod(self.shape, dtype=np.int64)) != count:
+            raise ValueError(f"nd.gpu.decode_raw: {count} values do not fill shape {self.shape}")
+        return self.shape
+
+    def out_dtype(self, dtype):
+        if dtype != np.uint8:
+            raise TypeError(f"nd.gpu.decode_raw: expects (n, k) uint8 batches, got {dtype}")
+        return self.dtype
+
+    def decode(self, x):
+        if x.dtype != np.uint8 or x.ndim != 2:
+            raise TypeError(f"nd.gpu.decode_raw: expects an (n, k) uint8 batch, got {x.dtype} "
+                            f"{x.shape}")
+        return x.view(self.dtype, (x.shape[0],) + self.out_shape(x.shape[1:]))
+
+    def describe(self):
+        return f"decode_raw({self.dtype.name}): the batch's bytes viewed as values, no copy"
+
+
 @define(abstract=lambda *args, **kwargs: _raw_decoder(*args, **kwargs).output_spec,
-        decoder=_raw_decoder)
+        decoder=_raw_decoder, gpu=_DeviceView)
 def decode_raw(input_bytes, out_type, little_endian: bool = True, fixed_length=None, name=None):
     """Reinterpret the bytes of records as numbers (``tf.io.decode_raw``).
 

@@ -11,6 +11,7 @@ from nbdata.errors import InvalidArgumentError
 from nbdata.spec import DatasetSpec, TensorSpec, is_dataset
 from nbdata.trace.abstract import TracedFunction
 from nbdata.trace.function import FunctionGraph, record_function, recording_failed
+from nbdata.trace.graph import TraceError
 
 
 class UserFunction(TracedFunction):
@@ -34,32 +35,34 @@ class UserFunction(TracedFunction):
 
     @property
     def recording_error(self) -> str | None:
-        """Why the function could not be recorded (after :meth:`recorded` raised)."""
-        failed = self._recording
-        if not isinstance(failed, BaseException):
-            return None
-        text = str(failed).split("\n")[0]
-        return f"{type(failed).__name__}: {text[:160]}"
+        """Why the function could not be recorded, once :meth:`recorded` has tried."""
+        return self._recording if isinstance(self._recording, str) else None
 
     def _record(self) -> None:
         try:
             self._recording = record_function(self.fn, self.input_spec)
-        except Exception as e:  # noqa: BLE001 - kept, and raised to every caller
+        except Exception as e:  # noqa: BLE001 - the compiler falls back, saying why
             recording_failed(e)
-            # Kept without its traceback, whose frames would keep the caller's locals
-            # (iterators, their threads) alive; judged once, a refusal from now on.
-            e.__traceback__ = e.__cause__ = e.__context__ = None
-            e.refusal = True
-            self._recording = e
+            # Why, not the error: its traceback would keep the caller's locals alive.
+            first = str(e).splitlines()[0][:160] if str(e) else ""
+            self._recording = f"{type(e).__name__}: {first}"
 
     def recorded(self) -> FunctionGraph:
-        """The function recorded on tensors of its input spec (raises what recording
-        raised, every time it is asked)."""
+        """The function recorded on tensors of its input spec (TraceError saying why it
+        could not be, every time it is asked)."""
         if self._recording is None:
             self._record()
-        if isinstance(self._recording, BaseException):
-            raise self._recording
+        if isinstance(self._recording, str):
+            raise TraceError(f"{self.name} could not be recorded: {self._recording}")
         return self._recording
+
+    def __getstate__(self) -> dict:
+        # Pickled with the plan (to distribute's workers): a recording is made again
+        # there, except for a function that is only a graph.
+        state = dict(self.__dict__)
+        if not self.graph_only:
+            state["_recording"] = None
+        return state
 
     @classmethod
     def from_graph(cls, graph: FunctionGraph, op: str, name: str, output_spec: Any) -> "UserFunction":

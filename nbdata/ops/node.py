@@ -117,6 +117,11 @@ class Node:
         """For ``explain()``: what kernel this node runs over whole columns, if any."""
         return None
 
+    def gpu_chains(self) -> list:
+        """For ``explain()``: ``(label, chain)`` of each GPU kernel chain this node runs
+        (``nbdata/primitives/gpu.py``), whose generated source the plan shows."""
+        return []
+
     def explain_lines(self) -> list:
         """For ``explain()``: lines of a section of its own about this node (where it
         runs parts of the plan elsewhere), or none."""

@@ -429,6 +429,9 @@ class _Producer:
                     self.cond.notify_all()
                     if self.finished:
                         return
+                # Not held while waiting: a raised error's traceback reaches the consumer's
+                # frames, which would keep the consumer (and so this thread) alive.
+                chunk = error = None
         finally:
             self.it.close()
 

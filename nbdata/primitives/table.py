@@ -48,6 +48,7 @@ class Primitive:
     gpu: Callable | None = None
     decoder: Callable | None = None
     public: Callable | None = None
+    device: bool = False   # an nd.gpu form: applies ``gpu`` to every element of a batch
 
     def samples(self, args: tuple, kwargs: dict, variant: int) -> Any:
         """Sample values of the call's output spec (strings are sample records)."""
@@ -79,14 +80,16 @@ def register(fn: Callable, name: str | None = None, **rules) -> Primitive:
 def define(impl: Callable | None = None, *, name: str | None = None,
            abstract: Callable | None = None, lift: Callable | None = None,
            gpu: Callable | None = None, decoder: Callable | None = None,
-           numba: Callable | None = None, numba_options: dict | None = None):
+           numba: Callable | None = None, numba_options: dict | None = None,
+           device: bool = False):
     """Decorator making a primitive of its eager implementation; returns the public
     function (same name, signature and docstring). ``numba`` is the typing function of
     its Numba implementation (an ``overload``: given Numba types, it returns the
-    implementation to compile)."""
+    implementation to compile). ``device``: the function is the batch form of a
+    primitive on device batches (``nd.gpu``), running its ``gpu`` step."""
     def make(impl: Callable):
         prim = Primitive(name or impl.__name__, impl, abstract=abstract, lift=lift, gpu=gpu,
-                         decoder=decoder)
+                         decoder=decoder, device=device)
 
         @functools.wraps(impl)
         def public(*args, **kwargs):

@@ -62,6 +62,14 @@ class Graph:
         self._scope = threading.local()
         self._finalized = False
 
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_scope")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+        self._scope = threading.local()
+
     # ------------------------------------------------------------ default
     @contextlib.contextmanager
     def as_default(self):

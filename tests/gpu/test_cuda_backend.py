@@ -133,7 +133,7 @@ def test_array_interface_names_the_stream_while_the_copy_runs(cuda_backend):
 
 
 def test_staging_copies_direct_and_through_pinned_buffers(cuda_backend):
-    from nbdata.gpu.staging import PinnedPool, Stager
+    from nbdata.ops.prefetch_to_device import PinnedPool, Stager
     pool = PinnedPool(cuda_backend)
     stager = Stager(0, 3)
     pinned = pool.empty((64, 1024), np.float32)

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 import nbdata as nd
-from nbdata.gpu import ops
+from nbdata import image
+from nbdata.compiler.backend_gpu import kernel_source
+from nbdata.primitives.gpu import Chain
 from nbdata.gpu.array import DeviceArray
 
 pytestmark = pytest.mark.skipif(not nd.gpu.available(), reason="no GPU and no CUDA simulator")
@@ -81,10 +83,15 @@ def test_apply_runs_a_device_function_per_value(images):
     assert got.dtype == np.float32
 
 
+def step(op, *args):
+    """The GPU step of an nd.image op (its op-table entry's GPU rule)."""
+    return op.primitive.gpu(*args)
+
+
 def test_one_kernel_for_a_chain_and_its_source():
-    chain = ops.Chain([ops.RandomCrop((4, 5), 3), ops.Flip(5), ops.Normalize(MEAN, STD),
-                       ops.Transpose((2, 0, 1))], (6, 7, 3), np.uint8)
-    source, _ = chain.source()
+    chain = Chain([step(image.random_crop, (4, 5), 3), step(image.random_flip_left_right, 5),
+                   step(image.normalize, MEAN, STD), step(image.hwc_to_chw)], (6, 7, 3), np.uint8)
+    source, _ = kernel_source(chain)
     assert source.count("def kernel") == 1 and "cuda.grid(1)" in source
     assert chain.out_shape == (3, 4, 5) and chain.out_dtype == np.float32
 
@@ -94,7 +101,7 @@ def test_errors_name_the_op(images):
     with pytest.raises(ValueError, match="random_crop.*does not fit"):
         nd.gpu.random_crop(d, (9, 9), seed=1)
     with pytest.raises(ValueError, match="transpose last"):
-        ops.Chain([ops.Transpose((2, 0, 1)), ops.RandomCrop((2, 2), 1)], (6, 7, 3), np.uint8)
+        Chain([step(image.hwc_to_chw), step(image.random_crop, (2, 2), 1)], (6, 7, 3), np.uint8)
     with pytest.raises(TypeError, match="DeviceArray"):
         nd.gpu.normalize(images, MEAN, STD)
     with pytest.raises(ValueError, match="seed is required"):

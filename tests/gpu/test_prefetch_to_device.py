@@ -7,7 +7,7 @@ import pytest
 
 import nbdata as nd
 from nbdata.gpu.array import DeviceArray
-from nbdata.gpu.map import GpuMap
+from nbdata.ops.gpu_map import GpuMap
 
 pytestmark = pytest.mark.skipif(not nd.gpu.available(), reason="no GPU and no CUDA simulator")
 
@@ -177,7 +177,7 @@ def test_fused_batches_are_written_into_pinned_memory_and_copied_as_they_are():
 def test_pinned_blocks_return_to_the_pool_when_their_arrays_are_gone():
     import gc
     from nbdata.gpu import runtime
-    from nbdata.gpu.staging import PinnedPool, _pinned
+    from nbdata.ops.prefetch_to_device import PinnedPool, _pinned
     pool = PinnedPool(runtime.backend())
     a = pool.empty((256, 1024), np.float32)
     view = a[10:20]

@@ -155,7 +155,7 @@ def test_restore_into_an_iterator_that_already_ran(name):
 
 
 def test_restore_in_a_fresh_process(tmp_path):
-    states, expected = {}, {}
+    expected = {}
     for name, make in PIPELINES.items():
         full = elements(make())
         k = len(full) // 2

@@ -4,11 +4,11 @@ chains hold every nd.gpu op, run as one generated kernel per output leaf."""
 from __future__ import annotations
 
 from nbdata.compiler.plan import rewrite_plan
+from nbdata.ops.gpu_map import GpuMap, fuse
 from nbdata.ops.node import Node
 
 
 def _fuse(node: Node) -> Node:
-    from nbdata.gpu.map import GpuMap, fuse
     if isinstance(node, GpuMap) and isinstance(node.input, GpuMap):
         return fuse(node, node.input)
     return node
