@@ -92,6 +92,11 @@ def _source_structure(value: Any, op: str) -> Any:
     return map_nest(leaf, value)
 
 
+# ``ds.distribute``'s node maker, registered by ``nbdata.distribute`` (which imports this
+# module, not the other way round).
+DISTRIBUTE: list = []
+
+
 class Dataset(DatasetBase):
     """A lazy, immutable sequence of elements, built from sources and transformations.
 
@@ -695,21 +700,11 @@ class Dataset(DatasetBase):
             for batch in ds.distribute("distributed_epoch", num_workers=4):
                 ...
         """
-        from nbdata.distribute.cluster import ray_module
-        from nbdata.distribute.node import DISTRIBUTED_EPOCH, Distribute, validate
-        from nbdata.distribute.splits import splittable_source
-        args = validate(processing_mode, num_workers, address, job_name, consumer_index,
-                        num_consumers)
-        ray_module()
-        if args["num_consumers"] is not None and self._node.cardinality() >= 0:
-            raise InvalidArgumentError(
-                "distribute: coordinated reads (num_consumers) need an infinite dataset, so "
-                "that no worker runs out of data before the others; add .repeat()",
-                "distribute")
-        source = splittable_source(self._node) if processing_mode == DISTRIBUTED_EPOCH else None
-        node = Distribute(self._node, **args, options=self._options, source=source,
-                          seed=nd_random.op_seed(None), name=name)
-        return self._derive(node)
+        # The node comes from nbdata.distribute, which sits above this API (registered
+        # when nbdata is imported).
+        (make_node,) = DISTRIBUTE
+        return self._derive(make_node(self._node, self._options, processing_mode, num_workers,
+                                      address, job_name, consumer_index, num_consumers, name))
 
     def ignore_errors(self, log_warning: bool = False, name: str | None = None) -> "Dataset":
         """Drops the elements whose production raised an error (a corrupt record, a

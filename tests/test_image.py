@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import nbdata as nd
-from nbdata import image, random
+from nbdata import random
+from nbdata.primitives import image
 
 MEAN = np.array([0.485, 0.456, 0.406]) * 255
 STD = np.array([0.229, 0.224, 0.225]) * 255

@@ -16,7 +16,8 @@ import pytest
 from numba.core.errors import TypingError
 
 import nbdata as nd
-from nbdata import image, random
+from nbdata import random
+from nbdata.primitives import image
 
 SIZES = [(1, 1), (3, 3), (8, 5), (13, 29), (64, 33), (224, 224), (301, 97)]
 SHAPES = [(2, 2, 1), (5, 7, 3), (32, 48, 3), (17, 9, 4), (100, 37, 1)]

@@ -19,6 +19,7 @@ import numba
 import numpy as np
 
 from nbdata.compiler.emit import Source, jitted, materialize
+from nbdata.primitives import gpu
 from nbdata.primitives.gpu import Chain
 
 _THREADS = 128
@@ -271,5 +272,7 @@ def _check_batch(steps: list, x) -> None:
     if x.ndim < 1:
         raise ValueError(f"nd.gpu.{name}: expects a batch, got a 0-d array")
 
+
+gpu.RUNNER[:] = [run_steps]   # eager nd.gpu ops run here
 
 __all__ = ["compiled", "kernel_source", "run_chain", "run_steps"]

@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 from nbdata import checkpoint
 from nbdata.compiler.backend_cpu import CpuTyper, compile_stages
+from nbdata.compiler.backend_gpu import kernel_source
 from nbdata.compiler.executor import ChunkedRun, ExecContext, RunState, StageStats
 from nbdata.compiler.lowering import plan
 from nbdata.compiler.passes import run_passes
@@ -251,7 +252,6 @@ class Pipeline:
             lines += stage.report_lines()
         for node in _walk(self.physical):
             for label, chain in node.gpu_chains():
-                from nbdata.compiler.backend_gpu import kernel_source
                 lines.append(f"== {node.describe()}: GPU kernels of {label}: "
                              f"{chain.describe()} ==")
                 for segment in chain.segments():

@@ -1,9 +1,7 @@
-"""Ray, imported only when a dataset is distributed: the connection, and the actor
-classes made from :class:`Job` and :class:`Worker`."""
+"""Ray, imported only when a dataset is distributed, and the connection to it."""
 
 from __future__ import annotations
 
-import functools
 import logging
 
 from nbdata.errors import UnavailableError
@@ -33,15 +31,3 @@ def connect(address: str | None):
 
 def cluster_cpus() -> float:
     return float(ray_module().cluster_resources().get("CPU", 1.0))
-
-
-@functools.lru_cache(maxsize=None)
-def job_class():
-    from nbdata.distribute.job import Job
-    return ray_module().remote(num_cpus=0, max_concurrency=1000)(Job)
-
-
-@functools.lru_cache(maxsize=None)
-def worker_class():
-    from nbdata.distribute.worker import Worker
-    return ray_module().remote(max_restarts=0)(Worker)

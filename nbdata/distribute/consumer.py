@@ -9,6 +9,7 @@ import uuid
 
 from nbdata.compiler.executor import StageStats
 from nbdata.distribute import cluster
+from nbdata.distribute.job import job_class
 from nbdata.errors import UnavailableError, UnimplementedError
 from nbdata.ops.runtime import ChunkIter, RowQueue
 
@@ -76,7 +77,7 @@ class Service:
             if self.node.job_name is not None:
                 options = {"name": f"nbdata-job-{self.node.job_name}", "get_if_exists": True,
                            "namespace": cluster.NAMESPACE}
-            return cluster.job_class().options(**options).remote([self.payload], self._config(ray))
+            return job_class().options(**options).remote([self.payload], self._config(ray))
 
     def release(self, job) -> None:
         if self.node.job_name is None:

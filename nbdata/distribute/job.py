@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 from typing import Any
 
 from nbdata.errors import InvalidArgumentError, UnavailableError
@@ -69,7 +70,8 @@ class Job:
     # ------------------------------------------------------------ workers
     def _new_worker(self, index: int):
         import ray
-        from nbdata.distribute.cluster import worker_class
+
+        from nbdata.distribute.worker import worker_class
         me = ray.get_runtime_context().current_actor
         # No CPUs reserved: jobs kept idle between iterations (their workers keep the
         # compiled pipeline) must not starve the next job; SPREAD puts workers on
@@ -285,3 +287,10 @@ async def _wait(ref) -> Any:
 
 def _plain_log(log: dict) -> dict:
     return {k: [list(s) for s in v] for k, v in log.items()}
+
+
+@functools.lru_cache(maxsize=None)
+def job_class():
+    """The Ray actor class of :class:`Job`."""
+    from nbdata.distribute.cluster import ray_module
+    return ray_module().remote(num_cpus=0, max_concurrency=1000)(Job)

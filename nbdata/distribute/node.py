@@ -8,7 +8,14 @@ import operator
 from typing import Any
 
 from nbdata.errors import InvalidArgumentError
-from nbdata.ops.node import INFINITE, UNKNOWN, Node, arg_field, input_field, new_resource_key
+from nbdata.ops.node import (
+    INFINITE,
+    UNKNOWN,
+    Node,
+    arg_field,
+    input_field,
+    new_resource_key,
+)
 
 PARALLEL_EPOCHS = "parallel_epochs"
 DISTRIBUTED_EPOCH = "distributed_epoch"
@@ -175,3 +182,22 @@ def _chain(node: Node) -> str:
             break
         node = node.inputs[0]
     return " -> ".join(reversed(ops))
+
+
+def distribute_node(node: Node, options, processing_mode: str, num_workers, address, job_name,
+                    consumer_index, num_consumers, name) -> Distribute:
+    """The node of ``ds.distribute(...)`` (see ``nbdata.dataset.Dataset.distribute``)."""
+    from nbdata import random as nd_random
+    from nbdata.distribute.cluster import ray_module
+    from nbdata.distribute.splits import splittable_source
+    args = validate(processing_mode, num_workers, address, job_name, consumer_index,
+                    num_consumers)
+    ray_module()
+    if args["num_consumers"] is not None and node.cardinality() >= 0:
+        raise InvalidArgumentError(
+            "distribute: coordinated reads (num_consumers) need an infinite dataset, so "
+            "that no worker runs out of data before the others; add .repeat()",
+            "distribute")
+    source = splittable_source(node) if processing_mode == DISTRIBUTED_EPOCH else None
+    return Distribute(node, **args, options=options, source=source,
+                      seed=nd_random.op_seed(None), name=name)

@@ -4,6 +4,7 @@ iterator state after it."""
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 import time
@@ -175,3 +176,10 @@ def _own_columns(chunk):
     cols = [c.copy() if isinstance(c, np.ndarray) and c.base is not None
             and c.base.nbytes > 2 * c.nbytes else c for c in chunk.columns]
     return Chunk(cols, chunk.n)
+
+
+@functools.lru_cache(maxsize=None)
+def worker_class():
+    """The Ray actor class of :class:`Worker`."""
+    from nbdata.distribute.cluster import ray_module
+    return ray_module().remote(max_restarts=0)(Worker)

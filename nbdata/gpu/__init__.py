@@ -12,7 +12,7 @@ _OPS = ("adjust_brightness", "adjust_contrast", "adjust_saturation", "apply", "c
         "random_brightness", "random_contrast", "random_crop", "random_flip_left_right",
         "random_resized_crop", "resize", "rgb_to_grayscale", "transpose")
 _NAMES = {"DeviceArray": "nbdata.gpu.array", "RaggedBatch": "nbdata.gpu.jpeg",
-          "available": "nbdata.gpu.runtime", **{name: "nbdata.gpu.functions" for name in _OPS}}
+          "available": "nbdata.gpu.runtime", **{name: "nbdata.primitives.devices" for name in _OPS}}
 
 __all__ = sorted(_NAMES)
 

@@ -19,7 +19,7 @@ import numpy as np
 from nbdata.chunks import Chunk, StringColumn
 from nbdata.dataset import Dataset
 from nbdata.errors import InvalidArgumentError
-from nbdata.io.files import compression_name, open_reader, path_of
+from nbdata.kernels.files import compression_name, open_reader, path_of
 from nbdata.ops.node import AUTOTUNE, UNKNOWN, Node, arg_field, input_field
 from nbdata.ops.runtime import ChunkIter, RowReader
 from nbdata.spec import TensorSpec, is_dataset, string

@@ -56,24 +56,26 @@ class Target:
 
 
 def _targets(workdir: str) -> list[Target]:
-    import nbdata as nd
-    from nbdata.io import example as ex
-    from nbdata.io.jpeg import available as jpeg_available
+    from nbdata.io.datasets import TextLineDataset, TFRecordDataset
+    from nbdata.io.writer import TFRecordWriter
+    from nbdata.primitives import example as ex
+    from nbdata.primitives.jpeg import available as jpeg_available
+    from nbdata.spec import string
 
     features = {"x": ex.FixedLenFeature([4], np.float32), "label": ex.FixedLenFeature([], np.int64),
-                "id": ex.FixedLenFeature([], nd.string), "tags": ex.VarLenFeature(np.int64),
-                "words": ex.VarLenFeature(nd.string)}
+                "id": ex.FixedLenFeature([], string), "tags": ex.VarLenFeature(np.int64),
+                "words": ex.VarLenFeature(string)}
     records = [ex.encode_example({"x": np.arange(4, dtype=np.float32) + i, "label": i,
                                   "id": f"r{i}".encode(), "tags": np.arange(i % 3, dtype=np.int64),
                                   "words": {"kind": "bytes_list", "value": [b"a", b"bc"][: i % 3]}})
                for i in range(6)]
     path = os.path.join(workdir, "fuzz.tfrecord")
-    with nd.io.TFRecordWriter(path) as w:
+    with TFRecordWriter(path) as w:
         for r in records:
             w.write(r)
     tfrecord = open(path, "rb").read()
     gz_path = os.path.join(workdir, "fuzz.tfrecord.gz")
-    with nd.io.TFRecordWriter(gz_path, "GZIP") as w:
+    with TFRecordWriter(gz_path, "GZIP") as w:
         for r in records:
             w.write(r)
     gzipped = open(gz_path, "rb").read()
@@ -83,7 +85,7 @@ def _targets(workdir: str) -> list[Target]:
             target = os.path.join(workdir, "case.bin")
             with open(target, "wb") as f:
                 f.write(data)
-            ds = nd.TFRecordDataset(target, compression_type=compression, buffer_size=4096)
+            ds = TFRecordDataset(target, compression_type=compression, buffer_size=4096)
             return [ex.parse_single_example(r, features) for r in ds]
         return run
 
@@ -97,10 +99,10 @@ def _targets(workdir: str) -> list[Target]:
     lines_path = os.path.join(workdir, "fuzz.csv")
 
     def csv(data: bytes):
-        from nbdata.io.csv import decode_csv
+        from nbdata.primitives.csv import decode_csv
         with open(lines_path, "wb") as f:
             f.write(data)
-        ds = nd.TextLineDataset(lines_path).batch(3).map(
+        ds = TextLineDataset(lines_path).batch(3).map(
             lambda b: decode_csv(b, [[0.0], [0], [""], [""]]))
         return list(ds)
     targets.append(Target("csv lines", b'1.5,2,"a,b",x\n-3e2,7,"",y\n4,5,c,d\n', csv))

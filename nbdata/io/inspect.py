@@ -139,11 +139,11 @@ def _shown(values: list, limit: int = 6) -> str:
 def inspect_file(path: str, compression: str | None = None, fmt: str | None = None,
                  show: int = 3, out=print) -> int:
     """Prints the summary of ``path``; returns the number of records."""
-    import nbdata as nd
+    from nbdata.io.datasets import TextLineDataset, TFRecordDataset
     compression = guess_compression(path) if compression is None else compression
     fmt = fmt or guess_format(path, compression)
-    ds = (nd.TFRecordDataset(path, compression_type=compression) if fmt == "tfrecord"
-          else nd.TextLineDataset(path, compression_type=compression))
+    ds = (TFRecordDataset(path, compression_type=compression) if fmt == "tfrecord"
+          else TextLineDataset(path, compression_type=compression))
     count, first = 0, []
     try:
         for record in ds:

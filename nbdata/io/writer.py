@@ -8,7 +8,7 @@ import zlib
 import numpy as np
 
 from nbdata.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
-from nbdata.io.files import compression_name
+from nbdata.kernels.files import compression_name
 from nbdata.kernels.crc32c import masked_crc32c
 
 

@@ -33,7 +33,7 @@ returns, including where that differs from generic protobuf parsing:
 Every read is checked against the bounds of the enclosing message, so no input can make
 a kernel read or write out of bounds.
 
-Layout of a parse (built by :mod:`nbdata.io.example`): ``F`` features sorted by key,
+Layout of a parse (built by :mod:`nbdata.primitives.example`): ``F`` features sorted by key,
 described by an :class:`ExampleLayout`; results go to an :class:`ExampleOutputs` for
 ``N`` records. A ``FixedLen`` feature ``f`` of ``count[f]`` values per record owns the
 region ``[N * col[f], N * (col[f] + count[f]))`` of the output of its kind (``u32``:
@@ -49,7 +49,7 @@ Status codes (:data:`OK` ... :data:`E_MISSING`) come back with the failing featu
 an extra number; for a batch, the lowest failing record is reported, as TF does.
 
 Calling from other kernels: build the layout and outputs with
-:class:`nbdata.io.example.ExamplePlan` (``plan.layout``, ``plan.outputs(n)``), then in
+:class:`nbdata.primitives.example.ExamplePlan` (``plan.layout``, ``plan.outputs(n)``), then in
 any njit function call ``parse_record(data, lo, hi, i, n, layout, out, single, act_s,
 act_e, act_i)`` per record (three int64 scratch arrays of ``F`` entries per thread), or
 :func:`parse_range` for a run of records. On a failure turn ``(row, code, feature,
@@ -57,15 +57,15 @@ extra)`` into TF's exception with ``plan.error(...)``; once every record is pars
 ``plan.results(data, offsets, out)`` runs pass 2 and builds the values. The per-record
 functions are compiled without Numba's reference counting (``_nrt=False``): they
 allocate nothing, and array arguments then cost no atomic increments per call (with
-them the parse ran 3-4x slower outside parallel loops). :mod:`nbdata.io.example` passes
+them the parse ran 3-4x slower outside parallel loops). :mod:`nbdata.primitives.example` passes
 ``data`` (uint8) and ``offsets`` (int64) as read-only C-contiguous arrays; other array
 types compile the kernels once more.
 
->>> from nbdata.io.example import ExamplePlan, FixedLenFeature, encode_example
+>>> from nbdata.primitives.example import ExamplePlan, FixedLenFeature, encode_example
 >>> plan = ExamplePlan({"x": FixedLenFeature([2], "float32")})
 >>> rec = np.frombuffer(encode_example({"x": [1.5, 2.0]}), np.uint8)
 >>> offsets = np.array([0, len(rec)])
->>> offsets.flags.writeable = False        # as nbdata.io.example passes them
+>>> offsets.flags.writeable = False        # as nbdata.primitives.example passes them
 >>> out = plan.outputs(1)
 >>> parse_range(rec, offsets, 0, 1, plan.layout, out, False)
 (-1, 0, -1, 0)

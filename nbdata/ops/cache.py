@@ -3,7 +3,7 @@
 A cache counts only once an iteration reached the end: a partial iteration leaves
 none. A file cache is written to a temporary name, synced and renamed into place when
 complete, by one writer at a time (an ``flock`` that a crashed writer releases), in
-the data-only column format of ``nbdata/io/column_file.py``; re-reads are chunked and
+the data-only column format of ``nbdata/kernels/column_file.py``; re-reads are chunked and
 memory-mapped.
 """
 
@@ -18,7 +18,7 @@ import uuid
 
 from nbdata.chunks import Chunk, concat_chunks
 from nbdata.errors import AlreadyExistsError, DataLossError
-from nbdata.io.column_file import ColumnFileReader, ColumnFileWriter
+from nbdata.kernels.column_file import ColumnFileReader, ColumnFileWriter
 from nbdata.ops.node import Node, arg_field, input_field, new_resource_key
 from nbdata.ops.runtime import ChunkIter
 from nbdata.spec import DatasetSpec, flatten, is_dataset

@@ -120,6 +120,17 @@ def bilinear_source(g, index: str, scale: str, size: str):
     return lo, hi, lerp
 
 
+# What runs steps on a device batch: the GPU backend (``nbdata/compiler/backend_gpu.py``),
+# which sits above the op table, registers itself here when it is imported.
+RUNNER: list = []
+
+
+def run_steps(steps: list, batch, seed_base: int = 0):
+    """``steps`` applied to a device batch by the GPU backend (one kernel per chain)."""
+    (run,) = RUNNER
+    return run(steps, batch, seed_base)
+
+
 class Chain:
     """Steps applied in order to the elements (of ``shape`` and ``dtype``) of one batch
     leaf. Images of their own sizes (``shape`` (None, None, C), decode_jpeg's batches)
@@ -208,5 +219,5 @@ class Apply(Step):
         return f"apply({getattr(self.fn, '__qualname__', self.fn)})"
 
 
-__all__ = ["Apply", "Chain", "Step", "bilinear_source", "check_image", "f32", "seed_pair",
-           "type_name"]
+__all__ = ["Apply", "Chain", "RUNNER", "Step", "bilinear_source", "check_image", "f32",
+           "run_steps", "seed_pair", "type_name"]

@@ -19,7 +19,7 @@ import numpy as np
 
 from nbdata.chunks import StringColumn
 from nbdata.errors import InvalidArgumentError, OpError, OutOfRangeError, UnimplementedError
-from nbdata.io import files
+from nbdata.kernels import files
 from nbdata.spec import TensorSpec, string
 from nbdata.trace.graph import Operation, Tensor, get_default_graph
 from nbdata.train.queues import QueueBase
@@ -138,7 +138,7 @@ class WorkRecords:
 
 
 class _FormatRecords(WorkRecords):
-    """Records cut by one of nbdata's file readers (``nbdata.io.files``)."""
+    """Records cut by one of nbdata's file readers (``nbdata.kernels.files``)."""
 
     def __init__(self, work: bytes, reader):
         super().__init__(work)

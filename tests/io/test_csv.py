@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import nbdata as nd
-from nbdata.io.csv import decode_csv
+from nbdata.primitives.csv import decode_csv
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())["files"]

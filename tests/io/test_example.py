@@ -1,4 +1,4 @@
-"""tf.train.Example encoding and parsing (nbdata.io.example, nbdata.kernels.protobuf).
+"""tf.train.Example encoding and parsing (nbdata.primitives.example, nbdata.kernels.protobuf).
 
 Checks, in order: the conformance files written by TensorFlow (tests/data, values in
 MANIFEST.json); encode_example against TF's bytes; round trips; error messages; a
@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 import nbdata as nd
 from nbdata.chunks import StringColumn
-from nbdata.io.example import (FixedLenFeature, VarLenFeature, encode_example, parse_example,
+from nbdata.primitives.example import (FixedLenFeature, VarLenFeature, encode_example, parse_example,
                                parse_single_example)
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -347,7 +347,7 @@ def test_inputs_and_outputs():
 
 
 def test_plan_api_for_fused_kernels():
-    from nbdata.io.example import ExamplePlan
+    from nbdata.primitives.example import ExamplePlan
     from nbdata.kernels import protobuf as pb
     features = {"x": FixedLenFeature([2], "float32"), "t": VarLenFeature("string"),
                 "n": FixedLenFeature([], "int64", default_value=-1)}
@@ -1188,7 +1188,7 @@ def fuzz(n: int, seed: int = 0) -> int:
 
 @pytest.mark.parametrize("bad_rate", [0.0, 0.001, 0.02])
 def test_parallel_batches_match_reference(monkeypatch, bad_rate):
-    import nbdata.io.example as module
+    import nbdata.primitives.example as module
     monkeypatch.setattr(module, "PARALLEL_MIN_ROWS", 64)
     monkeypatch.setattr(module, "_ROWS_PER_CHUNK", 16)
     rng = random.Random(int(bad_rate * 1000))

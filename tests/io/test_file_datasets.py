@@ -253,7 +253,7 @@ def _inflaters():
 def test_each_inflater_reads_and_rejects_alike(monkeypatch, tmp_path, module):
     """The standard zlib and isal's (the [gzip] extra) give the same records and the
     same errors, concatenated gzip members included."""
-    from nbdata.io import files
+    from nbdata.kernels import files
     monkeypatch.setattr(files, "INFLATE", module)
     monkeypatch.setattr(files, "INFLATE_ERRORS", (zlib.error, getattr(module, "error", zlib.error)))
     for name in ("examples.tfrecord.gz", "examples.tfrecord.zlib"):

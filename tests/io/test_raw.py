@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import nbdata as nd
-from nbdata.io.raw import decode_raw
+from nbdata.primitives.raw import decode_raw
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())["files"]

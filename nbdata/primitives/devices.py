@@ -17,11 +17,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from nbdata import image
-from nbdata.compiler.backend_gpu import run_steps
-from nbdata.io import jpeg as io_jpeg
-from nbdata.io import raw as io_raw
-from nbdata.primitives.gpu import Apply, Chain
+from nbdata.primitives import image
+from nbdata.primitives import jpeg as io_jpeg
+from nbdata.primitives import raw as io_raw
+from nbdata.primitives.gpu import Apply, Chain, run_steps
 from nbdata.primitives.table import define
 from nbdata.spec import TensorSpec
 
