@@ -1,5 +1,7 @@
 """nbdata: tf.data-style input pipelines compiled into fused, parallel Numba loops."""
 
+# First: where nbdata's own Numba kernels are cached (before any of them is defined).
+from nbdata import options  # noqa: F401, I001
 from nbdata import errors, experimental, gpu, image, io, random, train
 from nbdata.checkpoint import Checkpoint
 from nbdata.compiler.pipeline import Pipeline
@@ -13,7 +15,7 @@ from nbdata.spec import SparseTensor, SparseTensorSpec
 from nbdata.spec import DatasetSpec, TensorSpec, string
 from nbdata.train.graph import GraphKeys
 from nbdata.trace.graph import Graph, Operation, Tensor, constant, get_default_graph, name_scope, reset_default_graph
-from nbdata.trace.shape import TensorShape
+from nbdata.spec import TensorShape
 from nbdata.train.ops import py_func
 from nbdata.train.queues import FIFOQueue, PaddingFIFOQueue, QueueBase, RandomShuffleQueue
 from nbdata.train.readers import (FixedLengthRecordReader, IdentityReader, ReaderBase,

@@ -43,7 +43,7 @@ from nbdata.ops.zip import Zip
 from nbdata.options import Options
 from nbdata.trace.abstract import canonical_output, conform
 from nbdata.trace.placeholder import Placeholder
-from nbdata.spec import (DatasetBase, batched_spec, DatasetSpec, TensorSpec, as_dtype, flatten, flatten_up_to,
+from nbdata.spec import (legacy_classes, legacy_shapes, legacy_types, DatasetBase, batched_spec, DatasetSpec, TensorSpec, as_dtype, flatten, flatten_up_to,
                          is_dataset, map_nest, map_structure, pack_as, string, to_leaf)
 
 
@@ -820,31 +820,30 @@ class Dataset(DatasetBase):
         >>> nd.Dataset.from_tensors((np.int32(1), b"a")).output_types
         (dtype('int32'), string)
         """
-        return map_structure(lambda s: s.dtype if isinstance(s, TensorSpec) else s, self.element_spec)
+        return legacy_types(self.element_spec)
 
     @property
     def output_shapes(self) -> Any:
-        """TF1-style shapes of the element (tuples, None for unknown dims).
+        """TF1-style shapes of the element: a :class:`TensorShape` per leaf (it compares
+        equal to the tuple of its dims).
 
         >>> import nbdata as nd
         >>> nd.Dataset.range(10).batch(4).output_shapes
-        (None,)
+        TensorShape([None])
         """
-        return map_structure(lambda s: s.shape if isinstance(s, TensorSpec) else s, self.element_spec)
+        return legacy_shapes(self.element_spec)
 
     @property
     def output_classes(self) -> Any:
         """TF1-style classes: ``np.ndarray`` for dense leaves, ``nd.SparseTensor`` for sparse
-        ones (``VarLenFeature``), ``Dataset`` for window leaves.
+        ones (``VarLenFeature``), a window leaf's ``DatasetSpec`` (as
+        ``tf.compat.v1.data.get_output_classes``).
 
         >>> import nbdata as nd
         >>> nd.Dataset.range(3).output_classes
         <class 'numpy.ndarray'>
         """
-        from nbdata.spec import SparseTensor, SparseTensorSpec
-        return map_structure(lambda s: np.ndarray if isinstance(s, TensorSpec) else
-                             SparseTensor if isinstance(s, SparseTensorSpec) else Dataset,
-                             self.element_spec)
+        return legacy_classes(self.element_spec)
 
     def cardinality(self) -> int:
         """The number of elements, or ``nd.INFINITE`` / ``nd.UNKNOWN``.

@@ -7,10 +7,9 @@ import threading
 import weakref
 from typing import Any
 
-import numpy as np
 
 from nbdata.errors import FailedPreconditionError, InvalidArgumentError, OutOfRangeError
-from nbdata.spec import (TensorSpec, flatten, flatten_up_to, map_structure, pack_as, same_structure,
+from nbdata.spec import (legacy_classes, legacy_shapes, legacy_types, TensorSpec, flatten, flatten_up_to, pack_as, same_structure,
                          specs_compatible, structure_repr)
 
 _handles: "weakref.WeakValueDictionary[bytes, Iterator]" = weakref.WeakValueDictionary()
@@ -114,7 +113,7 @@ class Iterator:
         >>> iter(nd.Dataset.range(2)).output_types
         dtype('int64')
         """
-        return map_structure(lambda s: s.dtype, self._spec)
+        return legacy_types(self._spec)
 
     @property
     def output_shapes(self) -> Any:
@@ -122,19 +121,20 @@ class Iterator:
 
         >>> import nbdata as nd
         >>> iter(nd.Dataset.range(4).batch(2)).output_shapes
-        (None,)
+        TensorShape([None])
         """
-        return map_structure(lambda s: s.shape, self._spec)
+        return legacy_shapes(self._spec)
 
     @property
     def output_classes(self) -> Any:
-        """TF1-style classes of the elements (``np.ndarray`` for dense leaves).
+        """TF1-style classes of the elements (``np.ndarray`` for dense leaves,
+        ``nd.SparseTensor`` for sparse ones).
 
         >>> import nbdata as nd
         >>> iter(nd.Dataset.range(2)).output_classes
         <class 'numpy.ndarray'>
         """
-        return map_structure(lambda s: np.ndarray, self._spec)
+        return legacy_classes(self._spec)
 
     # ---------------------------------------------------------------- start
     def _start(self, pipeline, feed_dict: dict | None) -> None:

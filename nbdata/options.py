@@ -1,10 +1,76 @@
-"""``nd.Options``: per-dataset settings that travel with the plan (no globals).
+"""``nd.Options``: per-dataset settings that travel with the plan (no globals); and
+the one process-wide setting, where compiled code is cached on disk.
 
 Every attribute starts unset (``None``) and reads as its default; merging
 options (``ds.with_options``) keeps the values that were set, later ones win.
+
+The cache directory (:func:`cache_dir`) is ``$NBDATA_CACHE_DIR``, else
+``$XDG_CACHE_HOME/nbdata``, else ``~/.cache/nbdata``; ``NBDATA_CACHE_DIR=""`` keeps
+nothing on disk. It holds the generated fused-stage kernels
+(``nbdata/compiler/kernel_cache.py``) and, under ``numba/``, the machine code of
+nbdata's own ``@njit(cache=True)`` kernels: importing nbdata (this module is its
+first import) puts a Numba cache locator in front of Numba's for the package's
+source files, so an installed package's directory is never written to.
 """
 
 from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from numba.core import caching
+
+
+def cache_dir() -> Path | None:
+    """nbdata's disk cache directory, or None when it is turned off."""
+    explicit = os.environ.get("NBDATA_CACHE_DIR")
+    if explicit is not None:
+        return Path(explicit) if explicit else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "nbdata"
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_scratch: list = []
+
+
+def _scratch_dir() -> str:
+    """A directory of this process only, removed at exit (the cache turned off)."""
+    if not _scratch:
+        _scratch.append(tempfile.mkdtemp(prefix="nbdata-numba-"))
+        atexit.register(shutil.rmtree, _scratch[0], True)
+    return _scratch[0]
+
+
+class _PackageCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
+    """Numba's cache of a function defined in nbdata's own source files: under
+    ``<cache dir>/numba/<package path hash>/<folder in the package>``."""
+
+    def __init__(self, py_func, py_file):
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        root = cache_dir()
+        root = os.path.join(root, "numba") if root is not None else _scratch_dir()
+        package = hashlib.sha1(_PACKAGE.encode()).hexdigest()[:16]
+        folder = os.path.relpath(os.path.dirname(os.path.abspath(py_file)), _PACKAGE)
+        self._cache_path = os.path.normpath(os.path.join(root, package, folder))
+
+    def get_cache_path(self) -> str:
+        return self._cache_path
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if not os.path.abspath(py_file).startswith(_PACKAGE + os.sep):
+            return None
+        return super().from_function(py_func, py_file)
+
+
+if _PackageCacheLocator not in caching.CacheImpl._locator_classes:
+    caching.CacheImpl._locator_classes.insert(0, _PackageCacheLocator)
 
 
 class _OptionGroup:

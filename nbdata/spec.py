@@ -82,11 +82,6 @@ def is_namedtuple(x: Any) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
-def is_structure(x: Any) -> bool:
-    """True for the containers that nest elements: tuples, namedtuples, dicts."""
-    return isinstance(x, (tuple, Mapping))
-
-
 def flatten(x: Any) -> list:
     """Leaves of a nested structure in canonical order (dict keys sorted).
 
@@ -472,6 +467,88 @@ class SparseTensor:
                 f"dense_shape={self.dense_shape.tolist()})")
 
 
+class TensorShape:
+    """A static shape: a tuple of dims (``None`` unknown), or an unknown rank.
+
+    >>> TensorShape([None, 4])
+    TensorShape([None, 4])
+    >>> TensorShape([2, 3]).as_list(), TensorShape([2, None]).is_fully_defined()
+    ([2, 3], False)
+    """
+
+    def __init__(self, dims):
+        if isinstance(dims, TensorShape):
+            dims = dims.dims
+        self.dims = None if dims is None else tuple(None if d is None else int(d) for d in dims)
+
+    @property
+    def ndims(self) -> int | None:
+        return None if self.dims is None else len(self.dims)
+
+    rank = ndims
+
+    def as_list(self) -> list:
+        if self.dims is None:
+            raise ValueError("as_list() is not defined on an unknown TensorShape.")
+        return list(self.dims)
+
+    def is_fully_defined(self) -> bool:
+        return self.dims is not None and all(d is not None for d in self.dims)
+
+    def is_compatible_with(self, other) -> bool:
+        other = TensorShape(other)
+        if self.dims is None or other.dims is None:
+            return True
+        return len(self.dims) == len(other.dims) and all(
+            a is None or b is None or a == b for a, b in zip(self.dims, other.dims))
+
+    def merge_with(self, other) -> "TensorShape":
+        other = TensorShape(other)
+        if not self.is_compatible_with(other):
+            raise ValueError(f"Shapes {self} and {other} are not compatible")
+        if self.dims is None:
+            return other
+        if other.dims is None:
+            return self
+        return TensorShape([a if a is not None else b for a, b in zip(self.dims, other.dims)])
+
+    def __iter__(self):
+        if self.dims is None:
+            raise ValueError("Cannot iterate over a shape with unknown rank.")
+        return iter(self.dims)
+
+    def __len__(self) -> int:
+        if self.dims is None:
+            raise ValueError("Cannot take the length of shape with unknown rank.")
+        return len(self.dims)
+
+    def __getitem__(self, key):
+        if self.dims is None:
+            return None if isinstance(key, int) else TensorShape(None)
+        if isinstance(key, slice):
+            return TensorShape(self.dims[key])
+        return self.dims[key]
+
+    def __eq__(self, other) -> bool:
+        try:
+            other = TensorShape(other)
+        except TypeError:
+            return NotImplemented
+        return self.dims == other.dims
+
+    def __hash__(self) -> int:
+        return hash(self.dims)
+
+    def __repr__(self) -> str:
+        return "TensorShape(None)" if self.dims is None else f"TensorShape({list(self.dims)})"
+
+    def __str__(self) -> str:
+        if self.dims is None:
+            return "<unknown>"
+        inner = ", ".join("?" if d is None else str(d) for d in self.dims)
+        return f"({inner},)" if len(self.dims) == 1 else f"({inner})"
+
+
 class SparseTensorSpec:
     """The spec of a :class:`SparseTensor` leaf: dense shape (``None`` where it varies)
     and value dtype."""
@@ -717,3 +794,33 @@ def dummy_leaf(spec, variant: int, make_dataset: Callable | None = None):
     fill = (0, 1, 2)[variant % 3]
     arr = np.full(shape, fill, dtype=spec.dtype)
     return arr[()] if arr.ndim == 0 else arr
+
+
+def legacy_types(spec: Any) -> Any:
+    """TF1's ``output_types`` of an element spec: each leaf's dtype (a sparse leaf's
+    value dtype; a dataset leaf's own spec), as ``tf.compat.v1.data.get_output_types``.
+
+    >>> legacy_types((TensorSpec((), np.int32), SparseTensorSpec((None,), np.float32)))
+    (dtype('int32'), dtype('float32'))
+    """
+    return map_structure(lambda s: s if isinstance(s, DatasetSpec) else s.dtype, spec)
+
+
+def legacy_shapes(spec: Any) -> Any:
+    """TF1's ``output_shapes`` of an element spec: each leaf's :class:`TensorShape` (a
+    sparse leaf's dense shape; a dataset leaf's own spec), as
+    ``tf.compat.v1.data.get_output_shapes``.
+
+    >>> legacy_shapes((TensorSpec((None, 3), np.int32), SparseTensorSpec((None,), np.float32)))
+    (TensorShape([None, 3]), TensorShape([None]))
+    """
+    return map_structure(lambda s: s if isinstance(s, DatasetSpec) else TensorShape(s.shape),
+                         spec)
+
+
+def legacy_classes(spec: Any) -> Any:
+    """TF1's ``output_classes`` of an element spec: ``np.ndarray`` for a dense leaf,
+    :class:`SparseTensor` for a sparse one, a dataset leaf's own spec (as
+    ``tf.compat.v1.data.get_output_classes``)."""
+    return map_structure(lambda s: np.ndarray if isinstance(s, TensorSpec) else
+                         SparseTensor if isinstance(s, SparseTensorSpec) else s, spec)

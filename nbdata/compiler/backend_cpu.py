@@ -137,13 +137,27 @@ class CpuTyper:
 
     @staticmethod
     def type_function(fn, chain: Chain, kind: str):
-        target = fn.fn
-        if getattr(fn, "graph_only", False):   # no Python body: compile the graph's twin
+        """Numba compiles the function's own body; where it cannot (a body Numba does
+        not read, ``map(nd.image.rgb_to_grayscale)`` whose keyword-taking wrapper is one)
+        or there is none (``graph_only``), the twin of its recorded graph."""
+        error = None
+        if not getattr(fn, "graph_only", False):
             try:
-                target, _ = numba_twin(fn.recorded(), fn.name)
+                return CpuTyper._typed(fn, _dispatcher(fn.fn), chain, kind)
             except NotFusable as e:
-                raise NotFusable(f"{fn.name} has no compiled form: {e}") from None
-        dispatcher = _dispatcher(target)
+                error = e
+                if getattr(fn, "recording_error", None) is not None:
+                    raise
+        try:
+            target, _ = numba_twin(fn.recorded(), fn.name)
+            return CpuTyper._typed(fn, _dispatcher(target), chain, kind)
+        except NotFusable as e:
+            if error is not None:
+                raise error from None
+            raise NotFusable(f"{fn.name} has no compiled form: {e}") from None
+
+    @staticmethod
+    def _typed(fn, dispatcher, chain: Chain, kind: str):
         needs_probe = any(isinstance(s, Mapping) or is_namedtuple(s)
                           for s in substructures(chain.structure))
         try:

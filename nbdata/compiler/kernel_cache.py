@@ -8,14 +8,13 @@ by content), plus the versions of nbdata, Numba, NumPy and Python. A function
 whose fingerprint cannot be taken (it reads an object of unknown kind) makes the
 kernel compile in memory only, never from a possibly stale cache.
 
-The directory is ``$NBDATA_CACHE_DIR``, else ``$XDG_CACHE_HOME/nbdata``, else
-``~/.cache/nbdata``; ``NBDATA_CACHE_DIR=""`` turns the disk cache off.
+The directory is :func:`nbdata.options.cache_dir` (``$NBDATA_CACHE_DIR``, ...);
+``NBDATA_CACHE_DIR=""`` turns the disk cache off.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 import threading
 import types as pytypes
@@ -25,19 +24,13 @@ from typing import Any
 import numba
 import numpy as np
 
+from nbdata.options import cache_dir
+
 MAX_DEPTH = 4
 
 
 class Unfingerprintable(Exception):
     """An object whose identity cannot be captured in a stable hash."""
-
-
-def cache_dir() -> Path | None:
-    explicit = os.environ.get("NBDATA_CACHE_DIR")
-    if explicit is not None:
-        return Path(explicit) if explicit else None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "nbdata"
 
 
 def _package_stamp() -> str:

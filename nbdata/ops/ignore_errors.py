@@ -30,10 +30,14 @@ class IgnoreErrors(Node):
 
 
 class IgnoreErrorsChunks(ChunkIter):
-    """Passes the input's chunks on. When reading a chunk raises, the input is reopened
-    from its state before that chunk and read one row at a time, so that only the rows
-    whose production raised are dropped (an input that raised has consumed the row
-    that failed, as tf.data's iterators do, and goes on after it).
+    """Passes the input's chunks on, dropping exactly the rows whose production raised.
+
+    A chunk is read after saving the input's state; when reading it raises, the input
+    is reopened from that state and the chunk read again one row at a time, so that
+    only the rows that raise are dropped (an input that raised has consumed the row
+    that failed, as tf.data's iterators do, and goes on after it). Saving and reopening
+    are not an element's errors: they are raised (the good rows of a failed chunk could
+    not be read again).
 
     State: the input's state."""
 
@@ -44,26 +48,17 @@ class IgnoreErrorsChunks(ChunkIter):
 
     def next(self, want: int):
         while True:
-            before = None
-            if not self.single:
-                try:
-                    before = self.it.save()
-                except Exception:  # noqa: BLE001 - an input that cannot say where it is
-                    before = None
+            rows = 1 if self.single else want
+            before = self.it.save() if rows > 1 else None
             try:
-                chunk = self.it.next(1 if self.single else want)
+                chunk = self.it.next(rows)
             except Exception as e:  # noqa: BLE001 - dropped, as tf.data does
-                if before is not None:
-                    # Read the failed chunk again, one row at a time, to keep its good rows.
-                    try:
-                        reopened = self.ctx.open_chunks(self.node.input, before)
-                    except Exception:  # noqa: BLE001
-                        reopened = None
-                    if reopened is not None:
-                        self.it.close()
-                        self.it = reopened
-                        self.single = max(1, want)
-                        continue
+                if rows > 1:   # read the failed chunk again, one row at a time
+                    reopened = self.ctx.open_chunks(self.node.input, before)
+                    self.it.close()
+                    self.it = reopened
+                    self.single = rows
+                    continue
                 self.node._warn(e)
                 self.single = max(0, self.single - 1)
                 continue

@@ -25,7 +25,7 @@ from typing import Any
 
 from nbdata.chunks import Chunk, chunk_from_elements, col_row, concat_chunks, row_bytes
 from nbdata.errors import OpError
-from nbdata.spec import flatten, packer
+from nbdata.spec import packer
 
 FIRST_WANT = 1
 
@@ -214,10 +214,6 @@ class CollectedChunks(ChunkIter):
                 break
             elements.append(element)
         return chunk_from_elements(elements, self.spec) if elements else None
-
-
-def leaves_of(element) -> list:
-    return flatten(element)
 
 
 class Tuner:
@@ -468,7 +464,6 @@ class BackgroundChunks(ChunkIter):
         self.ram_budget = ram_budget or (256 << 20)
         self.producer = _Producer(it, max(1, capacity), self.pull_rows, ctx.budget, label,
                                   0 if state is None else int(state["skip"]), before)
-        self.base_skip = 0 if state is None else int(state["skip"])
         if autotune:
             stats.chosen["buffer rows"] = self.producer.capacity
         if start:

@@ -245,11 +245,6 @@ class IndexShuffle(Shuffle):
         return _indexed(self, planner, lambda ctx, state: IndexShuffleChunks(self, ctx, state).order)
 
 
-def _first_row(chunk: Chunk, spec):
-    from nbdata.chunks import chunk_elements
-    return chunk_elements(chunk, spec)[0]
-
-
 class IndexShuffleChunks(ChunkIter):
     """Shuffled row numbers (a :class:`ShuffleChunks` over ``range(n)``), gathered."""
 

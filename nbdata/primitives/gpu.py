@@ -170,9 +170,6 @@ class Chain:
         """Whether the kernel works on (H, W, C) images (else on flat values)."""
         return len(self.shape) == 3
 
-    def then(self, step: Step) -> "Chain":
-        return Chain(self.steps + [step], self.shape, self.dtype)
-
     def describe(self) -> str:
         return " -> ".join(s.describe() for s in self.steps) or "identity"
 

@@ -1430,15 +1430,15 @@ def _saturated_rgb(r, g, b, factor):
     vv = max(r, max(g, b))
     spread = vv - min(r, min(g, b))
     s = spread / vv if vv > 0 else np.float32(0.0)
-    norm = np.float32(1.0) / (np.float32(6.0) * spread)
-    if r == vv:
-        h = norm * (g - b)
-    elif g == vv:
-        h = np.float32(np.float64(norm * (b - r)) + 2.0 / 6.0)
-    else:
-        h = np.float32(np.float64(norm * (r - g)) + 4.0 / 6.0)
-    if spread <= 0.0:
-        h = np.float32(0.0)
+    h = np.float32(0.0)
+    if not spread <= 0.0:   # no division by a zero spread; NaN goes on, as in TF
+        norm = np.float32(1.0) / (np.float32(6.0) * spread)
+        if r == vv:
+            h = norm * (g - b)
+        elif g == vv:
+            h = np.float32(np.float64(norm * (b - r)) + 2.0 / 6.0)
+        else:
+            h = np.float32(np.float64(norm * (r - g)) + 4.0 / 6.0)
     if h < 0.0:
         h = h + np.float32(1.0)
     s = min(np.float32(1.0), max(np.float32(0.0), s * factor))

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from nbdata.spec import DatasetSpec, flatten, pack_as
 from nbdata.trace.abstract import call_unpacked
-from nbdata.trace.graph import Graph, Tensor, TraceError, output_leaves
+from nbdata.trace.graph import Graph, Tensor, TraceError, output_leaves, upstream
 
 STRICT = os.environ.get("NBDATA_STRICT", "") == "1"
 _PACKAGE = str(Path(__file__).resolve().parent.parent)
@@ -71,25 +71,12 @@ class FunctionGraph:
         """The ops computing the outputs from the inputs, dependencies first. TraceError
         when an output needs a value that is neither an input nor computed from inputs
         (a placeholder, or the input a cut removed)."""
-        inputs = {id(t) for t in self.inputs}
-        order, done = [], set()
-        stack = [(t.op, False) for t in reversed(self.output_leaves)
-                 if isinstance(t, Tensor) and id(t) not in inputs]
-        while stack:
-            op, expanded = stack.pop()
-            if id(op) in done:
-                continue
-            if expanded:
-                done.add(id(op))
-                order.append(op)
-                continue
-            if op.kind in ("input", "placeholder"):
-                raise TraceError(f"the function uses {op.name}, a value it did not compute "
-                                 "from its input")
-            stack.append((op, True))
-            for t in reversed(op.inputs):
-                if id(t) not in inputs and id(t.op) not in done:
-                    stack.append((t.op, False))
+        order, outside = upstream([t for t in self.output_leaves if isinstance(t, Tensor)],
+                                  {id(t) for t in self.inputs},
+                                  halt=lambda op: op.kind in ("input", "placeholder"))
+        if outside:
+            raise TraceError(f"the function uses {outside[0].name}, a value it did not "
+                             "compute from its input")
         return order
 
     def evaluate(self, element: Any) -> Any:

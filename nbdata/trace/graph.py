@@ -29,7 +29,7 @@ from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.spec import (SparseTensorSpec, TensorSpec, as_dtype, dtype_name, flatten, pack_as,
                          spec_of_value, string, to_leaf)
 from nbdata.trace.abstract import FunctionOutputError, TracedFunction
-from nbdata.trace.shape import TensorShape
+from nbdata.spec import TensorShape
 
 
 class TraceError(TypeError):
@@ -606,6 +606,36 @@ def _known_spec(fn: Callable, args: tuple, kwargs: dict, values: list):
     return TensorSpec(tuple(None if d == -1 else d for d in dims), x.dtype)
 
 
+def upstream(targets: list, stop: set | frozenset = frozenset(), control: bool = False,
+             halt: Callable | None = None) -> tuple[list, list]:
+    """The ops computing ``targets`` (tensors or ops), dependencies first: the walk up
+    the graph does not cross a tensor whose id is in ``stop`` (nor run an op all of
+    whose outputs are), follows control inputs when ``control``, and stops at the ops
+    for which ``halt(op)`` is true, returned second (what a session runs, what a
+    recorded function computes, what a TF1 enqueue op reads)."""
+    order, done, halted = [], set(), []
+    stack = [(t.op if isinstance(t, Tensor) else t, False) for t in reversed(targets)
+             if not isinstance(t, Tensor) or id(t) not in stop]
+    while stack:
+        op, expanded = stack.pop()
+        if id(op) in done:
+            continue
+        if expanded or halt is not None and halt(op):
+            done.add(id(op))
+            (order if expanded else halted).append(op)
+            continue
+        if op.outputs and all(id(t) in stop for t in op.outputs):
+            continue
+        stack.append((op, True))
+        for dep in reversed(op.control_inputs if control else ()):
+            if id(dep) not in done:
+                stack.append((dep, False))
+        for t in reversed(op.inputs):
+            if id(t) not in stop and id(t.op) not in done:
+                stack.append((t.op, False))
+    return order, halted
+
+
 def output_leaves(value: Any) -> list:
     """Leaves of what an op's function returned, in ``flatten`` order: a top-level list
     counts as a tuple, as for a recorded op's outputs; dicts in sorted key order."""
@@ -643,17 +673,6 @@ def _trace_op(call: Callable, specs: list, op_type: str):
 
 __all__ = ["Graph", "Operation", "Symbolic", "TraceError", "Tensor", "as_tensor", "astype", "constant",
            "get_default_graph", "getitem", "is_symbolic", "name_scope", "output_leaves", "record",
+           "upstream",
            "reset_default_graph", "symbolic_leaves", "template"]
 
-
-def graph_function(fn: Callable, op_type: str | None = None):
-    """Decorate a NumPy-level function so that called with symbolic values it records an
-    op instead of running."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        if is_symbolic(*args, **kwargs):
-            return record(fn, args, kwargs, op_type or fn.__name__, kwargs.get("name"))
-        return fn(*args, **kwargs)
-    return wrapper

@@ -19,7 +19,7 @@ from nbdata.spec import SparseTensorSpec
 from nbdata.spec import TensorSpec, string
 from nbdata.train.graph import GraphKeys
 from nbdata.trace.graph import Operation, Tensor, as_tensor, constant, get_default_graph, is_symbolic, name_scope, record
-from nbdata.trace.shape import TensorShape
+from nbdata.spec import TensorShape
 from nbdata.train.queue_runner import QueueRunner, add_queue_runner
 from nbdata.train.queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue
 from nbdata.train.variables import Variable

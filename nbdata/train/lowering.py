@@ -32,55 +32,24 @@ from nbdata.errors import OpError, OutOfRangeError, UnimplementedError
 from nbdata.ops.node import UNKNOWN, Node, arg_field
 from nbdata.ops.runtime import ChunkIter
 from nbdata.spec import TensorSpec, string
-from nbdata.trace.graph import Operation, Tensor, output_leaves
+from nbdata.trace.function import FunctionGraph
+from nbdata.trace.graph import Operation, Tensor, upstream
 from nbdata.train.session import RunContext
 
 _binding = threading.local()
 
 
 def _subgraph(outputs: list, stop: set) -> tuple[list, list]:
-    """The ops computing ``outputs`` from the tensors whose ids are in ``stop`` (in
-    dependency order) and the ops met that are not pure (which end the walk)."""
-    order, seen, impure = [], set(), []
-    stack = [(t.op, False) for t in reversed(outputs) if id(t) not in stop]
-    while stack:
-        op, expanded = stack.pop()
-        if expanded:
-            order.append(op)
-            continue
-        if id(op) in seen:
-            continue
-        seen.add(id(op))
-        if op.kind != "pure":
-            impure.append(op)
-            continue
-        stack.append((op, True))
-        for t in reversed(op.inputs):
-            if id(t) not in stop and id(t.op) not in seen:
-                stack.append((t.op, False))
-    return order, impure
-
-
-def replay_function(outputs: list, inputs: list, order: list):
-    """``f(*input values) -> tuple of output values``: the ops of ``order`` run on the
-    values (their own functions, so tracing sees the real decoders and NumPy calls)."""
-    ins = [id(t) for t in inputs]
-    outs = [id(t) for t in outputs]
-    steps = [(op.fn, [id(t) for t in op.inputs], [id(t) for t in op.outputs]) for op in order]
-
-    def element_fn(*args):
-        values = dict(zip(ins, args))
-        for fn, arg_ids, out_ids in steps:
-            result = fn(*[values[i] for i in arg_ids])
-            values.update(zip(out_ids, [result] if len(out_ids) == 1 else output_leaves(result)))
-        return tuple(values[i] for i in outs)
-    return element_fn
+    """The pure ops computing ``outputs`` from the tensors whose ids are in ``stop``
+    (dependencies first) and the ops met that are not pure (which end the walk)."""
+    return upstream(outputs, stop, halt=lambda op: op.kind != "pure")
 
 
 class Lowered:
     """An enqueue op run as a compiled pipeline over a reader's records."""
 
     def __init__(self, op: Operation, read_op: Operation, order: list):
+        # The enqueued values as a function of the record (and key) the reader read.
         self.op = op
         self.queue = op.queue
         self.read_op = read_op
@@ -92,9 +61,8 @@ class Lowered:
         used = {id(t) for o in order for t in o.inputs} | {id(t) for t in self.targets}
         self.with_key = id(key) in used
         inputs = [key, value] if self.with_key else [value]
-        fn = replay_function(self.targets, inputs, order)
-        fn.__qualname__ = f"graph_of_{op.name.replace('/', '_')}"
-        self.element_fn = fn
+        graph = FunctionGraph(op.graph, inputs, tuple(t.spec for t in inputs), tuple(self.targets))
+        self.element_fn = graph.python_function(f"graph_of_{op.name.replace('/', '_')}")
         self._pipeline = None
         self._lock = threading.Lock()
 
@@ -362,4 +330,4 @@ def _explain_filenames(queue, lines: list, seen: set, depth: int) -> None:
         lines.append(f"{pad}queue '{queue.name}' ({queue.kind}) <- filled by the program")
 
 
-__all__ = ["Lowered", "ReaderRecords", "explain", "lower", "replay_function"]
+__all__ = ["Lowered", "ReaderRecords", "explain", "lower"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import os
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,7 @@ from nbdata.errors import CancelledError, FailedPreconditionError, InvalidArgume
 from nbdata.kernels.shuffle import drain_plan
 from nbdata.spec import TensorSpec, as_dtype, dtype_name, string
 from nbdata.trace.graph import Operation, Tensor, as_tensor, constant, get_default_graph
-from nbdata.trace.shape import TensorShape
+from nbdata.spec import TensorShape
 
 
 def _shape_text(shape) -> str:
@@ -379,7 +380,9 @@ def _as_column(value: Any) -> np.ndarray:
 
 # ------------------------------------------------------------------ runtime
 
-_shared: dict = {}
+# Shared queue states by shared_name, held by the sessions that use them (their
+# resources): a name no open session uses any more is forgotten with its elements.
+_shared: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _shared_lock = threading.Lock()
 
 

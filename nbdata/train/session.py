@@ -24,8 +24,8 @@ from nbdata.errors import (CancelledError, DeadlineExceededError, InvalidArgumen
 from nbdata.spec import TensorSpec, flatten, is_namedtuple, string
 from nbdata.trace import graph as recorder
 from nbdata.trace.abstract import canonical_output, conform
-from nbdata.trace.graph import Graph, Operation, Tensor, get_default_graph, output_leaves
-from nbdata.trace.shape import TensorShape
+from nbdata.trace.graph import Graph, Operation, Tensor, get_default_graph, output_leaves, upstream
+from nbdata.spec import TensorShape
 
 
 class ConfigProto:
@@ -268,25 +268,7 @@ class Session:
         plan = self._plans.get(key)
         if plan is not None:
             return plan
-        order, done = [], set()
-        stack = [(t.op if isinstance(t, Tensor) else t, False) for t in reversed(targets)]
-        while stack:
-            op, expanded = stack.pop()
-            if id(op) in done:
-                continue
-            if expanded:
-                done.add(id(op))
-                order.append(op)
-                continue
-            if op.outputs and all(id(t) in fed for t in op.outputs):
-                continue
-            stack.append((op, True))
-            for dep in reversed(op.control_inputs):
-                if id(dep) not in done:
-                    stack.append((dep, False))
-            for t in reversed(op.inputs):
-                if id(t) not in fed and id(t.op) not in done:
-                    stack.append((t.op, False))
+        order, _ = upstream(targets, fed, control=True)
         needed = {id(t) for op in order for t in op.inputs}
         needed.update(id(t) for t in targets if isinstance(t, Tensor))
         plan = self._plans[key] = RunPlan(order, frozenset(needed))
@@ -316,6 +298,7 @@ class Session:
                 return
             self._closed = True
             resources = [res for _, res in self._resources.values()]
+            self._resources = {}   # shared queues no open session uses are forgotten
         for res in resources:
             cancel = getattr(res, "cancel_all", None)
             if cancel is not None:

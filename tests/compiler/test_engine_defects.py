@@ -399,3 +399,50 @@ def test_inner_datasets_are_compiled_with_their_own_options():
     reference = [int(v) for v in nd.Dataset.range(3).flat_map(
         lambda x: nd.Dataset.range(1000).map(f).with_options(reference_options()))]
     assert reference == got and len(calls) >= 3000
+
+
+# ------------------------------------------------- strict mode
+
+def _broken_lift(graph):
+    from nbdata.compiler import lifting
+    return lifting.lift(None)   # an internal bug: AttributeError raised in nbdata's code
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_an_internal_error_while_lifting_fails_in_strict_mode_only(monkeypatch, strict):
+    from nbdata.compiler import lowering
+    from nbdata.trace import function
+    monkeypatch.setattr(lowering, "lift", _broken_lift)
+    monkeypatch.setattr(function, "STRICT", strict)
+    ds = nd.Dataset.from_tensor_slices(np.arange(10.0)).map(lambda x: x * 2.0)
+    if strict:
+        with pytest.raises(AttributeError, match="NoneType"):
+            ds.with_options(fused_options()).compile()
+    else:   # users fall back: the function runs as a Numba call, with the same values
+        pipe, got, want = run_both(ds)
+        assert "[Numba-compiled call]" in pipe.explain()
+        assert [float(v) for v in got] == [float(v) for v in want] == [2.0 * k for k in range(10)]
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_an_internal_error_while_recording_fails_in_strict_mode_only(monkeypatch, strict):
+    from nbdata.ops import function as ops_function
+    from nbdata.trace import function
+    monkeypatch.setattr(ops_function, "record_function", lambda fn, spec: _broken_lift(None))
+    monkeypatch.setattr(function, "STRICT", strict)
+    source = nd.Dataset.from_tensor_slices(np.arange(10.0))
+    if strict:
+        with pytest.raises(AttributeError, match="NoneType"):
+            source.map(lambda x: x * 2.0)
+    else:
+        pipe, got, want = run_both(source.map(lambda x: x * 2.0))
+        assert [float(v) for v in got] == [float(v) for v in want]
+
+
+def test_a_function_that_cannot_be_recorded_is_not_an_internal_error():
+    # Python control flow on a value refuses recording (TraceError.refusal): strict mode
+    # (on in this suite) falls back to Numba, as users do.
+    ds = nd.Dataset.from_tensor_slices(np.arange(-5.0, 5.0)).map(lambda x: x if x > 0 else -x)
+    pipe, got, want = run_both(ds)
+    assert "[Numba-compiled call]" in pipe.explain()
+    assert [float(v) for v in got] == [float(v) for v in want] == [abs(k) for k in range(-5, 5)]

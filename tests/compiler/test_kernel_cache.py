@@ -8,7 +8,9 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+import nbdata as nd
 from nbdata.compiler.kernel_cache import Unfingerprintable, fingerprint, stage_hash
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,3 +98,34 @@ def test_second_process_loads_the_kernel_and_changed_data_recompiles(tmp_path):
     _, third = run_script(tmp_path, 1.5)
     assert third == expected_total(1.5)
     assert len(list((tmp_path / "kernels").glob("stage_*.py"))) == 2
+
+
+PACKAGE_KERNELS = textwrap.dedent("""
+    import os
+    import numpy as np
+    import nbdata as nd
+    from nbdata.primitives import image
+    image.adjust_brightness(np.zeros((2, 2, 3), np.uint8), 0.1)
+    print(image._adjust_brightness._cache._cache_path)
+""")
+
+
+@pytest.mark.parametrize("setting", ["dir", "off"])
+def test_the_packages_own_kernels_cache_under_nbdata_cache_dir(tmp_path, setting):
+    """Module-level @njit(cache=True) kernels of nbdata write their machine code under
+    NBDATA_CACHE_DIR (a directory of the process only when it is ""), never into the
+    installed package."""
+    where = str(tmp_path / "cache") if setting == "dir" else ""
+    env = dict(os.environ, NBDATA_CACHE_DIR=where, PYTHONPATH=str(REPO))
+    out = subprocess.run([sys.executable, "-c", PACKAGE_KERNELS], env=env, check=True,
+                         capture_output=True, text=True).stdout.split("\n")
+    path = Path(out[0])
+    package = Path(nd.__file__).resolve().parent
+    assert package not in path.resolve().parents
+    if setting == "dir":
+        assert (tmp_path / "cache" / "numba") in path.parents
+        assert path.name == "primitives"
+        assert list(path.glob("image._adjust_brightness-*.nbi"))
+        assert list(path.glob("image._adjust_brightness-*.nbc"))
+    else:
+        assert not path.exists()   # removed when the process ended

@@ -83,6 +83,34 @@ def test_apply_runs_a_device_function_per_value(images):
     assert got.dtype == np.float32
 
 
+def test_apply_of_another_function_is_another_kernel():
+    x = DeviceArray.from_host(np.arange(6, dtype=np.float32))
+
+    def scaled(k):
+        return lambda v: v * k   # the same source text for every k
+
+    assert host(nd.gpu.apply(x, lambda v: v + 1)).tolist() == [1, 2, 3, 4, 5, 6]
+    assert host(nd.gpu.apply(x, lambda v: v - 1)).tolist() == [-1, 0, 1, 2, 3, 4]
+    assert host(nd.gpu.apply(x, scaled(2))).tolist() == [0, 2, 4, 6, 8, 10]
+    assert host(nd.gpu.apply(x, scaled(3))).tolist() == [0, 3, 6, 9, 12, 15]
+
+
+def test_the_kernel_cache_is_bounded_and_lets_functions_go():
+    import gc
+    import weakref
+    from nbdata.compiler import backend_gpu
+    x = DeviceArray.from_host(np.arange(3, dtype=np.float32))
+    first = lambda v: v + 100   # noqa: E731
+    gone = weakref.ref(first)
+    assert host(nd.gpu.apply(x, first)).tolist() == [100, 101, 102]
+    del first
+    for k in range(backend_gpu._MAX_KERNELS + 1):
+        nd.gpu.apply(x, lambda v, k=k: v + k)
+    gc.collect()
+    assert len(backend_gpu._kernels) <= backend_gpu._MAX_KERNELS
+    assert gone() is None
+
+
 def step(op, *args):
     """The GPU step of an nd.image op (its op-table entry's GPU rule)."""
     return op.primitive.gpu(*args)

@@ -165,7 +165,27 @@ def test_output_types_shapes_classes_nested():
     assert ds.output_types == {"a": np.dtype(np.float32), "b": (np.dtype(np.int64), nd.string)}
     assert ds.output_shapes == {"a": (None, 2), "b": ((None,), (None,))}
     assert ds.output_classes == {"a": np.ndarray, "b": (np.ndarray, np.ndarray)}
-    assert isinstance(ds.output_shapes["a"], tuple)
+    assert isinstance(ds.output_shapes["a"], nd.TensorShape)   # as TF1's get_output_shapes
+    assert iter(ds).output_shapes == ds.output_shapes
+
+
+def test_output_trio_of_a_sparse_component_is_its_dtype_and_shape():
+    example = nd.io.encode_example({"tags": np.array([3, 4], np.int64)})
+    ds = nd.Dataset.from_tensors(example).map(
+        lambda s: nd.io.parse_single_example(s, {"tags": nd.io.VarLenFeature(np.int64)}))
+    for obj in (ds, iter(ds), ds.make_initializable_iterator()):
+        assert obj.output_types == {"tags": np.dtype(np.int64)}
+        assert obj.output_shapes == {"tags": nd.TensorShape([None])}
+        assert isinstance(obj.output_shapes["tags"], nd.TensorShape)
+        assert obj.output_classes == {"tags": nd.SparseTensor}
+    # the trio round-trips through from_structure
+    it = nd.Iterator.from_structure(ds.output_types, ds.output_shapes)
+    assert it.output_shapes == ds.output_shapes
+
+
+def test_output_trio_of_windows_is_their_spec():
+    ds = nd.Dataset.range(5).window(2)
+    assert ds.output_types == ds.output_shapes == ds.output_classes == ds.element_spec
 
 
 def test_output_trio_scalar():

@@ -683,6 +683,20 @@ def test_two_sessions_have_separate_queues(graph):
         assert b.run(size) == 0
 
 
+def test_a_shared_name_is_shared_while_a_session_uses_it(graph):
+    import gc
+    from nbdata.train import queues
+    q = nd.FIFOQueue(5, np.int32, shapes=[[]], shared_name="shared_q")
+    one, size = q.enqueue(1), q.size()
+    with session(graph) as a, session(graph) as b:
+        a.run(one)
+        assert b.run(size) == 1   # the same queue in both sessions
+    gc.collect()
+    assert "shared_q" not in queues._shared   # forgotten with its element once both closed
+    with session(graph) as c:
+        assert c.run(size) == 0
+
+
 def test_fifo_order_across_producers_and_consumers(graph):
     """Every element enqueued by 4 producer threads is dequeued exactly once by 3
     consumers."""
