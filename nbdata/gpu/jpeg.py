@@ -6,7 +6,7 @@ decoder (the hardware JPEG decoder where the GPU has one, else nvJPEG's CUDA dec
 writing each image straight into its place in one buffer from nbdata's device memory
 pool. The next op of the chain (``resize``, ``random_resized_crop`` or
 ``random_crop``) reads the images at their own sizes and makes them one size in the
-same launch (``nbdata/gpu/ops.py``), so the ragged batch is never copied.
+same launch (``nbdata/compiler/backend_gpu.py``), so the ragged batch is never copied.
 
 Under the CUDA simulator (tests, CI) the "device" memory is host memory: images are
 decoded by nvImageCodec's CPU backend (libjpeg-turbo) when nvImageCodec is installed,
