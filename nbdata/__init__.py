@@ -1,4 +1,31 @@
-"""nbdata: tf.data-style input pipelines compiled into fused, parallel Numba loops."""
+"""nbdata: tf.data-style input pipelines compiled into fused, parallel Numba loops.
+
+How the package is built, lowest layer first (a module imports only its own layer and
+the ones before it; ``tests/test_layers.py`` checks every import):
+
+- vocabulary: ``errors``, ``options`` (and the disk cache directory), ``spec`` (element
+  specs, ``TensorShape``, sparse tensors), ``random`` (counter-based draws), ``chunks``
+  (the columns rows travel in);
+- ``kernels``: Numba CPU kernels shared by everything above (file reading, CRC32C,
+  protobuf and CSV scanning, batching, the one thread budget);
+- ``gpu``: the GPU runtime (device and pinned memory, streams, ``DeviceArray``);
+- ``trace``: the one recorder. ``nd.Tensor`` records NumPy operators, ufuncs, array
+  functions, methods, indexing and primitives into a graph: a TF1 graph, or a user
+  function recorded once (``trace.function.FunctionGraph``);
+- ``primitives``: the one op table. Each primitive (``nd.image`` ops, ``nd.io``
+  decoders, NumPy's lifting entries, ``nd.gpu`` batch ops) is defined once with its
+  eager, spec, Numba, lift, GPU and column-decoder rules (``primitives.table``);
+- ``ops``, ``iterator``, ``checkpoint``: one node per transformation with its spec
+  rule and its chunk iterator (every iterator saves and restores its state); element
+  iteration is a view over chunks;
+- ``compiler``: passes over plans and recorded graphs, the planner, the one code
+  emitter (``compiler.emit``), the CPU and GPU backends and the executor;
+- ``dataset`` and ``io``: the API;
+- ``distribute`` (Ray) and ``train`` (TF1 graphs, sessions, queues, readers) on top.
+
+README.md's "How to add an op" says which files a new primitive, transformation or
+file format touches.
+"""
 
 # First: where nbdata's own Numba kernels are cached (before any of them is defined).
 from nbdata import options  # noqa: F401, I001

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from nbdata.compiler.emit import ExprRenderer, Source
-from nbdata.primitives.expr import Expr, positional, substitute
+from nbdata.primitives.expr import Expr, nodes, positional, substitute
 from nbdata.spec import TensorSpec, flatten, is_namedtuple
 
 
@@ -187,18 +187,9 @@ class RowEmitter:
         flipped."""
         h, w, c = items[0][1].spec.shape
         env = items[0][1].env
-        windows, channels, seen = [], [], set()
-        stack = [leaf.expr for _, leaf in items]
-        while stack:
-            e = stack.pop()
-            if id(e) in seen:
-                continue
-            seen.add(id(e))
-            if e.kind == "window":
-                windows.append(e)
-            elif e.kind == "channel":
-                channels.append(e)
-            stack.extend(e.args)
+        dag = nodes([leaf.expr for _, leaf in items])
+        windows = [e for e in dag if e.kind == "window"]
+        channels = [e for e in dag if e.kind == "channel"]
         rows = self._renderer(env, 0)
         scalars = {}
         for k, win in enumerate(windows):
@@ -375,17 +366,8 @@ class RowEmitter:
 
 def _window_bases(lifted: Any) -> list[int]:
     """The inputs that image windows in a lifted function read."""
-    found, seen = set(), set()
-    stack = list(flatten(lifted))
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        if e.kind == "window" and e.args[0].kind == "input":
-            found.add(int(e.args[0].name))
-        stack.extend(e.args)
-    return sorted(found)
+    return sorted({int(e.args[0].name) for e in nodes(flatten(lifted))
+                   if e.kind == "window" and e.args[0].kind == "input"})
 
 
 class CounterEmitter:

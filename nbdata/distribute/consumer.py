@@ -26,11 +26,9 @@ class DistributedStats(StageStats):
         with self._lock:
             w = self.workers.setdefault(index, {"rows": 0, "chunks": 0, "seconds": 0.0,
                                                 "bytes": 0, "kernel_rows": 0})
-            w["rows"] += note["rows"]
             w["chunks"] += 1
-            w["seconds"] += note["seconds"]
-            w["bytes"] += note["bytes"]
-            w["kernel_rows"] += note["kernel_rows"]
+            for key in ("rows", "seconds", "bytes", "kernel_rows"):
+                w[key] += note[key]
             if note["kernel_rows"]:
                 self.kernel_chunks += 1
                 self.kernel_rows += note["kernel_rows"]
@@ -73,10 +71,9 @@ class Service:
                 self.payload = ray.put((self.node.input, self.node.options, self.node.source))
             if self.node.job_name is None and self.idle:
                 return self.idle.pop()
-            options = {}
-            if self.node.job_name is not None:
-                options = {"name": f"nbdata-job-{self.node.job_name}", "get_if_exists": True,
-                           "namespace": cluster.NAMESPACE}
+            options = {} if self.node.job_name is None else {
+                "name": f"nbdata-job-{self.node.job_name}", "get_if_exists": True,
+                "namespace": cluster.NAMESPACE}
             return job_class().options(**options).remote([self.payload], self._config(ray))
 
     def release(self, job) -> None:
@@ -129,7 +126,9 @@ class DistributedChunks(ChunkIter):
             raise UnavailableError(f"distribute: the job actor is gone ({e})", "distribute") from None
 
     def _fetch(self) -> None:
-        """Receive the next chunk from the job into ``rows`` (or mark the end)."""
+        """Receive the next chunk from the job into an empty ``rows`` (or mark the end)."""
+        if self.closed:
+            return
         while not self.rows.n and not self.ended and self.error is None:
             request, self.request = self.request or self._ask(), None
             kind, index, refs, note = self._call(request)
@@ -154,8 +153,7 @@ class DistributedChunks(ChunkIter):
         return self.job.next.remote(self.consumer, self.node.consumer_index)
 
     def next(self, want: int):
-        if not self.rows.n and not self.closed:
-            self._fetch()
+        self._fetch()
         if self.rows.n:
             # Within one received chunk: a view of the object store, never a join.
             return self.rows.take(min(want, self.rows.pieces[0].n))
@@ -171,8 +169,7 @@ class DistributedChunks(ChunkIter):
         # restores "this state, then skip k rows" must find the same rows first.
         if self.node.job_name is not None:
             return {"shared": True}
-        if not self.rows.n and not self.closed:
-            self._fetch()
+        self._fetch()
         return {"slots": {str(k): v for k, v in self.slots.items()}, "rows": list(self.rows.pieces),
                 "ended": self.ended}
 

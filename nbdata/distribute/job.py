@@ -15,6 +15,7 @@ import collections
 import functools
 from typing import Any
 
+from nbdata.distribute.worker import SplitLog, worker_class
 from nbdata.errors import InvalidArgumentError, UnavailableError
 
 DEPTH = 2                 # requests in flight per worker
@@ -28,20 +29,18 @@ class _Run:
         self.id = run_id
         self.seed = int(config["seed"])
         self.iteration = int(config["iteration"])
-        self.single = config["num_consumers"] is not None
         self.num_consumers = config["num_consumers"]
         self.stopped = False
         self.queue: asyncio.Queue = asyncio.Queue(maxsize=2 * num_workers + 2)
         self.live = 0
         self.tasks: list = []
-        slots = config.get("slots") or {}
+        slots = {i: (config.get("slots") or {}).get(i) or {} for i in range(num_workers)}
         # The state after each worker's last finished chunk, and the splits it took.
-        self.acked = {i: (slots.get(i) or {}).get("state") for i in range(num_workers)}
-        self.logs = {i: {k: [tuple(s) for s in v] for k, v in ((slots.get(i) or {}).get("log") or {}).items()}
-                     for i in range(num_workers)}
+        self.acked = {i: slot.get("state") for i, slot in slots.items()}
+        self.logs = {i: SplitLog(None, i, slot.get("log")) for i, slot in slots.items()}
         self.assigned = collections.defaultdict(set)
         for log in self.logs.values():
-            for key, splits in log.items():
+            for key, splits in log.log.items():
                 self.assigned[key].update(splits)
         self.pending: dict = {}
         # Coordinated reads: each worker's elements by number, and each consumer's round.
@@ -70,8 +69,6 @@ class Job:
     # ------------------------------------------------------------ workers
     def _new_worker(self, index: int):
         import ray
-
-        from nbdata.distribute.worker import worker_class
         me = ray.get_runtime_context().current_actor
         # No CPUs reserved: jobs kept idle between iterations (their workers keep the
         # compiled pipeline) must not starve the next job; SPREAD puts workers on
@@ -105,9 +102,13 @@ class Job:
             ray.kill(old, no_restart=True)
         self.restarts += 1
         await self._ensure_workers()
-        await _wait(self.workers[index].start.remote(run.id, run.seed, run.iteration,
-                                                     run.acked[index], _plain_log(run.logs[index]),
-                                                     run.single))
+        await self._start(run, index)
+
+    def _start(self, run: _Run, index: int):
+        """Worker ``index`` opens ``run`` from the state after its last finished chunk."""
+        return _wait(self.workers[index].start.remote(
+            run.id, run.seed, run.iteration, run.acked[index], run.logs[index].snapshot(),
+            run.num_consumers is not None))
 
     # ---------------------------------------------------------- consumers
     async def join(self, consumer: str, fingerprint: str, config: dict) -> dict:
@@ -132,10 +133,7 @@ class Job:
             await self._ensure_workers()
             self.runs += 1
             run = self.run = _Run(self.runs, config, self.config["num_workers"])
-            await asyncio.gather(*[
-                _wait(w.start.remote(run.id, run.seed, run.iteration, run.acked[i],
-                                     _plain_log(run.logs[i]), run.single))
-                for i, w in self.workers.items()])
+            await asyncio.gather(*[self._start(run, i) for i in self.workers])
             run.live = len(self.workers)
             run.tasks = [asyncio.ensure_future(self._produce(run, i)) for i in self.workers]
         return {"run": self.run.id, "consumers": len(self.consumers)}
@@ -268,7 +266,7 @@ class Job:
             return None
         split = pending.popleft()
         run.assigned[key].add(split)
-        run.logs[index].setdefault(key, []).append(split)
+        run.logs[index].log.setdefault(key, []).append(split)
         return split
 
     # -------------------------------------------------------------- reports
@@ -283,10 +281,6 @@ class Job:
 
 async def _wait(ref) -> Any:
     return await ref
-
-
-def _plain_log(log: dict) -> dict:
-    return {k: [list(s) for s in v] for k, v in log.items()}
 
 
 @functools.lru_cache(maxsize=None)

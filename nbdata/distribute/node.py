@@ -8,17 +8,14 @@ import operator
 from typing import Any
 
 from nbdata.errors import InvalidArgumentError
-from nbdata.ops.node import (
-    INFINITE,
-    UNKNOWN,
-    Node,
-    arg_field,
-    input_field,
-    new_resource_key,
-)
+from nbdata.ops.node import INFINITE, UNKNOWN, Node, UnaryNode, arg_field, new_resource_key
 
 PARALLEL_EPOCHS = "parallel_epochs"
 DISTRIBUTED_EPOCH = "distributed_epoch"
+
+
+def _invalid(what: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"distribute: {what}", "distribute")
 
 
 def _count(value: Any, name: str, minimum: int) -> int | None:
@@ -31,8 +28,7 @@ def _count(value: Any, name: str, minimum: int) -> int | None:
     except TypeError:
         raise TypeError(f"distribute: {name} must be an int, got {type(value).__name__}") from None
     if value < minimum:
-        raise InvalidArgumentError(f"distribute: {name} must be >= {minimum}, got {value}",
-                                   "distribute")
+        raise _invalid(f"{name} must be >= {minimum}, got {value}")
     return value
 
 
@@ -42,48 +38,39 @@ def validate(processing_mode: Any, num_workers: Any, address: Any, job_name: Any
     raises them for a bad mode, a half-given consumer pair, a consumer pair without
     ``job_name``, or an empty job name."""
     if processing_mode not in (PARALLEL_EPOCHS, DISTRIBUTED_EPOCH):
-        raise InvalidArgumentError(
-            "distribute: processing_mode should be \"parallel_epochs\" or "
-            f"\"distributed_epoch\". Got {processing_mode!r}.", "distribute")
+        raise _invalid("processing_mode should be \"parallel_epochs\" or \"distributed_epoch\". "
+                       f"Got {processing_mode!r}.")
     if (consumer_index is None) != (num_consumers is None):
-        raise InvalidArgumentError(
-            "distribute: must either set both `consumer_index` and `num_consumers`, or "
-            f"neither. consumer_index={consumer_index}, num_consumers={num_consumers}",
-            "distribute")
+        raise _invalid("must either set both `consumer_index` and `num_consumers`, or neither. "
+                       f"consumer_index={consumer_index}, num_consumers={num_consumers}")
     if num_consumers is not None and job_name is None:
-        raise InvalidArgumentError(
-            "distribute: `job_name` must be set when setting `num_consumers`. "
-            f"num_consumers was set to {num_consumers}.", "distribute")
+        raise _invalid("`job_name` must be set when setting `num_consumers`. "
+                       f"num_consumers was set to {num_consumers}.")
     if job_name is not None:
         if not isinstance(job_name, str):
-            raise InvalidArgumentError(
-                f"distribute: `job_name` must be a string, but `job_name` was of type "
-                f"{type(job_name).__name__}. job_name={job_name!r}", "distribute")
+            raise _invalid(f"`job_name` must be a string, but `job_name` was of type "
+                           f"{type(job_name).__name__}. job_name={job_name!r}")
         if not job_name:
-            raise InvalidArgumentError("distribute: `job_name` must not be empty", "distribute")
+            raise _invalid("`job_name` must not be empty")
     if address is not None and (not isinstance(address, str) or not address):
-        raise InvalidArgumentError(
-            f"distribute: address must be a non-empty string (a Ray address), got {address!r}",
-            "distribute")
+        raise _invalid(f"address must be a non-empty string (a Ray address), got {address!r}")
     num_consumers = _count(num_consumers, "num_consumers", 1)
     consumer_index = _count(consumer_index, "consumer_index", 0)
     if consumer_index is not None and consumer_index >= num_consumers:
-        raise InvalidArgumentError(
-            f"distribute: consumer_index must be < num_consumers ({num_consumers}), got "
-            f"{consumer_index}", "distribute")
+        raise _invalid(f"consumer_index must be < num_consumers ({num_consumers}), got "
+                       f"{consumer_index}")
     return {"processing_mode": processing_mode, "num_workers": _count(num_workers, "num_workers", 1),
             "address": address, "job_name": job_name, "consumer_index": consumer_index,
             "num_consumers": num_consumers}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Distribute(Node):
+class Distribute(UnaryNode):
     """``input`` runs in Ray worker actors, compiled there; this node, at the driver,
     hands out the chunks they finish. ``source`` is the split source below ``input``
     (``distributed_epoch``) or None. Its seed gives every worker its own (derived);
     its iteration number makes workers reshuffle each iteration."""
 
-    input: Node = input_field()
     processing_mode: str = arg_field()
     num_workers: int | None = arg_field()
     address: str | None = arg_field()
@@ -97,10 +84,6 @@ class Distribute(Node):
     service_key: int = dataclasses.field(default_factory=new_resource_key, compare=False)
     op = "distribute"
     seeded = True
-
-    @property
-    def spec(self):
-        return self.input.spec
 
     def cardinality(self) -> int:
         return INFINITE if self.input.cardinality() == INFINITE else UNKNOWN
@@ -175,12 +158,10 @@ class DistributedStage(Node):
 
 def _chain(node: Node) -> str:
     """The logical ops of a plan, source first, in one line."""
-    ops = []
-    while True:
-        ops.append(node.label)
-        if len(node.inputs) != 1:
-            break
+    ops = [node.label]
+    while len(node.inputs) == 1:
         node = node.inputs[0]
+        ops.append(node.label)
     return " -> ".join(reversed(ops))
 
 
@@ -194,10 +175,8 @@ def distribute_node(node: Node, options, processing_mode: str, num_workers, addr
                     num_consumers)
     ray_module()
     if args["num_consumers"] is not None and node.cardinality() >= 0:
-        raise InvalidArgumentError(
-            "distribute: coordinated reads (num_consumers) need an infinite dataset, so "
-            "that no worker runs out of data before the others; add .repeat()",
-            "distribute")
+        raise _invalid("coordinated reads (num_consumers) need an infinite dataset, so that "
+                       "no worker runs out of data before the others; add .repeat()")
     source = splittable_source(node) if processing_mode == DISTRIBUTED_EPOCH else None
     return Distribute(node, **args, options=options, source=source,
                       seed=nd_random.op_seed(None), name=name)

@@ -60,8 +60,7 @@ class Worker:
             node = replace_node(node, source, SplitSource(source, self._take_split))
         options = _worker_options(threads).merge(options)
         self.pipeline = Dataset(node, options).compile()
-        self.run = None
-        self.run_id = None
+        self.run = self.run_id = None
         self.want = 1
 
     def _take_split(self, key: str, k: int):
@@ -116,7 +115,7 @@ class Worker:
 
     def _reply(self, run, single: bool):
         started = time.perf_counter()
-        stats_before = self._kernel_rows()
+        stats_before = self.pipeline.stats().kernel_rows
         chunks, rows, size = [], 0, 0
         try:
             while True:
@@ -141,11 +140,9 @@ class Worker:
         # The state after these chunks; a reply for the end follows them.
         return chunks, {"end": False, "rows": rows, "bytes": size,
                         "seconds": time.perf_counter() - started,
-                        "kernel_rows": self._kernel_rows() - stats_before, "state": run.save(),
+                        "kernel_rows": self.pipeline.stats().kernel_rows - stats_before,
+                        "state": run.save(),
                         "log": None if self.log is None else self.log.snapshot()}
-
-    def _kernel_rows(self) -> int:
-        return self.pipeline.stats().kernel_rows
 
     def close(self) -> None:
         """End the current run: its thread stops, its replies not taken are dropped."""

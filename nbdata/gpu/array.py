@@ -40,9 +40,8 @@ class DeviceArray:
     @classmethod
     def empty(cls, shape: tuple, dtype, stream=None) -> "DeviceArray":
         """Uninitialized device memory for ``shape`` and ``dtype``."""
-        be = runtime.backend()
         nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        return cls(be.alloc(nbytes, stream), shape, dtype, stream=stream)
+        return cls(runtime.backend().alloc(nbytes, stream), shape, dtype, stream=stream)
 
     @classmethod
     def from_host(cls, array: np.ndarray, stream=None) -> "DeviceArray":
@@ -97,20 +96,18 @@ class DeviceArray:
         """The same bytes as another dtype and/or shape (no copy); the byte size must
         match."""
         dtype = self.dtype if dtype is None else np.dtype(dtype)
-        if shape is None:
-            if self.nbytes % dtype.itemsize or (self.shape and (self.shape[-1] * self.dtype.itemsize)
-                                                % dtype.itemsize):
+        if shape is None:   # the last dimension's bytes (a 0-d array's) as ``dtype``
+            last = self.shape[-1] * self.dtype.itemsize if self.shape else self.nbytes
+            if last % dtype.itemsize:
                 raise ValueError(f"cannot view {self.dtype} {self.shape} as {dtype}")
-            shape = self.shape[:-1] + (self.shape[-1] * self.dtype.itemsize // dtype.itemsize,) \
-                if self.shape else (self.nbytes // dtype.itemsize,)
+            shape = self.shape[:-1] + (last // dtype.itemsize,)
         shape = tuple(int(d) for d in shape)
         if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != self.nbytes:
             raise ValueError(f"cannot view {self.nbytes} bytes as {dtype} {shape}")
         return DeviceArray(self.buffer, shape, dtype, self.offset, self.ready, self.stream)
 
     def reshape(self, *shape) -> "DeviceArray":
-        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        shape = list(shape)
+        shape = list(shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
         if shape.count(-1) == 1:
             known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
             shape[shape.index(-1)] = self.size // max(known, 1)

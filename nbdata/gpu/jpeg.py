@@ -103,16 +103,14 @@ def _decoder(nvimgcodec, be):
     """One nvImageCodec decoder per device (the CPU backend under the simulator)."""
     key = (be.name, be.device_id)
     with _lock:
-        decoder = _decoders.get(key)
-        if decoder is None:
+        if key not in _decoders:
             if be.name == "sim":
-                decoder = nvimgcodec.Decoder(
+                _decoders[key] = nvimgcodec.Decoder(
                     device_id=nvimgcodec.NVIMGCODEC_DEVICE_CPU_ONLY,
                     backends=[nvimgcodec.Backend(nvimgcodec.BackendKind.CPU_ONLY)])
             else:
-                decoder = nvimgcodec.Decoder(device_id=be.device_id)
-            _decoders[key] = decoder
-        return decoder
+                _decoders[key] = nvimgcodec.Decoder(device_id=be.device_id)
+        return _decoders[key]
 
 
 def _as_bytes(value, j: int) -> bytes:
@@ -142,8 +140,7 @@ def _values(contents) -> list:
 
 
 def _bad(j: int, what: str) -> InvalidArgumentError:
-    return InvalidArgumentError(f"nd.gpu.decode_jpeg: image {j} of the batch {what}",
-                                "DecodeJpeg")
+    return InvalidArgumentError(f"nd.gpu.decode_jpeg: image {j} of the batch {what}", "DecodeJpeg")
 
 
 def _plan(nvimgcodec, values: list, channels: int, host) -> tuple[list, np.ndarray]:
@@ -169,8 +166,7 @@ def _plan(nvimgcodec, values: list, channels: int, host) -> tuple[list, np.ndarr
             raise _bad(j, f"has an unreadable JPEG header ({e})") from None
         if height <= 0 or width <= 0:
             raise _bad(j, "has an unreadable JPEG header")
-        out_channels = channels or (1 if stored == 1 else 3)
-        shapes[j] = (height, width, out_channels)
+        shapes[j] = (height, width, channels or (1 if stored == 1 else 3))
         streams.append(stream)
     return streams, shapes
 

@@ -69,9 +69,7 @@ def device_index(device: Any) -> int:
     """The GPU index of ``"cuda"``, ``"cuda:1"``, ``"gpu:0"``, ``"/gpu:0"`` or an int."""
     if isinstance(device, (int, np.integer)):
         return int(device)
-    text = str(device).strip().lower().lstrip("/")
-    if text.startswith("device:"):
-        text = text[len("device:"):]
+    text = str(device).strip().lower().lstrip("/").removeprefix("device:")
     name, _, index = text.partition(":")
     if name not in ("cuda", "gpu") or (index and not index.isdigit()):
         raise ValueError(f"not a GPU device: {device!r} (use 'cuda:0', 'gpu:0' or an index)")
@@ -155,9 +153,7 @@ class CudaBackend(Backend):
     name = "cuda"
 
     def __init__(self, cuda, core, device):
-        self.cuda = cuda
-        self.core = core
-        self.device = device
+        self.cuda, self.core, self.device = cuda, core, device
         self.device_id = int(device.device_id)
         self.pool = core.DeviceMemoryResource(device)
         self.pinned_pool = core.LegacyPinnedMemoryResource()
@@ -173,20 +169,15 @@ class CudaBackend(Backend):
         buf = self.pinned_pool.allocate(max(1, nbytes))
         # A writable view of the pinned bytes (arrays from DLPack may be read-only).
         memory = (ctypes.c_uint8 * max(1, nbytes)).from_address(int(buf.handle))
-        view = np.ctypeslib.as_array(memory)[:nbytes]
-        return buf, view
+        return buf, np.ctypeslib.as_array(memory)[:nbytes]
 
     def copy_h2d(self, dst, src: np.ndarray, stream) -> None:
-        from cuda.bindings import driver
-        (err,) = driver.cuMemcpyHtoDAsync(int(dst.handle), int(src.ctypes.data), src.nbytes,
-                                          int(stream.handle))
-        _check(err, "cuMemcpyHtoDAsync")
+        _driver("cuMemcpyHtoDAsync", int(dst.handle), int(src.ctypes.data), src.nbytes,
+                int(stream.handle))
 
     def copy_d2h(self, dst: np.ndarray, src, nbytes: int, stream) -> None:
-        from cuda.bindings import driver
-        (err,) = driver.cuMemcpyDtoHAsync(int(dst.ctypes.data), int(src.handle), nbytes,
-                                          int(stream.handle))
-        _check(err, "cuMemcpyDtoHAsync")
+        _driver("cuMemcpyDtoHAsync", int(dst.ctypes.data), int(src.handle), nbytes,
+                int(stream.handle))
 
     def stream(self):
         return self.device.create_stream(options=self.core.StreamOptions(nonblocking=True))
@@ -209,10 +200,13 @@ class CudaBackend(Backend):
         return int(buf.handle)
 
 
-def _check(err, what: str) -> None:
+def _driver(name: str, *args) -> None:
+    """Calls the CUDA driver's function ``name``; InternalError when it fails."""
+    from cuda.bindings import driver
+    (err,) = getattr(driver, name)(*args)
     if int(err) != 0:
         from nbdata.errors import InternalError
-        raise InternalError(f"{what} failed: CUresult {int(err)}")
+        raise InternalError(f"{name} failed: CUresult {int(err)}")
 
 
 __all__ = ["Backend", "available", "backend", "device_index", "simulated"]

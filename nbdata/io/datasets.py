@@ -20,13 +20,13 @@ from nbdata.chunks import Chunk, StringColumn
 from nbdata.dataset import Dataset
 from nbdata.errors import InvalidArgumentError
 from nbdata.kernels.files import compression_name, open_reader, path_of
-from nbdata.ops.node import AUTOTUNE, UNKNOWN, Node, arg_field, input_field
+from nbdata.ops.node import AUTOTUNE, UNKNOWN, UnaryNode, arg_field
 from nbdata.ops.runtime import ChunkIter, RowReader
 from nbdata.spec import TensorSpec, is_dataset, string
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class FileRecords(Node):
+class FileRecords(UnaryNode):
     """The records of each file named by ``input`` (scalar strings), file after file.
 
     ``fmt`` describes the format: ``kind`` ("tfrecord", "text" or "fixed"),
@@ -34,7 +34,6 @@ class FileRecords(Node):
     ``header_bytes`` and ``footer_bytes``.
     """
 
-    input: Node = input_field()
     fmt: Any = arg_field()
     op = "file_records"
 
@@ -49,9 +48,6 @@ class FileRecords(Node):
         args = ", ".join(f"{k}={v!r}" for k, v in self.fmt.items()
                          if k not in ("kind", "op") and v not in (None, "", 0))
         return f"{self.fmt['op']}({args})"
-
-    def title(self) -> str:
-        return self.describe()
 
     def open_chunks(self, ctx, state=None):
         return FileRecordChunks(self, ctx, state)

@@ -114,16 +114,14 @@ def example_features(record: bytes) -> dict:
                     if f4 == 1:
                         values.append(bytes(v))
                     elif f4 == 2:
-                        raw = v if w5 == 2 else v
-                        values.extend(np.frombuffer(bytes(raw), "<f4").tolist())
+                        values.extend(np.frombuffer(bytes(v), "<f4").tolist())
+                    elif w5 == 2:
+                        p = 0
+                        while p < len(v):
+                            x, p = _varint(v, p)
+                            values.append(x - (1 << 64) if x >= 1 << 63 else x)
                     else:
-                        if w5 == 2:
-                            p = 0
-                            while p < len(v):
-                                x, p = _varint(v, p)
-                                values.append(x - (1 << 64) if x >= 1 << 63 else x)
-                        else:
-                            values.append(v - (1 << 64) if v >= 1 << 63 else v)
+                        values.append(v - (1 << 64) if v >= 1 << 63 else v)
             out[key.decode("utf-8", "replace")] = (kind, values)
     if not out and record:
         raise ValueError("no features")

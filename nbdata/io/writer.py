@@ -61,24 +61,17 @@ class TFRecordWriter:
     """
 
     def __init__(self, path, options=None):
-        if isinstance(options, TFRecordOptions):
-            self.options = options
-        else:
-            self.options = TFRecordOptions(compression_type=options)
+        self.options = (options if isinstance(options, TFRecordOptions)
+                        else TFRecordOptions(compression_type=options))
         self.path = os.fspath(path.decode() if isinstance(path, bytes) else path)
         try:
             self.file = open(self.path, "wb")
         except FileNotFoundError:
             raise NotFoundError(f"{self.path}; No such file or directory", "TFRecordWriter") from None
-        kind = self.options.compression_type
-        level = self.options.compression_level
+        kind, level = self.options.compression_type, self.options.compression_level
         level = -1 if level is None else int(level)
-        if kind == "GZIP":
-            self.deflater = zlib.compressobj(level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-        elif kind == "ZLIB":
-            self.deflater = zlib.compressobj(level, zlib.DEFLATED, zlib.MAX_WBITS)
-        else:
-            self.deflater = None
+        wbits = {"GZIP": 16 + zlib.MAX_WBITS, "ZLIB": zlib.MAX_WBITS}.get(kind)
+        self.deflater = None if wbits is None else zlib.compressobj(level, zlib.DEFLATED, wbits)
         self.closed = False
 
     def _put(self, data: bytes) -> None:

@@ -18,21 +18,26 @@ def stack_leaves(values: list, component: int, op: str) -> np.ndarray:
     first = values[0]
     if isinstance(first, SparseTensor):
         return batch_sparse(values, component, op)
-    if isinstance(first, bytes) or (isinstance(first, np.ndarray) and first.dtype == object):
-        shape0 = np.shape(first) if isinstance(first, np.ndarray) else ()
-        for j, v in enumerate(values):
-            shape = np.shape(v) if isinstance(v, np.ndarray) else ()
-            if shape != shape0:
-                raise_shape_mismatch(op, component, shape0, j, shape)
-        out = np.empty((len(values),) + shape0, dtype=object)
-        for j, v in enumerate(values):
-            out[j] = v
-        return out
-    shape0 = np.shape(first)
+    strings = isinstance(first, bytes) or (isinstance(first, np.ndarray) and first.dtype == object)
+    shape_of = _string_shape if strings else np.shape
+    shape0 = shape_of(first)
     for j, v in enumerate(values):
-        if np.shape(v) != shape0:
-            raise_shape_mismatch(op, component, shape0, j, np.shape(v))
-    return np.stack(values)
+        if shape_of(v) != shape0:
+            raise_shape_mismatch(op, component, shape0, j, shape_of(v))
+    return object_rows(values) if strings else np.stack(values)
+
+
+def _string_shape(value) -> tuple:
+    return np.shape(value) if isinstance(value, np.ndarray) else ()
+
+
+def object_rows(values: list) -> np.ndarray:
+    """An object array of rows ``values`` (strings, or arrays of the first one's shape)."""
+    shape = np.shape(values[0]) if values else ()
+    out = np.empty((len(values),) + shape, dtype=object)
+    for j, v in enumerate(values):
+        out[j] = v
+    return out
 
 
 def batch_sparse(values: list, component: int, op: str) -> SparseTensor:
@@ -83,4 +88,4 @@ def batch_columns(columns: list, count: int, size: int, leaf=None, copy: bool = 
     return out
 
 
-__all__ = ["batch_columns", "batch_sparse", "raise_shape_mismatch", "stack_leaves"]
+__all__ = ["batch_columns", "batch_sparse", "object_rows", "raise_shape_mismatch", "stack_leaves"]

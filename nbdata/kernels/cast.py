@@ -25,15 +25,12 @@ def cast_to(value, dtype):
 
 @overload(cast_to, jit_options={"nogil": True})
 def _cast_to_nopython(value, dtype):
-    target = dtype.dtype if isinstance(dtype, types.DTypeSpec) else None
-    if target is None:
+    if not isinstance(dtype, types.DTypeSpec):
         return None
-    if isinstance(value, types.Array):
-        if value.dtype == target:
-            return lambda value, dtype: value
-        return lambda value, dtype: value.astype(dtype)
-    if value == target:
+    if (value.dtype if isinstance(value, types.Array) else value) == dtype.dtype:
         return lambda value, dtype: value
+    if isinstance(value, types.Array):
+        return lambda value, dtype: value.astype(dtype)
     if isinstance(value, (types.Number, types.Boolean)):
         return lambda value, dtype: dtype(value)
     return None
@@ -43,12 +40,9 @@ def _cast_to_nopython(value, dtype):
 @overload_method(types.Boolean, "astype", jit_options={"nogil": True})
 def _scalar_astype(value, dtype):
     """``np.int64(5).astype(np.int32)`` in compiled functions, as NumPy scalars allow."""
-    if isinstance(dtype, types.NumberClass):
-        target = dtype.instance_type
-    elif isinstance(dtype, types.DTypeSpec):
-        target = dtype.dtype
-    else:
+    if not isinstance(dtype, types.DTypeSpec):   # a dtype, or a class like np.int32
         return None
+    target = dtype.dtype
     if isinstance(target, types.Boolean):
         return lambda value, dtype: value != 0
     scalar = as_dtype(target).type

@@ -27,6 +27,7 @@ import numpy as np
 
 from nbdata.chunks import RowList, StringColumn
 from nbdata.errors import DataLossError
+from nbdata.kernels.batching import object_rows
 
 MAGIC = b"NBCOLS\x00\x01"
 VERSION = 1
@@ -48,24 +49,27 @@ def _leaf_name(column) -> str:
     return np.asarray(first).dtype.str
 
 
+def _shapes(arrays: list) -> list:
+    """The ranks and dims buffers of the rows ``arrays``."""
+    return [np.array([a.ndim for a in arrays], np.int64).tobytes(),
+            np.array([d for a in arrays for d in a.shape], np.int64).tobytes()]
+
+
 def _strings(arrays: list) -> tuple[dict, list]:
-    ranks = np.array([a.ndim for a in arrays], np.int64)
-    dims = np.array([d for a in arrays for d in a.shape], np.int64)
     strings = [s for a in arrays for s in a.reshape(-1)]
     offsets = np.zeros(len(strings) + 1, np.int64)
     if strings:
         np.cumsum([len(s) for s in strings], out=offsets[1:])
-    return {"kind": "strings"}, [ranks.tobytes(), dims.tobytes(), offsets.tobytes(), b"".join(strings)]
+    return {"kind": "strings"}, _shapes(arrays) + [offsets.tobytes(), b"".join(strings)]
 
 
 def _encode_column(column) -> tuple[dict, list]:
     """The header entry and buffers of one column of a chunk."""
     if isinstance(column, StringColumn):
-        n = len(column)
         offsets = column.offsets - column.offsets[0]
         data = column.data[column.offsets[0]:column.offsets[-1]]
-        return {"kind": "strings"}, [np.zeros(n, np.int64).tobytes(), b"", offsets.tobytes(),
-                                     np.ascontiguousarray(data).tobytes()]
+        return {"kind": "strings"}, [np.zeros(len(column), np.int64).tobytes(), b"",
+                                     offsets.tobytes(), np.ascontiguousarray(data).tobytes()]
     if isinstance(column, np.ndarray):
         if column.dtype == object:
             return _strings([np.asarray(column[j], dtype=object) for j in range(len(column))])
@@ -76,11 +80,9 @@ def _encode_column(column) -> tuple[dict, list]:
                    (isinstance(values[0], np.ndarray) and values[0].dtype == object)):
         return _strings([np.asarray(v, dtype=object) for v in values])
     arrays = [np.asarray(v) for v in values]
-    ranks = np.array([a.ndim for a in arrays], np.int64)
-    dims = np.array([d for a in arrays for d in a.shape], np.int64)
     data = b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)
     return ({"kind": "ragged", "dtype": arrays[0].dtype.str if arrays else "<f8"},
-            [ranks.tobytes(), dims.tobytes(), data])
+            _shapes(arrays) + [data])
 
 
 class ColumnFileWriter:
@@ -218,13 +220,10 @@ class ColumnFileReader:
                         raise ValueError("fewer strings than rows")
                     columns.append(StringColumn(data, offsets))
                     continue
-            shapes, d = [], 0
-            for r in ranks:
-                shapes.append(tuple(int(x) for x in dims[d:d + r]))
-                d += r
+            ends = np.cumsum(ranks)
+            shapes = [tuple(int(x) for x in dims[e - r:e]) for r, e in zip(ranks, ends)]
             if kind == "ragged":
-                dtype = np.dtype(entry["dtype"])
-                data = np.frombuffer(bufs[2], dtype=dtype)
+                data = np.frombuffer(bufs[2], dtype=np.dtype(entry["dtype"]))
                 values, p = [], 0
                 for shape in shapes:
                     size = int(np.prod(shape))
@@ -243,22 +242,9 @@ class ColumnFileReader:
                         raise ValueError("fewer strings than the shapes need")
                     items = [raw[offsets[s + j]:offsets[s + j + 1]] for j in range(count)]
                     s += count
-                    if shape == ():
-                        values.append(items[0])
-                    else:
-                        arr = np.empty(count, dtype=object)
-                        arr[:] = items
-                        values.append(arr.reshape(shape))
+                    values.append(items[0] if shape == () else object_rows(items).reshape(shape))
                 columns.append(RowList(values) if len({np.shape(v) for v in values}) > 1
-                               else _objects(values))
+                               else object_rows(values))
             else:
                 raise ValueError(f"unknown leaf kind {kind!r}")
         return columns
-
-
-def _objects(values: list) -> np.ndarray:
-    shape = np.shape(values[0]) if values else ()
-    out = np.empty((len(values),) + shape, dtype=object)
-    for j, v in enumerate(values):
-        out[j] = v
-    return out

@@ -14,15 +14,14 @@ _COMPILES: dict = {}
 def _compiles(dtype) -> bool:
     """True for dtypes Numba computes with (not object, not float16)."""
     found = _COMPILES.get(dtype)
-    if found is None and np.dtype(dtype).kind not in "biufc":
-        found = _COMPILES[dtype] = False
     if found is None:
-        try:
-            from numba.core.datamodel import default_manager
-            default_manager.lookup(numba.from_dtype(dtype))
-            found = True
-        except Exception:  # noqa: BLE001 - any refusal means "gather with NumPy"
-            found = False
+        found = np.dtype(dtype).kind in "biufc"
+        if found:
+            try:
+                from numba.core.datamodel import default_manager
+                default_manager.lookup(numba.from_dtype(dtype))
+            except Exception:  # noqa: BLE001 - any refusal means "gather with NumPy"
+                found = False
         _COMPILES[dtype] = found
     return found
 

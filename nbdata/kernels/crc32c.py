@@ -84,29 +84,27 @@ def mask(crc):
 
 
 if HARDWARE:
-    @intrinsic
-    def _crc32_u64(typingctx, crc, value):
-        """The SSE4.2 ``crc32`` instruction on 8 bytes (crc: uint64, value: uint64)."""
-        sig = types.uint64(types.uint64, types.uint64)
+    def _crc32_instruction(crc_type, value_type):
+        """The SSE4.2 ``crc32`` instruction on a ``value_type`` value, the register as
+        ``crc_type`` (an intrinsic of ``(crc, value)``)."""
+        crc_ir, value_ir = ir.IntType(crc_type.bitwidth), ir.IntType(value_type.bitwidth)
+        name = f"llvm.x86.sse42.crc32.{crc_type.bitwidth}.{value_type.bitwidth}"
 
-        def codegen(context, builder, signature, args):
-            i64 = ir.IntType(64)
-            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64, i64]),
-                                                "llvm.x86.sse42.crc32.64.64")
-            return builder.call(fn, args)
-        return sig, codegen
+        def crc32(typingctx, crc, value):
+            def codegen(context, builder, signature, args):
+                fn = cgutils.get_or_insert_function(
+                    builder.module, ir.FunctionType(crc_ir, [crc_ir, value_ir]), name)
+                return builder.call(fn, args)
+            return crc_type(crc_type, value_type), codegen
+        return intrinsic(crc32)
 
-    @intrinsic
-    def _crc32_u8(typingctx, crc, value):
-        """The SSE4.2 ``crc32`` instruction on one byte (crc: uint32, value: uint8)."""
-        sig = types.uint32(types.uint32, types.uint8)
+    _crc32_u64 = _crc32_instruction(types.uint64, types.uint64)   # on 8 bytes
+    _crc32_u8 = _crc32_instruction(types.uint32, types.uint8)     # on one byte
 
-        def codegen(context, builder, signature, args):
-            i32, i8 = ir.IntType(32), ir.IntType(8)
-            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [i32, i8]),
-                                                "llvm.x86.sse42.crc32.32.8")
-            return builder.call(fn, args)
-        return sig, codegen
+    def _word_pointer(context, builder, signature, args):
+        """A uint64 pointer to element ``args[1]`` of the uint8 array ``args[0]``."""
+        arr = context.make_array(signature.args[0])(context, builder, args[0])
+        return builder.bitcast(builder.gep(arr.data, [args[1]]), ir.IntType(64).as_pointer())
 
     @intrinsic
     def _load_u64(typingctx, data, index):
@@ -115,11 +113,7 @@ if HARDWARE:
         sig = types.uint64(data, types.intp)
 
         def codegen(context, builder, signature, args):
-            arr = context.make_array(signature.args[0])(context, builder, args[0])
-            ptr = builder.gep(arr.data, [args[1]])
-            ptr64 = builder.bitcast(ptr, ir.IntType(64).as_pointer())
-            load = builder.load(ptr64, align=1)
-            return load
+            return builder.load(_word_pointer(context, builder, signature, args), align=1)
         return sig, codegen
 
     @intrinsic
@@ -129,10 +123,7 @@ if HARDWARE:
         sig = types.void(data, types.intp, types.uint64)
 
         def codegen(context, builder, signature, args):
-            arr = context.make_array(signature.args[0])(context, builder, args[0])
-            ptr = builder.gep(arr.data, [args[1]])
-            ptr64 = builder.bitcast(ptr, ir.IntType(64).as_pointer())
-            builder.store(args[2], ptr64, align=1)
+            builder.store(args[2], _word_pointer(context, builder, signature, args), align=1)
             return context.get_dummy_value()
         return sig, codegen
 

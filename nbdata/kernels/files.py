@@ -11,8 +11,11 @@ first ``next``: constructing datasets stays lazy.
 from __future__ import annotations
 
 import os
+import queue
+import threading
 import weakref
 import zlib
+from contextlib import nullcontext
 
 import numpy as np
 
@@ -89,16 +92,12 @@ class ByteStream:
             raise InvalidArgumentError(f"{path}: is a directory, not a file", op) from None
         except OSError as e:
             raise NotFoundError(f"{path}: cannot open: {e.strerror}", op) from None
-        self.offset = 0
-        self.raw_offset = 0
+        self.offset = self.raw_offset = 0
         self.size = os.fstat(self.file.fileno()).st_size
         if compression:
-            wbits = 16 + zlib.MAX_WBITS if compression == "GZIP" else zlib.MAX_WBITS
-            self.inflater = INFLATE.decompressobj(wbits)
-            self.wbits = wbits
-            self.pending = b""
-            self.pending_pos = 0
-            self.finished = False
+            self.wbits = 16 + zlib.MAX_WBITS if compression == "GZIP" else zlib.MAX_WBITS
+            self.inflater = INFLATE.decompressobj(self.wbits)
+            self.pending, self.pending_pos, self.finished = b"", 0, False
         self.inflating: _Inflating | None = None
 
     def read(self, n: int) -> bytes:
@@ -156,19 +155,15 @@ class ByteStream:
                 return None
             try:
                 out = self.inflater.decompress(raw)
+                # Concatenated gzip members (as `cat a.gz b.gz` makes) continue the stream.
+                while self.inflater.eof and self.inflater.unused_data:
+                    rest = self.inflater.unused_data
+                    self.inflater = INFLATE.decompressobj(self.wbits)
+                    out += self.inflater.decompress(rest)
             except INFLATE_ERRORS as e:
                 raise DataLossError(
                     f"{self.path}: corrupt {self.compression} stream near byte {self.raw_offset}: {e}",
                     self.op) from None
-            # Concatenated gzip members (as `cat a.gz b.gz` makes) continue the stream.
-            while self.inflater.eof and self.inflater.unused_data:
-                rest = self.inflater.unused_data
-                self.inflater = INFLATE.decompressobj(self.wbits)
-                try:
-                    out += self.inflater.decompress(rest)
-                except INFLATE_ERRORS as e:
-                    raise DataLossError(f"{self.path}: corrupt {self.compression} stream near "
-                                        f"byte {self.raw_offset}: {e}", self.op) from None
             if out:
                 return out
 
@@ -202,8 +197,6 @@ class _Inflating:
     AHEAD = 8
 
     def __init__(self, stream: ByteStream):
-        import queue
-        import threading
         self.queue: queue.Queue = queue.Queue(self.AHEAD)
         self.stopping = threading.Event()
         self.done = False
@@ -214,16 +207,12 @@ class _Inflating:
         self.thread.start()
 
     def _run(self, stream_ref) -> None:
-        import queue
         while not self.stopping.is_set():
             stream = stream_ref()
             if stream is None:
                 return
             try:
-                if stream.budget is not None:
-                    with stream.budget.worker():
-                        item = stream._inflate_block()
-                else:
+                with stream.budget.worker() if stream.budget is not None else nullcontext():
                     item = stream._inflate_block()
             except BaseException as e:  # handed to the reader, raised there
                 item = e
@@ -241,11 +230,9 @@ class _Inflating:
         if self.done:
             return None
         item = self.queue.get()
+        self.done = item is None or isinstance(item, BaseException)
         if isinstance(item, BaseException):
-            self.done = True
             raise item
-        if item is None:
-            self.done = True
         return item
 
     def stop(self) -> None:
@@ -258,8 +245,7 @@ class Blocks:
     ``buf[0]``."""
 
     def __init__(self, stream: ByteStream, block: int):
-        self.stream = stream
-        self.block = block
+        self.stream, self.block = stream, block
         self.buf = np.empty(block, np.uint8)
         self.lo = self.hi = 0
         self.base = stream.offset
@@ -329,23 +315,18 @@ class TFRecordReader(FormatReader):
                 offsets = np.empty(want + 1, np.int64)
                 n, pos, status, need = scan_tfrecords(w.buf, w.lo, w.hi, want, MAX_CHUNK_BYTES,
                                                       out, offsets, True)
-                if n and status in (BAD_LENGTH_CRC, BAD_DATA_CRC):
-                    # The good records first; the next call meets the bad one again.
+                if n:
+                    # Before a bad frame, the good records first; the next call meets it again.
                     w.lo = pos
                     return StringColumn(out[:offsets[n]], offsets[:n + 1])
                 if status == BAD_LENGTH_CRC:
-                    w.lo = w.hi  # the rest of the file cannot be framed
                     at = w.base + pos
                     why = ("Is this even a TFRecord file?" if at == 0   # TensorFlow's words
                            else "the length's CRC32C does not match")
-                    raise DataLossError(f"{self.path}: corrupted record at {at} ({why})", self.op)
+                    raise self._lost(f"corrupted record at {at} ({why})")
                 if status == BAD_DATA_CRC:
-                    w.lo = w.hi
-                    raise DataLossError(f"{self.path}: corrupted record at {w.base + pos + FRAME_HEADER} "
-                                        "(the data's CRC32C does not match)", self.op)
-                if n:
-                    w.lo = pos
-                    return StringColumn(out[:offsets[n]], offsets[:n + 1])
+                    raise self._lost(f"corrupted record at {w.base + pos + FRAME_HEADER} (the "
+                                     "data's CRC32C does not match)")
                 need = max(need, FRAME_HEADER)
             if w.eof:
                 if w.hi - w.lo < FRAME_HEADER:
@@ -353,25 +334,23 @@ class TFRecordReader(FormatReader):
                     # (TensorFlow's reader ends there without an error too).
                     w.lo = w.hi
                     return None
-                at = w.offset
-                w.lo = w.hi
-                raise DataLossError(f"{self.path}: truncated record at {at} (the file ends "
-                                    "inside the record)", self.op)
+                raise self._lost(f"truncated record at {w.offset} (the file ends inside the "
+                                 "record)")
             left = self.stream.remaining()
-            if left == 0:
-                w.eof = True
+            if left == 0 or (left is not None and w.hi - w.lo + left < FRAME_HEADER):
+                w.eof = True   # nothing, or less than a header, is left
                 continue
-            if left is not None and w.hi - w.lo + left < FRAME_HEADER:
-                w.lo = w.hi
-                w.eof = True
-                return None
             if left is not None and need > w.hi - w.lo + left:
-                at = w.offset
-                w.lo = w.hi
                 w.eof = True
-                raise DataLossError(f"{self.path}: truncated record at {at} (the record needs "
-                                    f"{need} bytes, {w.hi - w.lo + left} are left)", self.op)
+                raise self._lost(f"truncated record at {w.offset} (the record needs {need} "
+                                 f"bytes, {left} are left)")
             w.fill(need)
+
+    def _lost(self, what: str) -> DataLossError:
+        """The error for a defect at the window; the rest of the file cannot be framed
+        and is dropped."""
+        self.window.lo = self.window.hi
+        return DataLossError(f"{self.path}: {what}", self.op)
 
 
 class TextLineReader(FormatReader):
@@ -405,8 +384,7 @@ class FixedLengthReader(FormatReader):
 
     def __init__(self, path, compression, block, state, record_bytes, header_bytes, footer_bytes,
                  budget=None):
-        self.record_bytes = record_bytes
-        self.header_bytes = header_bytes
+        self.record_bytes, self.header_bytes = record_bytes, header_bytes
         self.footer_bytes = footer_bytes
         super().__init__(path, compression, max(block, record_bytes), state, budget)
 
@@ -423,11 +401,9 @@ class FixedLengthReader(FormatReader):
                 raise self._size_error(body)
         if state is None:
             self.stream.skip(self.header_bytes)
-        else:
-            self.stream.skip(int(state["offset"]))
+        super().start(state)
         # A compressed stream that ends inside the header (its size is known only now).
         self.short = self.stream.offset < self.header_bytes
-        self.window = Blocks(self.stream, self.block)
 
     def next(self, want: int):
         w, rb = self.window, self.record_bytes
@@ -459,12 +435,10 @@ def open_reader(fmt: dict, path: str, state: dict | None, budget=None):
     """The reader of one file for a format description (see ``FileRecords.fmt``);
     ``budget`` is the pipeline's ThreadBudget (its inflater thread counts in it)."""
     kind = fmt["kind"]
-    block = int(fmt.get("buffer_size") or DEFAULT_BLOCK)
-    block = max(MIN_BLOCK, block)
-    if kind == "tfrecord":
-        return TFRecordReader(path, fmt["compression"], block, state, budget)
-    if kind == "text":
-        return TextLineReader(path, fmt["compression"], block, state, budget)
+    block = max(MIN_BLOCK, int(fmt.get("buffer_size") or DEFAULT_BLOCK))
+    if kind in ("tfrecord", "text"):
+        cls = TFRecordReader if kind == "tfrecord" else TextLineReader
+        return cls(path, fmt["compression"], block, state, budget)
     if kind == "fixed":
         return FixedLengthReader(path, fmt["compression"], block, state, int(fmt["record_bytes"]),
                                  int(fmt["header_bytes"]), int(fmt["footer_bytes"]), budget)

@@ -13,7 +13,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from nbdata.kernels.crc32c import HARDWARE, masked_crc32c, masked_crc32c_copy
+from nbdata.kernels.crc32c import (HARDWARE, masked_crc32c, masked_crc32c_bytes,
+                                   masked_crc32c_copy)
+from nbdata.kernels.protobuf import _le32
 
 # Unaligned 8-byte loads and stores (x86-64) let scan_lines copy a word at a time.
 WORDS = HARDWARE
@@ -36,12 +38,6 @@ FRAME_FOOTER = 4
 OK = 0
 BAD_LENGTH_CRC = 1
 BAD_DATA_CRC = 2
-
-
-@numba.njit(nogil=True, cache=True)
-def _u32(buf, i):
-    return (np.uint32(buf[i]) | (np.uint32(buf[i + 1]) << np.uint32(8))
-            | (np.uint32(buf[i + 2]) << np.uint32(16)) | (np.uint32(buf[i + 3]) << np.uint32(24)))
 
 
 @numba.njit(nogil=True, cache=True)
@@ -69,7 +65,7 @@ def scan_tfrecords(buf, lo, hi, max_rows, max_bytes, out, out_offsets, verify):
     while n < max_rows:
         if hi - pos < FRAME_HEADER:
             return n, pos, OK, -1
-        if verify and _u32(buf, pos + 8) != masked_crc32c(buf, pos, pos + 8):
+        if verify and _le32(buf, pos + 8) != masked_crc32c(buf, pos, pos + 8):
             return n, pos, BAD_LENGTH_CRC, -1
         length = _u64(buf, pos)
         # Frames longer than the rest of the block: report the size needed (capped so
@@ -85,7 +81,7 @@ def scan_tfrecords(buf, lo, hi, max_rows, max_bytes, out, out_offsets, verify):
             return n, pos, OK, -1
         start = pos + FRAME_HEADER
         if verify:
-            if _u32(buf, start + size) != masked_crc32c_copy(buf, start, start + size, out, used):
+            if _le32(buf, start + size) != masked_crc32c_copy(buf, start, start + size, out, used):
                 return n, pos, BAD_DATA_CRC, -1
         else:
             out[used:used + size] = buf[start:start + size]
@@ -159,11 +155,6 @@ def frame_tfrecord(payload: bytes) -> bytes:
     >>> frame_tfrecord(b"")
     b'\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00)\\x03\\x98\\x07\\xd8\\xea\\x82\\xa2'
     """
-    data = np.frombuffer(payload, np.uint8)
-    header = np.frombuffer(len(payload).to_bytes(8, "little"), np.uint8)
-    return b"".join((
-        header.tobytes(),
-        int(masked_crc32c(header, 0, 8)).to_bytes(4, "little"),
-        payload,
-        int(masked_crc32c(data, 0, len(data))).to_bytes(4, "little"),
-    ))
+    header = len(payload).to_bytes(8, "little")
+    return b"".join((header, masked_crc32c_bytes(header).to_bytes(4, "little"), payload,
+                     masked_crc32c_bytes(payload).to_bytes(4, "little")))

@@ -48,8 +48,7 @@ def serialises_kernels() -> bool:
 def kernel_section(threads: int):
     """Parallel kernels called inside run on ``threads`` threads (a per-thread Numba
     setting), one section at a time under the workqueue layer."""
-    guard = _serial if serialises_kernels() else contextlib.nullcontext()
-    with guard:
+    with _serial if serialises_kernels() else contextlib.nullcontext():
         previous = numba.get_num_threads()
         if previous != threads:
             numba.set_num_threads(threads)

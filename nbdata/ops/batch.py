@@ -10,9 +10,9 @@ import numpy as np
 from nbdata.chunks import Chunk, RowList, col_values
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.ops.fusion import Terminal, check_structure
-from nbdata.ops.node import AUTOTUNE, INFINITE, UNKNOWN, Node, arg_field, input_field
+from nbdata.ops.node import AUTOTUNE, INFINITE, UNKNOWN, UnaryNode, arg_field
 from nbdata.kernels.batching import batch_columns, stack_leaves
-from nbdata.ops.runtime import ChunkIter, RowQueue
+from nbdata.ops.runtime import InputChunks, RowQueue
 from nbdata.spec import SparseTensor, batched_spec, flatten
 
 
@@ -23,8 +23,7 @@ def batch_cardinality(n: int, batch_size: Any, drop_remainder: bool) -> int:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Batch(Node):
-    input: Node = input_field()
+class Batch(UnaryNode):
     batch_size: Any = arg_field()
     drop_remainder: bool = arg_field()
     num_parallel_calls: Any = None     # caps the threads copying rows into batches
@@ -81,7 +80,7 @@ def batch_size_of(node, ctx) -> int:
     return size
 
 
-class BatchChunks(ChunkIter):
+class BatchChunks(InputChunks):
     """Batches from an input chunk stream: full batches inside one input chunk are
     views of it; rows of a batch that straddles chunks are joined. State: the input's
     state and the rows read but not yet batched."""
@@ -101,9 +100,6 @@ class BatchChunks(ChunkIter):
 
     def save(self) -> dict:
         return {"input": self.it.save(), "pieces": list(self.queue.pieces), "ended": self.ended}
-
-    def close(self) -> None:
-        self.it.close()
 
     def _batches(self, rows: Chunk, count: int) -> Chunk:
         """``count`` batches; when one cannot be built, the ones before it, and its

@@ -19,7 +19,7 @@ import uuid
 from nbdata.chunks import Chunk, concat_chunks
 from nbdata.errors import AlreadyExistsError, DataLossError
 from nbdata.kernels.column_file import ColumnFileReader, ColumnFileWriter
-from nbdata.ops.node import Node, arg_field, input_field, new_resource_key
+from nbdata.ops.node import UnaryNode, arg_field, new_resource_key
 from nbdata.ops.runtime import ChunkIter
 from nbdata.spec import DatasetSpec, flatten, is_dataset
 
@@ -45,18 +45,10 @@ class MemoryStore:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Cache(Node):
-    input: Node = input_field()
+class Cache(UnaryNode):
     filename: str = arg_field()
     resource_key: int = dataclasses.field(default_factory=new_resource_key, compare=False)
     op = "cache"
-
-    @property
-    def spec(self):
-        return self.input.spec
-
-    def cardinality(self) -> int:
-        return self.input.cardinality()
 
     def _store(self, ctx) -> MemoryStore:
         return ctx.resource(self.resource_key, MemoryStore)
@@ -218,10 +210,7 @@ class CacheWriterChunks(ChunkIter):
     def next(self, want: int):
         if self.finished:
             return None
-        try:
-            chunk = self.it.next(want)
-        except BaseException:
-            raise
+        chunk = self.it.next(want)
         if chunk is None:
             self.finished = True
             self.sink.finish(self.start)

@@ -15,8 +15,8 @@ import dataclasses
 from nbdata.chunks import MAX_CHUNK_ROWS, Chunk, StringColumn, col_values, concat_chunks
 from nbdata.kernels.threads import kernel_section
 from nbdata.primitives.decoder import Decoder, RowError, leaf_output_spec
-from nbdata.ops.node import Node, arg_field, input_field
-from nbdata.ops.runtime import ChunkIter, RowQueue, RowReader
+from nbdata.ops.node import Node, UnaryNode, arg_field
+from nbdata.ops.runtime import ChunkIter, InputChunks, RowQueue, RowReader
 from nbdata.spec import TensorSpec, string
 
 
@@ -28,8 +28,7 @@ def string_column(column) -> StringColumn:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Decode(Node):
-    input: Node = input_field()
+class Decode(UnaryNode):
     decoder: Decoder = arg_field()
     # Made from decode-then-batch (decode_vectorization): a bad record fails as it would
     # before the batch (the batch being filled fails, the next starts after the record).
@@ -43,9 +42,6 @@ class Decode(Node):
         if self.leaf < 0:
             return self.decoder.output_spec
         return leaf_output_spec(self.input.spec, self.leaf, self.decoder.output_spec)
-
-    def cardinality(self) -> int:
-        return self.input.cardinality()
 
     def describe(self) -> str:
         if self.leaf >= 0:
@@ -91,29 +87,24 @@ class DecodeChunks(ChunkIter):
         self.reader = RowReader(ctx, node.input, state, MAX_CHUNK_ROWS)
 
     def _decode(self, chunk: Chunk) -> list:
+        decoder, leaf = self.node.decoder, self.node.leaf
         with kernel_section(self.ctx.budget.kernel_threads()):
-            return self._decode_rows(chunk)
-
-    def _decode_rows(self, chunk: Chunk) -> list:
-        decoder = self.node.decoder
-        leaf = self.node.leaf
-        if leaf >= 0:   # one string component decoded, the others passed on
-            cols = chunk.columns
-            decoded = decoder.decode_rows(string_column(cols[leaf]), chunk.n)
-            return list(cols[:leaf]) + list(decoded) + list(cols[leaf + 1:])
-        column = chunk.columns[0]
-        if not decoder.batched:
-            return decoder.decode_rows(string_column(column), chunk.n)
-        # A batched decoder on rows that each hold a vector of records.
-        parts = []
-        for k, value in enumerate(col_values(column)):
-            records = StringColumn.from_values(list(value.reshape(-1)))
-            try:
-                cols = decoder.decode_rows(records, len(records), batch=len(records))
-            except RowError as e:
-                raise RowError(k, e.error) from None
-            parts.append(Chunk(decoder.batch_columns(cols, 1, len(records)), 1))
-        return concat_chunks(parts).columns
+            if leaf >= 0:   # one string component decoded, the others passed on
+                cols = chunk.columns
+                decoded = decoder.decode_rows(string_column(cols[leaf]), chunk.n)
+                return list(cols[:leaf]) + list(decoded) + list(cols[leaf + 1:])
+            if not decoder.batched:
+                return decoder.decode_rows(string_column(chunk.columns[0]), chunk.n)
+            # A batched decoder on rows that each hold a vector of records.
+            parts = []
+            for k, value in enumerate(col_values(chunk.columns[0])):
+                records = StringColumn.from_values(list(value.reshape(-1)))
+                try:
+                    cols = decoder.decode_rows(records, len(records), batch=len(records))
+                except RowError as e:
+                    raise RowError(k, e.error) from None
+                parts.append(Chunk(decoder.batch_columns(cols, 1, len(records)), 1))
+            return concat_chunks(parts).columns
 
     def next(self, want: int):
         rows = self.reader.next_rows(want)
@@ -137,7 +128,7 @@ class DecodeChunks(ChunkIter):
         self.reader.close()
 
 
-class BatchDecodeChunks(ChunkIter):
+class BatchDecodeChunks(InputChunks):
     """``batch(B)`` then a batched decoder, as one: ``k`` batches' records are decoded
     by one kernel call. A batch with a bad record fails (its error raised after the
     batches before it have gone out), as the batched decoder fails on it; reading
@@ -200,6 +191,3 @@ class BatchDecodeChunks(ChunkIter):
 
     def save(self) -> dict:
         return {"input": self.it.save(), "pieces": list(self.queue.pieces), "ended": self.ended}
-
-    def close(self) -> None:
-        self.it.close()

@@ -8,14 +8,13 @@ import numpy as np
 
 from nbdata.chunks import Chunk
 from nbdata.ops.fusion import CounterStep
-from nbdata.ops.runtime import ChunkIter
-from nbdata.ops.node import Node, arg_field, input_field
+from nbdata.ops.runtime import InputChunks
+from nbdata.ops.node import UnaryNode, arg_field
 from nbdata.spec import TensorSpec
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Enumerate(Node):
-    input: Node = input_field()
+class Enumerate(UnaryNode):
     start: int = arg_field()
     op = "enumerate"
     fusion_role = "step"
@@ -23,9 +22,6 @@ class Enumerate(Node):
     @property
     def spec(self):
         return (TensorSpec((), np.int64), self.input.spec)
-
-    def cardinality(self) -> int:
-        return self.input.cardinality()
 
     def fusion_steps(self, planner, chain) -> list:
         return [EnumerateStep(self, (TensorSpec((), np.int64), chain.structure),
@@ -57,7 +53,7 @@ class EnumerateStep(CounterStep):
         return (np.int64(counter), element), counter + 1, False
 
 
-class EnumerateChunks(ChunkIter):
+class EnumerateChunks(InputChunks):
     """Puts an int64 index column in front of each chunk. State: the next index."""
 
     def __init__(self, it, start: int):
@@ -73,6 +69,3 @@ class EnumerateChunks(ChunkIter):
 
     def save(self) -> dict:
         return {"next": self.index, "input": self.it.save()}
-
-    def close(self) -> None:
-        self.it.close()

@@ -9,20 +9,15 @@ import numpy as np
 from nbdata.errors import InvalidArgumentError
 from nbdata.ops.function import UserFunction, function_parts, join_parts
 from nbdata.ops.fusion import DROP, RowStep
-from nbdata.ops.node import UNKNOWN, Node, NotFusable, PartlyFusable, arg_field, input_field
+from nbdata.ops.node import UNKNOWN, NotFusable, PartlyFusable, UnaryNode, arg_field
 from nbdata.ops.runtime import PerElement
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Filter(Node):
-    input: Node = input_field()
+class Filter(UnaryNode):
     predicate: UserFunction = arg_field()
     op = "filter"
     fusion_role = "step"
-
-    @property
-    def spec(self):
-        return self.input.spec
 
     def fusion_steps(self, planner, chain) -> list:
         """One step per predicate of a (fused) conjunction, each testing the rows the

@@ -5,13 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 from nbdata.ops.function import UserFunction
-from nbdata.ops.node import UNKNOWN, Node, arg_field, input_field
+from nbdata.ops.node import UNKNOWN, UnaryNode, arg_field
 from nbdata.ops.runtime import ChunkIter, RowReader
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class FlatMap(Node):
-    input: Node = input_field()
+class FlatMap(UnaryNode):
     fn: UserFunction = arg_field()
     op = "flat_map"
 

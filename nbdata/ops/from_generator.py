@@ -11,7 +11,7 @@ import numpy as np
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.trace.abstract import function_name
 from nbdata.ops.runtime import CollectedChunks
-from nbdata.ops.node import UNKNOWN, Node
+from nbdata.ops.node import Node
 from nbdata.spec import (TensorSpec, cast_leaf, flatten, is_namedtuple, pack_as, same_structure,
                          string, structure_repr, to_element, to_leaf)
 
@@ -28,9 +28,6 @@ class FromGenerator(Node):
     @property
     def spec(self):
         return self.output_spec
-
-    def cardinality(self) -> int:
-        return UNKNOWN
 
     def describe(self) -> str:
         return f"from_generator({function_name(self.generator)})"
@@ -115,9 +112,6 @@ class GeneratorChunks(CollectedChunks):
                 f"{what} has structure {structure_repr(value)}, expected {structure_repr(spec)}",
                 node.op)
         return True, pack_as(spec, [cast_leaf(v, s, what) for v, s in zip(flatten(value), flatten(spec))])
-
-    def next(self, want: int):
-        return self.collect(want)
 
     def save(self) -> dict:
         return {"count": self.count}

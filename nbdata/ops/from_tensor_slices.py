@@ -12,8 +12,8 @@ from nbdata.errors import InvalidArgumentError
 from nbdata.ops.from_tensors import leaf_spec, resolve_structure
 from nbdata.chunks import Chunk
 from nbdata.kernels.compact import compact
-from nbdata.ops.fusion import ChunkSource, SourceLeaf, SourceReader, numba_dtype
-from nbdata.ops.runtime import ChunkIter
+from nbdata.ops.fusion import ChunkSource, SourceReader, StreamLeaf, numba_dtype
+from nbdata.ops.runtime import PositionChunks
 from nbdata.ops.node import UNKNOWN, Node, NotFusable
 from nbdata.trace.placeholder import Placeholder
 from nbdata.spec import TensorSpec, flatten, pack_as, string
@@ -55,17 +55,8 @@ def flat_rows(column: np.ndarray) -> np.ndarray | None:
                                            (column.strides[0], column.itemsize))
 
 
-class ColumnLeaf(SourceLeaf):
+class ColumnLeaf(StreamLeaf):
     """Row ``r`` of an array: scalars read as values, array rows as in-place views."""
-
-    def __init__(self, spec: TensorSpec, row_type):
-        super().__init__(spec, row_type)
-        self.arg_count = 2 if spec.shape else 1  # array rows: the column and its (rows, size) view
-
-    def emit_load(self, row, args):
-        if self.spec.shape:
-            return row.row_view(self.spec, args[0], args[1])
-        return row.read(self.spec, f"{args[0]}[r]")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -155,21 +146,13 @@ class FromTensorSlices(Node):
         return SourceReader(n, args, chunk, lambda r: [c[r] for c in cols])
 
 
-class SliceChunks(ChunkIter):
+class SliceChunks(PositionChunks):
     """Consecutive rows of the arrays, as views. State: the next row."""
 
     def __init__(self, columns: list, state):
+        super().__init__(len(columns[0]) if columns else 0,
+                         0 if state is None else int(state["pos"]))
         self.columns = columns
-        self.n = len(columns[0]) if columns else 0
-        self.pos = 0 if state is None else int(state["pos"])
 
-    def next(self, want: int):
-        lo = self.pos
-        if lo >= self.n:
-            return None
-        hi = min(self.n, lo + want)
-        self.pos = hi
+    def rows(self, lo: int, hi: int) -> Chunk:
         return Chunk([c[lo:hi] for c in self.columns], hi - lo)
-
-    def save(self) -> dict:
-        return {"pos": self.pos}

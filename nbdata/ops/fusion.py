@@ -161,11 +161,14 @@ class IndexedSource(ChunkSource):
 
 
 class StreamLeaf(SourceLeaf):
-    """Row ``r`` of a column of an input chunk (C-contiguous, the planned dtype)."""
+    """Row ``r`` of a column of an input chunk (C-contiguous, the planned dtype, unless
+    ``row_type`` says otherwise); array rows take the column and its (rows, size) view."""
 
-    def __init__(self, spec: TensorSpec):
-        dt = numba_dtype(spec.dtype, "stage input")
-        super().__init__(spec, dt if not spec.shape else types.Array(dt, len(spec.shape), "C"))
+    def __init__(self, spec: TensorSpec, row_type=None):
+        if row_type is None:
+            dt = numba_dtype(spec.dtype, "stage input")
+            row_type = dt if not spec.shape else types.Array(dt, len(spec.shape), "C")
+        super().__init__(spec, row_type)
         self.arg_count = 2 if spec.shape else 1
 
     def emit_load(self, row, args):

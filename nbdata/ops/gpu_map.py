@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from nbdata.chunks import Chunk, RowList, col_row
 from nbdata.errors import InvalidArgumentError
-from nbdata.ops.node import Node, arg_field, input_field
-from nbdata.ops.runtime import ChunkIter
+from nbdata.ops.node import Node, UnaryNode, arg_field
+from nbdata.ops.runtime import InputChunks
 from nbdata.primitives.gpu import Apply, Chain
 from nbdata.primitives.table import lookup
 from nbdata.spec import TensorSpec, flatten, pack_as
@@ -105,8 +105,7 @@ def leaf_chain(leaf: Leaf, spec: TensorSpec) -> Chain:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class GpuMap(Node):
-    input: Node = input_field()
+class GpuMap(UnaryNode):
     leaves: tuple = arg_field()
     out_spec: Any = arg_field()
     names: tuple = arg_field()      # the user functions, in call order (for plans)
@@ -120,9 +119,6 @@ class GpuMap(Node):
     def device_leaves(self) -> tuple:
         return tuple(k for k, leaf in enumerate(self.leaves)
                      if leaf.steps is not None or leaf.source in self.input.device_leaves)
-
-    def cardinality(self) -> int:
-        return self.input.cardinality()
 
     def describe(self) -> str:
         return f"{self.label}[gpu](fn={' then '.join(self.names)})"
@@ -158,7 +154,7 @@ class GpuMap(Node):
         return GpuMapChunks(self, ctx, state)
 
 
-class GpuMapChunks(ChunkIter):
+class GpuMapChunks(InputChunks):
     """The input's batches through the chains. State: the input's, the element count
     (the counter of the random ops' next element) and the rows after a failed batch."""
 
@@ -219,9 +215,6 @@ class GpuMapChunks(ChunkIter):
 
     def save(self) -> dict:
         return {"input": self.it.save(), "rows": self.rows, "pending": self.pending}
-
-    def close(self) -> None:
-        self.it.close()
 
 
 def fuse(outer: GpuMap, inner: GpuMap) -> GpuMap:

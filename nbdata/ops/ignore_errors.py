@@ -5,21 +5,19 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from nbdata.ops.node import Node, arg_field, input_field
-from nbdata.ops.runtime import ChunkIter
+from nbdata.ops.node import UNKNOWN, UnaryNode, arg_field
+from nbdata.ops.runtime import InputChunks
 
 log = logging.getLogger("nbdata")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class IgnoreErrors(Node):
-    input: Node = input_field()
+class IgnoreErrors(UnaryNode):
     log_warning: bool = arg_field()
     op = "ignore_errors"
 
-    @property
-    def spec(self):
-        return self.input.spec
+    def cardinality(self) -> int:
+        return UNKNOWN
 
     def open_chunks(self, ctx, state=None):
         return IgnoreErrorsChunks(self, ctx, state)
@@ -29,7 +27,7 @@ class IgnoreErrors(Node):
             log.warning("ignore_errors: dropped an element: %s: %s", type(error).__name__, error)
 
 
-class IgnoreErrorsChunks(ChunkIter):
+class IgnoreErrorsChunks(InputChunks):
     """Passes the input's chunks on, dropping exactly the rows whose production raised.
 
     A chunk is read after saving the input's state; when reading it raises, the input
@@ -64,12 +62,8 @@ class IgnoreErrorsChunks(ChunkIter):
                 continue
             if chunk is None:
                 return None
-            if self.single:
-                self.single = max(0, self.single - chunk.n)
+            self.single = max(0, self.single - chunk.n)
             return chunk
 
     def save(self) -> dict:
         return {"input": self.it.save()}
-
-    def close(self) -> None:
-        self.it.close()

@@ -8,13 +8,12 @@ from typing import Any
 
 from nbdata.chunks import concat_chunks
 from nbdata.ops.function import UserFunction
-from nbdata.ops.node import AUTOTUNE, UNKNOWN, Node, arg_field, input_field
+from nbdata.ops.node import AUTOTUNE, UNKNOWN, UnaryNode, arg_field
 from nbdata.ops.runtime import BackgroundChunks, ChunkIter, RowReader
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Interleave(Node):
-    input: Node = input_field()
+class Interleave(UnaryNode):
     fn: UserFunction = arg_field()
     cycle_length: Any = arg_field()
     block_length: int = arg_field()

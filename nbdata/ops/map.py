@@ -8,13 +8,12 @@ from typing import Any
 from nbdata.chunks import chunk_elements, chunk_from_elements
 from nbdata.ops.function import UserFunction, function_parts, join_parts
 from nbdata.ops.fusion import RowStep, check_structure
-from nbdata.ops.node import AUTOTUNE, Node, NotFusable, PartlyFusable, arg_field, input_field
+from nbdata.ops.node import AUTOTUNE, NotFusable, PartlyFusable, UnaryNode, arg_field
 from nbdata.ops.runtime import PerElement
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Map(Node):
-    input: Node = input_field()
+class Map(UnaryNode):
     fn: UserFunction = arg_field()
     num_parallel_calls: Any = None
     deterministic: Any = None
@@ -43,9 +42,6 @@ class Map(Node):
             chain = planner.advance(chain, step)
             steps.append(step)
         return steps
-
-    def cardinality(self) -> int:
-        return self.input.cardinality()
 
     def per_element(self) -> str | None:
         why = f"calls {self.fn.name} in Python for each element"

@@ -170,6 +170,21 @@ def input_field():
     return dataclasses.field(metadata={"input": True})
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class UnaryNode(Node):
+    """A node over one ``input`` node: unless it says otherwise, its elements have the
+    input's spec and it has as many as the input."""
+
+    input: Node = input_field()
+
+    @property
+    def spec(self) -> Any:
+        return self.input.spec
+
+    def cardinality(self) -> int:
+        return self.input.cardinality()
+
+
 def arg_field(default=dataclasses.MISSING):
     """A dataclass field shown in plan listings."""
     if default is dataclasses.MISSING:

@@ -10,7 +10,7 @@ import numpy as np
 from nbdata.errors import InvalidArgumentError
 from nbdata.ops.batch import BatchChunks, batch_cardinality
 from nbdata.ops.fusion import Terminal, check_structure
-from nbdata.ops.node import Node, arg_field, input_field
+from nbdata.ops.node import UnaryNode, arg_field
 from nbdata.spec import TensorSpec, flatten, pack_as, string
 
 
@@ -59,10 +59,9 @@ def pad_component(values: list, padded_shape: tuple, pad_value, component: int, 
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class PaddedBatch(Node):
+class PaddedBatch(UnaryNode):
     """``padded_shapes`` and ``padding_values`` are flat tuples, one entry per component."""
 
-    input: Node = input_field()
     batch_size: Any = arg_field()
     padded_shapes: tuple = arg_field()
     padding_values: tuple = arg_field()

@@ -5,24 +5,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from nbdata.ops.node import AUTOTUNE, Node, arg_field, input_field
+from nbdata.ops.node import AUTOTUNE, UnaryNode, arg_field
 from nbdata.ops.runtime import BackgroundChunks
 
 AUTOTUNE_BUFFER = 2
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Prefetch(Node):
-    input: Node = input_field()
+class Prefetch(UnaryNode):
     buffer_size: Any = arg_field()
     op = "prefetch"
-
-    @property
-    def spec(self):
-        return self.input.spec
-
-    def cardinality(self) -> int:
-        return self.input.cardinality()
 
     def random_access(self) -> str | None:
         return self.input.random_access()
@@ -42,8 +34,3 @@ class Prefetch(Node):
         return BackgroundChunks(ctx, lambda s: ctx.open_chunks(self.input, s), self.spec, state,
                                 capacity, ctx.stats(self), self.label, autotune,
                                 ctx.options.autotune.ram_budget)
-
-
-_END = object()
-
-

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from nbdata.chunks import Chunk, RowList, col_row
-from nbdata.ops.node import Node, arg_field, input_field
+from nbdata.ops.node import UnaryNode, arg_field
 from nbdata.ops.runtime import BackgroundChunks, ChunkIter, RowReader
 from nbdata.spec import TensorSpec, flatten, string
 
@@ -36,22 +36,14 @@ def device_leaves(spec: Any) -> tuple:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class PrefetchToDevice(Node):
-    input: Node = input_field()
+class PrefetchToDevice(UnaryNode):
     device: int = arg_field()
     buffer_size: int = arg_field()
     op = "prefetch_to_device"
 
     @property
-    def spec(self):
-        return self.input.spec
-
-    @property
     def device_leaves(self) -> tuple:
         return device_leaves(self.spec)
-
-    def cardinality(self) -> int:
-        return self.input.cardinality()
 
     def describe(self) -> str:
         return f"{self.label}(device='cuda:{self.device}', buffer_size={self.buffer_size})"

@@ -11,8 +11,8 @@ from nbdata import random as nd_random
 from nbdata.chunks import chunk_from_elements
 from nbdata.ops.function import UserFunction
 from nbdata.trace.abstract import call_unpacked, canonical_output, conform
-from nbdata.ops.node import Node, arg_field, input_field, new_resource_key
-from nbdata.ops.runtime import PerElement
+from nbdata.ops.node import UnaryNode, arg_field, new_resource_key
+from nbdata.ops.runtime import InputChunks, PerElement
 
 RANDOM_MAP_STREAM = 0x524D4150  # "RMAP": keeps these draws apart from other ops' streams
 
@@ -25,13 +25,12 @@ def with_generator(fn, element, generator) -> Any:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class RandomMap(Node):
+class RandomMap(UnaryNode):
     """Calls ``fn(*element, rng)`` with ``rng`` a :class:`nbdata.random.Generator` keyed on
     (seed, this op, epoch, element index): the same values at any thread count, fused or
     not, and after an iterator restore. ``traced`` is the function as traced for its
     output spec (with a fixed generator)."""
 
-    input: Node = input_field()
     fn: Any = arg_field()
     traced: UserFunction = None
     seed: Any = arg_field(None)
@@ -42,9 +41,6 @@ class RandomMap(Node):
     @property
     def spec(self):
         return self.traced.output_spec
-
-    def cardinality(self) -> int:
-        return self.input.cardinality()
 
     def describe(self) -> str:
         return f"{self.label}(fn={self.traced.name}, seed={self.seed!r})"
@@ -84,7 +80,7 @@ class RandomMap(Node):
         return _EpochState(it, epoch)
 
 
-class _EpochState:
+class _EpochState(InputChunks):
     """A chunk iterator whose state also records the epoch its randomness is keyed on."""
 
     def __init__(self, it, epoch: int):
@@ -95,9 +91,6 @@ class _EpochState:
 
     def save(self) -> dict:
         return {"epoch": self.epoch, "run": self.it.save()}
-
-    def close(self) -> None:
-        self.it.close()
 
 
 def probe_generator():

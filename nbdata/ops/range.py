@@ -11,7 +11,7 @@ from nbdata.chunks import Chunk
 from nbdata.errors import InvalidArgumentError
 from nbdata.ops.fusion import ChunkSource, SourceLeaf, SourceReader, numba_dtype
 from nbdata.ops.node import UNKNOWN, Node, NotFusable, arg_field
-from nbdata.ops.runtime import ChunkIter
+from nbdata.ops.runtime import PositionChunks
 from nbdata.trace.placeholder import Placeholder
 from nbdata.spec import TensorSpec
 
@@ -83,21 +83,13 @@ class RangeLeaf(SourceLeaf):
         return row.read(self.spec, f"{{dtype}}({args[0]}[0] + r * {args[0]}[1])")
 
 
-class RangeChunks(ChunkIter):
+class RangeChunks(PositionChunks):
     """Consecutive values. State: the next position."""
 
     def __init__(self, start: int, step: int, n: int, dtype, state):
-        self.start, self.step, self.n, self.dtype = start, step, n, dtype
-        self.pos = 0 if state is None else int(state["pos"])
+        super().__init__(n, 0 if state is None else int(state["pos"]))
+        self.start, self.step, self.dtype = start, step, dtype
 
-    def next(self, want: int):
-        lo = self.pos
-        if lo >= self.n:
-            return None
-        hi = min(self.n, lo + want)
-        self.pos = hi
+    def rows(self, lo: int, hi: int) -> Chunk:
         values = np.arange(lo, hi, dtype=np.int64) * self.step + self.start
         return Chunk([values.astype(self.dtype, copy=False)], hi - lo)
-
-    def save(self) -> dict:
-        return {"pos": self.pos}

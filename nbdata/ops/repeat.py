@@ -5,20 +5,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from nbdata.ops.node import INFINITE, UNKNOWN, Node, NotFusable, arg_field, input_field
+from nbdata.ops.node import INFINITE, UNKNOWN, NotFusable, UnaryNode, arg_field
 from nbdata.ops.runtime import ChunkIter
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Repeat(Node):
-    input: Node = input_field()
+class Repeat(UnaryNode):
     count: Any = arg_field()
     op = "repeat"
     fusion_role = "source"
-
-    @property
-    def spec(self):
-        return self.input.spec
 
     def cardinality(self) -> int:
         if not isinstance(self.count, int):

@@ -43,6 +43,31 @@ class ChunkIter:
         pass
 
 
+class InputChunks(ChunkIter):
+    """A chunk iterator reading the chunk iterator of its input, ``self.it`` (closed with it)."""
+
+    def close(self) -> None:
+        self.it.close()
+
+
+class PositionChunks(ChunkIter):
+    """Rows ``pos .. n`` in order: ``rows(lo, hi)`` (each subclass's) makes the chunk of
+    rows ``lo .. hi``. State: the next position."""
+
+    def __init__(self, n: int, pos: int):
+        self.n, self.pos = n, pos
+
+    def next(self, want: int) -> Chunk | None:
+        lo = self.pos
+        if lo >= self.n:
+            return None
+        self.pos = hi = min(self.n, lo + want)
+        return self.rows(lo, hi)
+
+    def save(self) -> dict:
+        return {"pos": self.pos}
+
+
 class EmptyChunks(ChunkIter):
     """An iterator with no rows."""
 
@@ -214,6 +239,8 @@ class CollectedChunks(ChunkIter):
                 break
             elements.append(element)
         return chunk_from_elements(elements, self.spec) if elements else None
+
+    next = collect
 
 
 class Tuner:

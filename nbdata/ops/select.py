@@ -9,15 +9,14 @@ import dataclasses
 from typing import Any
 
 from nbdata.chunks import Chunk
-from nbdata.ops.node import Node, arg_field, input_field
-from nbdata.ops.runtime import ChunkIter
+from nbdata.ops.node import UnaryNode, arg_field
+from nbdata.ops.runtime import InputChunks
 from nbdata.spec import flatten, same_structure
 from nbdata.trace.graph import Tensor
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Select(Node):
-    input: Node = input_field()
+class Select(UnaryNode):
     columns: tuple = arg_field()     # flatten-order input leaf of each output leaf
     out_spec: Any = arg_field()
     op = "select"
@@ -26,9 +25,6 @@ class Select(Node):
     def spec(self):
         return self.out_spec
 
-    def cardinality(self) -> int:
-        return self.input.cardinality()
-
     def describe(self) -> str:
         return f"select(components {list(self.columns)})"
 
@@ -36,7 +32,7 @@ class Select(Node):
         return SelectChunks(self, ctx, state)
 
 
-class SelectChunks(ChunkIter):
+class SelectChunks(InputChunks):
     """The input's chunks with their columns picked. State: the input's state."""
 
     def __init__(self, node: Select, ctx, state):
@@ -51,9 +47,6 @@ class SelectChunks(ChunkIter):
 
     def save(self) -> dict:
         return {"input": self.it.save()}
-
-    def close(self) -> None:
-        self.it.close()
 
 
 def selection(graph, out_spec) -> tuple | None:

@@ -6,20 +6,15 @@ import dataclasses
 
 import numpy as np
 
-from nbdata.ops.node import INFINITE, UNKNOWN, Node, arg_field, input_field
-from nbdata.ops.runtime import ChunkIter
+from nbdata.ops.node import INFINITE, UNKNOWN, UnaryNode, arg_field
+from nbdata.ops.runtime import InputChunks
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Shard(Node):
-    input: Node = input_field()
+class Shard(UnaryNode):
     num_shards: int = arg_field()
     index: int = arg_field()
     op = "shard"
-
-    @property
-    def spec(self):
-        return self.input.spec
 
     def cardinality(self) -> int:
         n = self.input.cardinality()
@@ -39,7 +34,7 @@ class Shard(Node):
                            ctx.max_rows(self.spec))
 
 
-class ShardChunks(ChunkIter):
+class ShardChunks(InputChunks):
     """The rows at input positions ``index``, ``index + num_shards``, ... State: the
     input position reached, the input's state."""
 
@@ -59,6 +54,3 @@ class ShardChunks(ChunkIter):
 
     def save(self) -> dict:
         return {"pos": self.pos, "input": self.it.save()}
-
-    def close(self) -> None:
-        self.it.close()

@@ -13,8 +13,8 @@ from nbdata.chunks import Chunk, RowList, StringColumn
 from nbdata.errors import InvalidArgumentError
 from nbdata.kernels.shuffle import drain_plan, draw_slots, replace_plan, swap_rows
 from nbdata.ops.fusion import IndexedSource
-from nbdata.ops.node import Node, NotFusable, arg_field, input_field, new_resource_key
-from nbdata.ops.runtime import ChunkIter
+from nbdata.ops.node import NotFusable, UnaryNode, arg_field, new_resource_key
+from nbdata.ops.runtime import ChunkIter, InputChunks, PositionChunks
 from nbdata.spec import TensorSpec, flatten, string
 
 RANDOM_BLOCK = 1024
@@ -39,25 +39,17 @@ class EpochCounter:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Shuffle(Node):
+class Shuffle(UnaryNode):
     """Fills a buffer of ``buffer_size`` elements, then repeatedly outputs a random
     buffer slot and refills it with the next input element. Draw ``k`` of epoch ``e``
     picks slot ``(bits(key(seed, SHUFFLE_STREAM, e), k) * len(buffer)) >> 64``."""
 
-    input: Node = input_field()
     buffer_size: Any = arg_field()
     seed: Any = arg_field()       # None: derived from the pipeline seed at run time
     reshuffle_each_iteration: bool = arg_field()
     resource_key: int = dataclasses.field(default_factory=new_resource_key, compare=False)
     op = "shuffle"
     seeded = True
-
-    @property
-    def spec(self):
-        return self.input.spec
-
-    def cardinality(self) -> int:
-        return self.input.cardinality()
 
     def _size(self, ctx) -> int:
         size = int(ctx.value(self.buffer_size))
@@ -93,7 +85,7 @@ def _as_store(column, kind: str) -> np.ndarray:
     return out
 
 
-class ShuffleChunks(ChunkIter):
+class ShuffleChunks(InputChunks):
     """tf.data's buffer shuffle on chunks: the same draws, and so the same order, as the
     element iterator, computed a chunk at a time as row plans (``kernels/shuffle.py``)
     that every column is gathered with.
@@ -111,22 +103,16 @@ class ShuffleChunks(ChunkIter):
         self.key = np.uint64(self.key)
         inner = None if state is None else state["input"]
         self.it = ctx.open_chunks(node.input, inner) if open_input is None else open_input(inner)
-        if state is None:
-            self.store: list | None = None   # per leaf: array of capacity ``size``
-            self.filled = 0
-            self.draws = 0
-            self.ended = False
-            self.order: np.ndarray | None = None
-        else:
-            self.filled = int(state["filled"])
-            self.draws = int(state["draws"])
-            self.ended = bool(state["ended"])
-            self.store = None
-            if state["store"] is not None:
-                self._allocate(state["store"])
-                for buf, col in zip(self.store, state["store"]):
-                    buf[:self.filled] = col
-            self.order = None if state["order"] is None else np.array(state["order"], np.int64)
+        saved = state if state is not None else {"filled": 0, "draws": 0, "ended": False,
+                                                 "store": None, "order": None}
+        self.filled, self.draws = int(saved["filled"]), int(saved["draws"])
+        self.ended = bool(saved["ended"])
+        self.store: list | None = None   # per leaf: array of capacity ``size``
+        if saved["store"] is not None:
+            self._allocate(saved["store"])
+            for buf, col in zip(self.store, saved["store"]):
+                buf[:self.filled] = col
+        self.order = None if saved["order"] is None else np.array(saved["order"], np.int64)
 
     def _allocate(self, like: list) -> None:
         self.store = [np.empty((self.size,) + np.shape(c)[1:], np.asarray(c).dtype) for c in like]
@@ -137,9 +123,6 @@ class ShuffleChunks(ChunkIter):
                 "ended": self.ended, "store": store,
                 "order": None if self.order is None else self.order.copy(),
                 "input": self.it.save()}
-
-    def close(self) -> None:
-        self.it.close()
 
     def _output(self, columns: list) -> Chunk:
         out = []
@@ -266,24 +249,16 @@ class IndexShuffleChunks(ChunkIter):
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class GlobalShuffle(Node):
+class GlobalShuffle(UnaryNode):
     """A full-epoch random permutation of a random-access input, in O(1) memory: output
     ``i`` is input row ``permutation(key, i)``, computed on its own (a keyed Feistel
     bijection of ``range(n)``)."""
 
-    input: Node = input_field()
     seed: Any = arg_field()
     reshuffle_each_iteration: bool = arg_field()
     resource_key: int = dataclasses.field(default_factory=new_resource_key, compare=False)
     op = "global_shuffle"
     seeded = True
-
-    @property
-    def spec(self):
-        return self.input.spec
-
-    def cardinality(self) -> int:
-        return self.input.cardinality()
 
     def epoch_key(self, ctx, epoch: int | None = None) -> tuple[int, int]:
         if epoch is None:
@@ -302,23 +277,18 @@ class GlobalShuffle(Node):
 GLOBAL_STREAM = 0x474C4F42  # "GLOB"
 
 
-class GlobalShuffleChunks(ChunkIter):
+class GlobalShuffleChunks(PositionChunks):
     """Consecutive positions of the permutation, gathered (or, for a fused stage reading
     the input in place, the row numbers only). State: epoch and position."""
 
     def __init__(self, node: GlobalShuffle, ctx, state, gather: bool = True):
         self.node, self.ctx, self.gather = node, ctx, gather
         self.epoch, self.key = node.epoch_key(ctx, None if state is None else int(state["epoch"]))
-        self.n = node.cardinality()
-        self.pos = 0 if state is None else int(state["pos"])
+        super().__init__(node.cardinality(), 0 if state is None else int(state["pos"]))
 
-    def next(self, want: int):
-        if self.pos >= self.n:
-            return None
-        k = min(want, self.n - self.pos)
-        rows = nd_random.permutation(self.key, self.pos, k, self.n)
-        self.pos += k
-        return self.node.input.gather(self.ctx, rows) if self.gather else Chunk([rows], k)
+    def rows(self, lo: int, hi: int) -> Chunk:
+        rows = nd_random.permutation(self.key, lo, hi - lo, self.n)
+        return self.node.input.gather(self.ctx, rows) if self.gather else Chunk([rows], hi - lo)
 
     def save(self) -> dict:
         return {"epoch": self.epoch, "pos": self.pos}

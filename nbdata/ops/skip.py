@@ -6,22 +6,17 @@ import dataclasses
 from typing import Any
 
 from nbdata.ops.fusion import DROP, CounterStep
-from nbdata.ops.node import INFINITE, UNKNOWN, Node, NotFusable, arg_field, input_field
-from nbdata.ops.runtime import ChunkIter
+from nbdata.ops.node import INFINITE, UNKNOWN, NotFusable, UnaryNode, arg_field
+from nbdata.ops.runtime import InputChunks
 
 SKIP_ALL = 1 << 62  # skip(-1) as a count no row number reaches
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Skip(Node):
-    input: Node = input_field()
+class Skip(UnaryNode):
     count: Any = arg_field()
     op = "skip"
     fusion_role = "step"
-
-    @property
-    def spec(self):
-        return self.input.spec
 
     def cardinality(self) -> int:
         n = self.input.cardinality()
@@ -71,7 +66,7 @@ class SkipStep(CounterStep):
         return element, counter, False
 
 
-class SkipChunks(ChunkIter):
+class SkipChunks(InputChunks):
     """Drops ``left`` rows (-1: all), then passes chunks through. State: rows still to
     drop, the input's state."""
 
@@ -94,6 +89,3 @@ class SkipChunks(ChunkIter):
 
     def save(self) -> dict:
         return {"left": self.left, "input": self.it.save()}
-
-    def close(self) -> None:
-        self.it.close()

@@ -6,20 +6,15 @@ import dataclasses
 from typing import Any
 
 from nbdata.ops.fusion import DROP, CounterStep
-from nbdata.ops.node import INFINITE, UNKNOWN, Node, NotFusable, arg_field, input_field
-from nbdata.ops.runtime import ChunkIter, EmptyChunks
+from nbdata.ops.node import INFINITE, UNKNOWN, NotFusable, UnaryNode, arg_field
+from nbdata.ops.runtime import EmptyChunks, InputChunks
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Take(Node):
-    input: Node = input_field()
+class Take(UnaryNode):
     count: Any = arg_field()
     op = "take"
     fusion_role = "step"
-
-    @property
-    def spec(self):
-        return self.input.spec
 
     def cardinality(self) -> int:
         n = self.input.cardinality()
@@ -77,7 +72,7 @@ class TakeStep(CounterStep):
         return element, counter + 1, counter + 1 >= self.count
 
 
-class TakeChunks(ChunkIter):
+class TakeChunks(InputChunks):
     """At most ``left`` more rows (-1: all). State: rows still to take, the input's state."""
 
     def __init__(self, it, left: int):
@@ -100,6 +95,3 @@ class TakeChunks(ChunkIter):
 
     def save(self) -> dict:
         return {"left": self.left, "input": self.it.save()}
-
-    def close(self) -> None:
-        self.it.close()

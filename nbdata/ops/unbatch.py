@@ -8,14 +8,13 @@ import numpy as np
 
 from nbdata.chunks import Chunk, col_values, column_from_values
 from nbdata.errors import InvalidArgumentError
-from nbdata.ops.node import INFINITE, UNKNOWN, Node, input_field
-from nbdata.ops.runtime import ChunkIter
+from nbdata.ops.node import INFINITE, UNKNOWN, UnaryNode
+from nbdata.ops.runtime import InputChunks
 from nbdata.spec import TensorSpec, flatten, pack_as
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Unbatch(Node):
-    input: Node = input_field()
+class Unbatch(UnaryNode):
     op = "unbatch"
 
     @property
@@ -53,7 +52,7 @@ def _mismatch(sizes) -> InvalidArgumentError:
         f"{sorted(sizes)}", "unbatch")
 
 
-class UnbatchChunks(ChunkIter):
+class UnbatchChunks(InputChunks):
     """Rows of the input's batches: dense batch columns are reshaped (views), batches of
     varying sizes are joined. State: the input's state and rows not yet handed out."""
 
@@ -68,9 +67,6 @@ class UnbatchChunks(ChunkIter):
 
     def save(self) -> dict:
         return {"input": self.it.save(), "pending": self.pending}
-
-    def close(self) -> None:
-        self.it.close()
 
     def _rows(self, chunk: Chunk) -> Chunk:
         if all(isinstance(c, np.ndarray) for c in chunk.columns):

@@ -7,8 +7,8 @@ import dataclasses
 from typing import Any
 
 from nbdata.chunks import Chunk, RowList, chunk_from_elements
-from nbdata.ops.node import INFINITE, UNKNOWN, Node, arg_field, input_field
-from nbdata.ops.runtime import ChunkIter, RowReader
+from nbdata.ops.node import INFINITE, UNKNOWN, Node, UnaryNode, arg_field
+from nbdata.ops.runtime import ChunkIter, PositionChunks, RowReader
 from nbdata.spec import DatasetSpec, flatten, pack_as
 
 
@@ -32,10 +32,9 @@ class ListSource(Node):
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Window(Node):
+class Window(UnaryNode):
     """Window ``k`` holds input elements ``k*shift + j*stride`` for ``j < size``."""
 
-    input: Node = input_field()
     size: int = arg_field()
     shift: int = arg_field()
     stride: int = arg_field()
@@ -117,22 +116,15 @@ def window_datasets(ctx, node: Window, members: list) -> list:
     return [ctx.make_dataset(ListSource(tuple(col), s)) for col, s in zip(columns, specs)]
 
 
-class ListChunks(ChunkIter):
+class ListChunks(PositionChunks):
     """The values of a window component. State: the next position."""
 
     def __init__(self, node: ListSource, pos: int):
-        self.node, self.pos = node, pos
+        super().__init__(len(node.values), pos)
+        self.node = node
 
-    def next(self, want: int):
-        values = self.node.values
-        if self.pos >= len(values):
-            return None
-        part = values[self.pos:self.pos + want]
-        self.pos += len(part)
-        return chunk_from_elements(list(part), self.node.leaf_spec)
-
-    def save(self) -> dict:
-        return {"pos": self.pos}
+    def rows(self, lo: int, hi: int) -> Chunk:
+        return chunk_from_elements(list(self.node.values[lo:hi]), self.node.leaf_spec)
 
 
 class WindowChunks(ChunkIter):

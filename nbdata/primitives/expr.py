@@ -207,20 +207,22 @@ def _int64(e: Expr) -> Expr:
     return e if e.dtype == np.int64 else Expr("cast", np.dtype(np.int64), False, (e,))
 
 
-def positional(exprs: list) -> bool:
-    """True when a DAG holds image windows or channel constants (its positions are
-    (y, x, c), not flat)."""
-    seen: set = set()
+def nodes(exprs: list) -> list[Expr]:
+    """The distinct nodes of a DAG, each once (what rendering emits: one temporary each)."""
+    seen: dict = {}
     stack = list(exprs)
     while stack:
         e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        if e.kind in ("window", "channel"):
-            return True
-        stack.extend(e.args)
-    return False
+        if id(e) not in seen:
+            seen[id(e)] = e
+            stack.extend(e.args)
+    return list(seen.values())
+
+
+def positional(exprs: list) -> bool:
+    """True when a DAG holds image windows or channel constants (its positions are
+    (y, x, c), not flat)."""
+    return any(e.kind in ("window", "channel") for e in nodes(exprs))
 
 
 # ------------------------------------------------------------- composition
@@ -244,16 +246,7 @@ def substitute(expr: Expr, inputs: list[Expr], memo: dict | None = None) -> Expr
 
 
 def node_count(exprs: list[Expr]) -> int:
-    """Distinct nodes of a DAG (what rendering emits: one temporary each)."""
-    seen: set = set()
-    stack = list(exprs)
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        stack.extend(e.args)
-    return len(seen)
+    return len(nodes(exprs))
 
 
 def output_specs(out: Any) -> list[TensorSpec]:

@@ -33,9 +33,8 @@ class Coordinator:
     """
 
     def __init__(self, clean_stop_exception_types=None):
-        if clean_stop_exception_types is None:
-            clean_stop_exception_types = (OutOfRangeError,)
-        self._clean_stop_exception_types = tuple(clean_stop_exception_types)
+        types = clean_stop_exception_types
+        self._clean_stop_exception_types = tuple((OutOfRangeError,) if types is None else types)
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
         self._exc_info_to_raise = None
@@ -44,22 +43,17 @@ class Coordinator:
 
     def _filter_exception(self, ex):
         """The exception info to record for ``ex`` (None for clean stops)."""
-        if isinstance(ex, tuple):
-            instance = ex[1]
-        else:
-            instance = ex
+        instance = ex[1] if isinstance(ex, tuple) else ex
         if instance is None or isinstance(instance, self._clean_stop_exception_types):
             return None
-        if isinstance(ex, tuple):
-            return ex
-        return (type(ex), ex, ex.__traceback__)
+        return ex if isinstance(ex, tuple) else (type(ex), ex, ex.__traceback__)
 
     def request_stop(self, ex=None) -> None:
         """Ask the threads to stop. ``ex`` (an exception or an ``exc_info`` tuple) is
         recorded for ``join`` when it is the first stop request and not a clean-stop
         type; after ``join`` it is raised at once (nothing would report it)."""
         with self._lock:
-            info = self._filter_exception(ex) if ex is not None else None
+            info = self._filter_exception(ex)
             if self._joined and info is not None:
                 raise info[1].with_traceback(info[2])
             if not self._stop_event.is_set():

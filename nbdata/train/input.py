@@ -15,13 +15,11 @@ import numpy as np
 from nbdata import random as nd_random
 from nbdata.errors import InvalidArgumentError, OutOfRangeError, UnimplementedError
 from nbdata.kernels.batching import batch_sparse
-from nbdata.spec import SparseTensorSpec
-from nbdata.spec import TensorSpec, string
+from nbdata.spec import SparseTensorSpec, TensorShape, TensorSpec, string
 from nbdata.train.graph import GraphKeys
 from nbdata.trace.graph import Operation, Tensor, as_tensor, constant, get_default_graph, is_symbolic, name_scope, record
-from nbdata.spec import TensorShape
 from nbdata.train.queue_runner import QueueRunner, add_queue_runner
-from nbdata.train.queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue
+from nbdata.train.queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, _objects
 from nbdata.train.variables import Variable
 
 
@@ -36,9 +34,7 @@ def match_filenames_once(pattern, name: str | None = None) -> Tensor:
 
     def find(run, values):
         names = sorted({f for p in patterns for f in glob.glob(p)})
-        out = np.empty(len(names), object)
-        out[:] = [os.fsencode(f) for f in names]
-        return [out]
+        return [_objects([os.fsencode(f) for f in names])]
     found = Operation(graph, "MatchingFiles", "MatchingFiles", [], find,
                       [TensorSpec(None, string)], kind="stateful").outputs[0]
     var = Variable(found, name=name or "matching_filenames",
@@ -75,14 +71,13 @@ def _shuffled(tensor: Tensor, seed) -> Tensor:
     op_seed = nd_random.op_seed(seed)
 
     def shuffle(run, values):
-        value = values[0]
         state = run.session.resource(op, lambda: {"count": 0, "seed": op_seed if op_seed is not None
                                                    else int.from_bytes(os.urandom(8), "little") >> 1})
         with run.session._lock:
             count = state["count"]
             state["count"] += 1
         rng = np.random.default_rng([state["seed"], count])
-        return [value[rng.permutation(len(value))]]
+        return [values[0][rng.permutation(len(values[0]))]]
     op = Operation(tensor.graph, "RandomShuffle", "RandomShuffle", [tensor], shuffle,
                    [tensor.spec], kind="stateful")
     return op.outputs[0]
@@ -183,11 +178,9 @@ def slice_input_producer(tensor_list, num_epochs: int | None = None, shuffle: bo
         raise ValueError("Expected at least one tensor in slice_input_producer().")
     with name_scope(name or "input_producer"):
         # The first tensor's rows, as in TF1 (a shorter tensor fails when its row is read).
-        first = tensors[0].shape
-        if first.dims and first.dims[0] is not None:
-            limit = first.dims[0]
-        else:
-            limit = record(lambda t: np.int32(len(t)), (tensors[0],), {}, "Shape")
+        first = tensors[0].shape.dims
+        limit = (first[0] if first and first[0] is not None
+                 else record(lambda t: np.int32(len(t)), (tensors[0],), {}, "Shape"))
         queue = range_input_producer(limit, num_epochs, shuffle, seed, capacity, shared_name)
         index = queue.dequeue()
         return [record(lambda t, i: t[i], (t, index), {}, "Gather") for t in tensors]
@@ -209,17 +202,15 @@ def _store_sparse(tensor_list: list, enqueue_many: bool) -> tuple[list, list]:
     for each component the spec to restore after the dequeue (None: dense)."""
     out, sparse = [], []
     for t in tensor_list:
-        if not isinstance(t.spec, SparseTensorSpec):
-            out.append(t)
-            sparse.append(None)
-            continue
-        if enqueue_many:
-            raise UnimplementedError("batching sparse tensors with enqueue_many=True is not "
-                                     "supported; enqueue them one element at a time")
-        box = Operation(t.graph, "SparseToQueue", "SparseToQueue", [t], lambda v: v,
-                        [TensorSpec((), string)])
-        out.append(box.outputs[0])
-        sparse.append(t.spec)
+        spec = t.spec if isinstance(t.spec, SparseTensorSpec) else None
+        if spec is not None:
+            if enqueue_many:
+                raise UnimplementedError("batching sparse tensors with enqueue_many=True is not "
+                                         "supported; enqueue them one element at a time")
+            t = Operation(t.graph, "SparseToQueue", "SparseToQueue", [t], lambda v: v,
+                          [TensorSpec((), string)]).outputs[0]
+        out.append(t)
+        sparse.append(spec)
     return out, sparse
 
 
@@ -230,14 +221,12 @@ def _restore_sparse(dequeued: Any, sparse: list, batch_dim, what: str) -> Any:
     items = dequeued if isinstance(dequeued, list) else [dequeued]
     out = []
     for k, (t, spec) in enumerate(zip(items, sparse)):
-        if spec is None:
-            out.append(t)
-            continue
-        shape = None if spec.shape is None else (batch_dim,) + tuple(spec.shape)
-        op = Operation(t.graph, "SparseFromQueue", "SparseFromQueue", [t],
-                       lambda column, k=k: batch_sparse(list(column), k, what),
-                       [SparseTensorSpec(shape, spec.dtype)])
-        out.append(op.outputs[0])
+        if spec is not None:
+            shape = None if spec.shape is None else (batch_dim,) + tuple(spec.shape)
+            t = Operation(t.graph, "SparseFromQueue", "SparseFromQueue", [t],
+                          lambda column, k=k: batch_sparse(list(column), k, what),
+                          [SparseTensorSpec(shape, spec.dtype)]).outputs[0]
+        out.append(t)
     return out if isinstance(dequeued, list) else out[0]
 
 
@@ -280,13 +269,11 @@ def _validate_keep_input(keep_input, enqueue_many: bool):
 def _shapes(tensor_list_list: list, shapes, enqueue_many: bool) -> list:
     if shapes is not None:
         return [TensorShape(s) for s in shapes]
-    n = len(tensor_list_list[0])
-    for tl in tensor_list_list:
-        for t in tl:
-            if t.shape.ndims is None:
-                raise ValueError(f"Cannot infer Tensor's rank: {t}")
+    for t in (t for tl in tensor_list_list for t in tl):
+        if t.shape.ndims is None:
+            raise ValueError(f"Cannot infer Tensor's rank: {t}")
     out = []
-    for i in range(n):
+    for i in range(len(tensor_list_list[0])):
         merged = None
         for tl in tensor_list_list:
             shape = tl[i].shape
@@ -348,22 +335,15 @@ def _enqueue_op(queue, tensor_list: list, enqueue_many: bool, keep) -> Operation
     return op
 
 
-def _make_queue(kind: str, types: list, shapes: list, capacity: int, shared_name,
-                min_after_dequeue=None, seed=None):
-    if kind == "shuffle":
-        return RandomShuffleQueue(capacity, min_after_dequeue, types, shapes, seed=seed,
-                                  shared_name=shared_name)
-    if kind == "pad":
-        return PaddingFIFOQueue(capacity, types, shapes, shared_name=shared_name)
-    return FIFOQueue(capacity, types, shapes, shared_name=shared_name)
-
-
-def _batch_impl(what: str, tensors_list: list, originals: Any, batch_size, lists_share_op: int,
+def _batch_impl(what: str, tensors_list: list, originals: Any, batch_size, num_threads,
                 keep_input, capacity, enqueue_many, shapes, dynamic_pad, allow_smaller_final_batch,
                 shared_name, name, min_after_dequeue=None, seed=None):
     """What every batcher does: validate, make the queue, one enqueue op per list of
-    tensors (``lists_share_op`` threads each when there is one list), the runner, and
-    the dequeue of a batch."""
+    tensors (``num_threads`` threads each; the joins pass 1), the runner, and the
+    dequeue of a batch."""
+    threads = int(num_threads)
+    if threads < 1:
+        raise ValueError(f"num_threads must be >= 1, got {num_threads}")
     with name_scope(name or what):
         lists = [_validate(_as_list(t), what) for t in tensors_list]
         keep = _validate_keep_input(keep_input, enqueue_many)
@@ -375,32 +355,21 @@ def _batch_impl(what: str, tensors_list: list, originals: Any, batch_size, lists
         sparse = stored[0][1]
         types = _dtypes(lists)
         queue_shapes = _shapes(lists, shapes, enqueue_many)
-        if not dynamic_pad:
-            for s in queue_shapes:
-                if not s.is_fully_defined():
-                    raise ValueError(f"All shapes must be fully defined: {queue_shapes}")
-        kind = "shuffle" if min_after_dequeue is not None else ("pad" if dynamic_pad else "fifo")
-        queue = _make_queue(kind, types, [s.dims for s in queue_shapes], capacity, shared_name,
-                            min_after_dequeue, seed)
-        if len(lists) == 1:
-            op = _enqueue_op(queue, lists[0], enqueue_many, keep)
-            ops = [op] * int(lists_share_op)
+        if not dynamic_pad and not all(s.is_fully_defined() for s in queue_shapes):
+            raise ValueError(f"All shapes must be fully defined: {queue_shapes}")
+        dims = [s.dims for s in queue_shapes]
+        if min_after_dequeue is not None:
+            queue = RandomShuffleQueue(capacity, min_after_dequeue, types, dims, seed=seed,
+                                       shared_name=shared_name)
         else:
-            ops = [_enqueue_op(queue, tl, enqueue_many, keep) for tl in lists]
+            queue = (PaddingFIFOQueue if dynamic_pad else FIFOQueue)(capacity, types, dims,
+                                                                     shared_name=shared_name)
+        ops = [_enqueue_op(queue, tl, enqueue_many, keep) for tl in lists] * threads
         add_queue_runner(QueueRunner(queue, ops))
-        if allow_smaller_final_batch:
-            dequeued = queue.dequeue_up_to(batch_size)
-        else:
-            dequeued = queue.dequeue_many(batch_size)
+        dequeued = (queue.dequeue_up_to(batch_size) if allow_smaller_final_batch
+                    else queue.dequeue_many(batch_size))
         batch_dim = None if allow_smaller_final_batch or isinstance(batch_size, Tensor) else int(batch_size)
         return _as_original_type(originals, _restore_sparse(dequeued, sparse, batch_dim, what))
-
-
-def _num_threads(num_threads) -> int:
-    n = int(num_threads)
-    if n < 1:
-        raise ValueError(f"num_threads must be >= 1, got {num_threads}")
-    return n
 
 
 def batch(tensors, batch_size, num_threads: int = 1, capacity: int = 32, enqueue_many: bool = False,
@@ -426,7 +395,7 @@ def batch(tensors, batch_size, num_threads: int = 1, capacity: int = 32, enqueue
     ...         coord.request_stop(); coord.join(threads)
     [[0, 10], [20, 30], [40]]
     """
-    return _batch_impl("batch", [tensors], tensors, batch_size, _num_threads(num_threads), True,
+    return _batch_impl("batch", [tensors], tensors, batch_size, num_threads, True,
                        capacity, enqueue_many, shapes, dynamic_pad, allow_smaller_final_batch,
                        shared_name, name)
 
@@ -436,7 +405,7 @@ def maybe_batch(tensors, keep_input, batch_size, num_threads: int = 1, capacity:
                 allow_smaller_final_batch: bool = False, shared_name=None, name: str | None = None):
     """:func:`batch` of the elements for which ``keep_input`` holds (a bool scalar, or
     with ``enqueue_many`` a vector choosing rows)."""
-    return _batch_impl("batch", [tensors], tensors, batch_size, _num_threads(num_threads),
+    return _batch_impl("batch", [tensors], tensors, batch_size, num_threads,
                        keep_input, capacity, enqueue_many, shapes, dynamic_pad,
                        allow_smaller_final_batch, shared_name, name)
 
@@ -468,7 +437,7 @@ def shuffle_batch(tensors, batch_size, capacity, min_after_dequeue, num_threads:
     """Batches of ``batch_size`` elements drawn at random from a RandomShuffleQueue of
     ``capacity`` that keeps at least ``min_after_dequeue`` elements until the input
     ends (``tf.train.shuffle_batch``)."""
-    return _batch_impl("shuffle_batch", [tensors], tensors, batch_size, _num_threads(num_threads),
+    return _batch_impl("shuffle_batch", [tensors], tensors, batch_size, num_threads,
                        True, capacity, enqueue_many, shapes, False, allow_smaller_final_batch,
                        shared_name, name, min_after_dequeue, seed)
 
@@ -478,7 +447,7 @@ def maybe_shuffle_batch(tensors, batch_size, capacity, min_after_dequeue, keep_i
                         allow_smaller_final_batch: bool = False, shared_name=None,
                         name: str | None = None):
     """:func:`shuffle_batch` of the elements for which ``keep_input`` holds."""
-    return _batch_impl("shuffle_batch", [tensors], tensors, batch_size, _num_threads(num_threads),
+    return _batch_impl("shuffle_batch", [tensors], tensors, batch_size, num_threads,
                        keep_input, capacity, enqueue_many, shapes, False,
                        allow_smaller_final_batch, shared_name, name, min_after_dequeue, seed)
 

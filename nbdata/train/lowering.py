@@ -34,6 +34,7 @@ from nbdata.ops.runtime import ChunkIter
 from nbdata.spec import TensorSpec, string
 from nbdata.trace.function import FunctionGraph
 from nbdata.trace.graph import Operation, Tensor, upstream
+from nbdata.train.queues import _objects
 from nbdata.train.session import RunContext
 
 _binding = threading.local()
@@ -92,8 +93,7 @@ class Lowered:
     def stepper(self, sess):
         """A callable moving one chunk into the queue in ``sess``; the threads running
         this op in one session share its records."""
-        shared = sess.resource(self, lambda: SharedRecords(self, sess))
-        return shared.step
+        return sess.resource(self, lambda: SharedRecords(self, sess)).step
 
     def explain(self) -> str:
         return self.pipeline().explain()
@@ -112,28 +112,26 @@ class SharedRecords:
         self.want = 64
 
     def step(self) -> None:
-        lowered = self.lowered
-        sess = self.sess
+        lowered, sess = self.lowered, self.sess
         run = RunContext(sess, sess.config.operation_timeout_in_ms)
         with self.lock:
+            if not self.ended:
+                if self.it is None:
+                    reads = RunContext(sess, 0)   # waits for work items are not op timeouts
+                    _binding.current = (reads, lowered.reader._state(reads),
+                                        lowered.filenames._state(reads))
+                    try:
+                        self.it = lowered.pipeline().open_chunks()
+                    finally:
+                        _binding.current = None
+                chunk = self.it.next(self.want)
+                self.want = min(self.want * 2, 4096)
+                self.ended = chunk is None
             if self.ended:
-                raise OutOfRangeError("the reader's input is exhausted", lowered.read_op.name)
-            if self.it is None:
-                reads = RunContext(sess, 0)   # waits for work items are not op timeouts
-                _binding.current = (reads, lowered.reader._state(reads),
-                                    lowered.filenames._state(reads))
-                try:
-                    self.it = lowered.pipeline().open_chunks()
-                finally:
-                    _binding.current = None
-            chunk = self.it.next(self.want)
-            self.want = min(self.want * 2, 4096)
-            if chunk is None:
-                self.ended = True
                 raise OutOfRangeError("the reader's input is exhausted", lowered.read_op.name)
         ragged = [isinstance(c, RowList) for c in chunk.columns]
         columns = [c.to_objects() if isinstance(c, StringColumn) else
-                   _object_column(c) if isinstance(c, RowList) else np.asarray(c)
+                   _objects(c) if isinstance(c, RowList) else np.asarray(c)
                    for c in chunk.columns]
         n = chunk.n
         if lowered.keep:
@@ -146,12 +144,6 @@ class SharedRecords:
         queue = lowered.queue._state(run)
         for block, rows in _uniform_blocks(columns, ragged, n):
             queue.enqueue_many(run, block, rows)
-
-
-def _object_column(rows: list) -> np.ndarray:
-    out = np.empty(len(rows), object)
-    out[:] = rows
-    return out
 
 
 def _uniform_blocks(columns: list, ragged: list, n: int):
@@ -214,9 +206,8 @@ class ReaderChunks(ChunkIter):
                                                   self.with_key, partial=True)
         except OutOfRangeError:
             return None
-        if self.with_key:
-            return Chunk([StringColumn.from_values(keys), values], len(values))
-        return Chunk([values], len(values))
+        columns = [StringColumn.from_values(keys), values] if self.with_key else [values]
+        return Chunk(columns, len(values))
 
     def save(self) -> dict:
         # Upstream ops note their input's state before each pull; a queue-fed reader has
@@ -251,8 +242,7 @@ def lower(op: Operation):
                and o.type in ("ReaderReadV2", "ReaderReadUpToV2")]
     if len(readers) > 1:
         return f"reader '{read_op.reader.name}' is read by several ops"
-    stop = {id(t) for t in read_op.outputs}
-    order, _ = _subgraph(targets, stop)
+    order, _ = _subgraph(targets, {id(t) for t in read_op.outputs})
     lowered = Lowered(op, read_op, order)
     try:
         lowered.pipeline()
@@ -280,8 +270,7 @@ def explain(tensor) -> str:
     if not isinstance(tensor, Tensor):
         raise TypeError(f"explain: expected a tensor, got {type(tensor).__name__}")
     lines: list[str] = []
-    seen: set = set()
-    _explain_queue_of(tensor, lines, seen, 0)
+    _explain_queue_of(tensor, lines, set(), 0)
     if not lines:
         lines.append(f"{tensor.name}: not fed by a queue")
     return "\n".join(lines)
@@ -295,13 +284,11 @@ def _explain_queue_of(tensor: Tensor, lines: list, seen: set, depth: int) -> Non
             continue
         seen.add(id(queue))
         pad = "  " * depth
-        for runner in queue.runners or [None]:
-            if runner is None:
-                lines.append(f"{pad}queue '{queue.name}' ({queue.kind}, capacity {queue.capacity}) "
-                             "<- no queue runner: filled by the program")
-                continue
-            lines.append(f"{pad}queue '{queue.name}' ({queue.kind}, capacity {queue.capacity}) "
-                         f"<- QueueRunner with {len(runner.enqueue_ops)} thread(s)")
+        head = f"{pad}queue '{queue.name}' ({queue.kind}, capacity {queue.capacity}) <- "
+        if not queue.runners:
+            lines.append(head + "no queue runner: filled by the program")
+        for runner in queue.runners:
+            lines.append(f"{head}QueueRunner with {len(runner.enqueue_ops)} thread(s)")
             for enqueue in dict.fromkeys(runner.enqueue_ops):
                 lowered = runner.lowering(enqueue)
                 if isinstance(lowered, str):

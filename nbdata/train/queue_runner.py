@@ -12,6 +12,7 @@ record.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -77,27 +78,18 @@ class QueueRunner:
         decremented = False
         try:
             step = self._stepper(sess, op)
-            try:
-                while True:
-                    if coord is not None and coord.should_stop():
-                        break
-                    try:
-                        step()
-                    except self.queue_closed_exception_types:
-                        with self._lock:
-                            self._runs_per_session[id(sess)] -= 1
-                            decremented = True
-                            last = self._runs_per_session[id(sess)] == 0
-                        if last:
-                            try:
-                                sess.run(self.close_op)
-                            except Exception:  # noqa: BLE001 - the session may be closed
-                                pass
-                        return
-            finally:
-                close = getattr(step, "close", None)
-                if close is not None:
-                    close()
+            while coord is None or not coord.should_stop():
+                try:
+                    step()
+                except self.queue_closed_exception_types:
+                    with self._lock:
+                        self._runs_per_session[id(sess)] -= 1
+                        decremented = True
+                        last = self._runs_per_session[id(sess)] == 0
+                    if last:
+                        with contextlib.suppress(Exception):   # the session may be closed
+                            sess.run(self.close_op)
+                    return
         except Exception as e:  # noqa: BLE001 - reported to the coordinator
             if coord is not None:
                 coord.request_stop(e)
@@ -119,10 +111,8 @@ class QueueRunner:
 
     def _close_on_stop(self, sess: Session, coord) -> None:
         coord.wait_for_stop()
-        try:
+        with contextlib.suppress(Exception):   # the session may be closed already
             sess.run(self.cancel_op)
-        except Exception:  # noqa: BLE001 - the session may be closed already
-            pass
 
     def create_threads(self, sess: Session, coord=None, daemon: bool = False,
                        start: bool = False) -> list:
@@ -135,12 +125,12 @@ class QueueRunner:
             self._runs_per_session[id(sess)] = len(self.enqueue_ops)
             self._exceptions_raised = []
         sess.started_runners.add(id(self))
-        threads = [threading.Thread(target=self._run, args=(sess, op, coord), daemon=daemon,
-                                    name=f"QueueRunnerThread-{self.name}-{op.name}")
-                   for op in self.enqueue_ops]
+        jobs = [(self._run, (sess, op, coord), op.name) for op in self.enqueue_ops]
         if coord is not None:
-            threads.append(threading.Thread(target=self._close_on_stop, args=(sess, coord),
-                                            daemon=daemon, name=f"QueueRunnerThread-{self.name}-close_on_stop"))
+            jobs.append((self._close_on_stop, (sess, coord), "close_on_stop"))
+        threads = [threading.Thread(target=fn, args=args, daemon=daemon,
+                                    name=f"QueueRunnerThread-{self.name}-{what}")
+                   for fn, args, what in jobs]
         for t in threads:
             if coord is not None:
                 coord.register_thread(t)
@@ -158,18 +148,15 @@ def start_queue_runners(sess: Session | None = None, coord=None, daemon: bool = 
                         start: bool = True, collection: str = GraphKeys.QUEUE_RUNNERS) -> list:
     """Start the threads of every queue runner in ``collection`` of the session's graph
     (``tf.train.start_queue_runners``); returns them all."""
+    sess = sess if sess is not None else get_default_session()
     if sess is None:
-        sess = get_default_session()
-        if sess is None:
-            raise ValueError("Cannot start queue runners: No default session is registered. Use "
-                             "`with sess.as_default()` or pass an explicit session to "
-                             "tf.compat.v1.start_queue_runners(sess=sess)")
+        raise ValueError("Cannot start queue runners: No default session is registered. Use "
+                         "`with sess.as_default()` or pass an explicit session to "
+                         "tf.compat.v1.start_queue_runners(sess=sess)")
     if not isinstance(sess, Session):
         raise TypeError(f"sess must be a `nd.Session` object. Given class: {type(sess)}")
-    threads = []
-    for qr in sess.graph.get_collection(collection):
-        threads.extend(qr.create_threads(sess, coord=coord, daemon=daemon, start=start))
-    return threads
+    return [t for qr in sess.graph.get_collection(collection)
+            for t in qr.create_threads(sess, coord=coord, daemon=daemon, start=start)]
 
 
 __all__ = ["QueueRunner", "add_queue_runner", "start_queue_runners"]

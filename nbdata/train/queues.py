@@ -41,10 +41,7 @@ class QueueBase:
 
     def __init__(self, capacity: int, dtypes, shapes=None, names=None, shared_name=None,
                  name: str | None = None, default_name: str = "queue"):
-        if isinstance(dtypes, (list, tuple)):
-            dtypes = list(dtypes)
-        else:
-            dtypes = [dtypes]
+        dtypes = list(dtypes) if isinstance(dtypes, (list, tuple)) else [dtypes]
         if not dtypes:
             raise ValueError("a queue needs at least one component dtype")
         self.dtypes = [as_dtype(d) for d in dtypes]
@@ -66,10 +63,9 @@ class QueueBase:
             if len(names) != len(self.dtypes):
                 raise ValueError("Queue names must have the same length as dtypes")
         self.names = names
-        capacity = int(capacity)
-        if capacity <= 0:
-            raise ValueError(f"capacity must be positive, got {capacity}")
-        self.capacity = capacity
+        self.capacity = int(capacity)
+        if self.capacity <= 0:
+            raise ValueError(f"capacity must be positive, got {self.capacity}")
         self.graph = get_default_graph()
         self.name = self.graph._op_name(name or default_name)
         self._short = self.name.rsplit("/", 1)[-1]   # default op names (scoped anyway)
@@ -77,13 +73,9 @@ class QueueBase:
         self.runners: list = []   # queue runners filling this queue (set by QueueRunner)
 
     # ------------------------------------------------------------ specs
-    def _component_shape(self, k: int):
-        return self.shapes[k].dims
-
     def _state(self, run) -> "QueueState":
-        if self.shared_name:
-            return run.session.resource(self, lambda: _shared_state(self, run.session))
-        return run.session.resource(self, lambda: QueueState(self, run.session))
+        make = _shared_state if self.shared_name else QueueState
+        return run.session.resource(self, lambda: make(self, run.session))
 
     def _values(self, vals: Any, many: bool) -> list:
         """The enqueued tensors in component order, converted and checked."""
@@ -107,14 +99,13 @@ class QueueBase:
                 raise TypeError(f"Expected {dtype_name(dt)}, but got {t.name} of dtype "
                                 f"{dtype_name(t.dtype)} (component {k} of an enqueue to "
                                 f"{self.kind} '{self.name}')")
-            shape = self._component_shape(k)
-            got = t.shape
-            if many:
-                if got.dims is not None and len(got.dims) == 0:
+            shape, got = self.shapes[k], t.shape
+            if many and got.dims is not None:
+                if not got.dims:
                     raise ValueError("Shape () must have rank at least 1")
-                got = got[1:] if got.dims is not None else got
-            if shape is not None and not TensorShape(shape).is_compatible_with(got):
-                raise ValueError(f"Shapes {got} and {TensorShape(shape)} are incompatible")
+                got = got[1:]
+            if shape.dims is not None and not shape.is_compatible_with(got):
+                raise ValueError(f"Shapes {got} and {shape} are incompatible")
             tensors.append(t)
         return tensors
 
@@ -131,6 +122,16 @@ class QueueBase:
         return tensors[0] if len(tensors) == 1 else tensors
 
     # --------------------------------------------------------------- ops
+    def _op(self, type_: str, name, suffix: str, inputs: list, fn, specs: list,
+            tag: bool = True) -> Operation:
+        """A stateful op of this queue, named ``<queue>_<suffix>`` by default; enqueue and
+        dequeue ops are tagged with the queue (``op.queue``)."""
+        op = Operation(self.graph, type_, name or f"{self._short}_{suffix}", inputs, fn, specs,
+                       kind="stateful")
+        if tag:
+            op.queue = self
+        return op
+
     def enqueue(self, vals: Any, name: str | None = None) -> Operation:
         """An op enqueueing one element (blocks while the queue is full)."""
         tensors = self._values(vals, many=False)
@@ -138,10 +139,7 @@ class QueueBase:
         def fn(run, values):
             self._signature(values)
             self._state(run).enqueue_many(run, [_one_row(v) for v in values], 1, many=False)
-        op = Operation(self.graph, "QueueEnqueueV2", name or f"{self._short}_enqueue", tensors,
-                       fn, [], kind="stateful")
-        op.queue = self
-        return op
+        return self._op("QueueEnqueueV2", name, "enqueue", tensors, fn, [])
 
     def enqueue_many(self, vals: Any, name: str | None = None) -> Operation:
         """An op enqueueing the rows of ``vals`` (dimension 0 of each component) as
@@ -157,23 +155,16 @@ class QueueBase:
                     f"{self.kind} '{self.name}': enqueue_many components have different batch "
                     f"sizes {[len(c) for c in columns]}", self.name)
             self._state(run).enqueue_many(run, columns, n)
-        op = Operation(self.graph, "QueueEnqueueManyV2", name or f"{self._short}_EnqueueMany",
-                       tensors, fn, [], kind="stateful")
-        op.queue = self
-        return op
+        return self._op("QueueEnqueueManyV2", name, "EnqueueMany", tensors, fn, [])
 
     def dequeue(self, name: str | None = None) -> Any:
         """Tensors of one dequeued element (a tensor for a one-component queue, a dict
         for a queue with names)."""
-        specs = [TensorSpec(self._component_shape(k), dt) for k, dt in enumerate(self.dtypes)]
+        specs = [TensorSpec(s.dims, dt) for s, dt in zip(self.shapes, self.dtypes)]
 
         def fn(run, values):
-            cols = self._state(run).dequeue_many(run, 1, False, single=True)
-            return [c[0] for c in cols]
-        op = Operation(self.graph, "QueueDequeueV2", name or f"{self._short}_Dequeue", [], fn, specs,
-                       kind="stateful")
-        op.queue = self
-        return self._outputs(op.outputs)
+            return [c[0] for c in self._state(run).dequeue_many(run, 1, False, single=True)]
+        return self._outputs(self._op("QueueDequeueV2", name, "Dequeue", [], fn, specs).outputs)
 
     def dequeue_many(self, n, name: str | None = None) -> Any:
         """Tensors of ``n`` elements, concatenated along a new dimension 0; raises
@@ -190,46 +181,40 @@ class QueueBase:
             n = as_tensor(n)
         count = _static_count(n)
         first = None if up_to or count is None else count
-        specs = []
-        for k, dt in enumerate(self.dtypes):
-            shape = self._component_shape(k)
-            specs.append(TensorSpec(None if shape is None else (first,) + tuple(shape), dt))
-        count_tensor = n if isinstance(n, Tensor) else None
+        specs = [TensorSpec(None if s.dims is None else (first,) + tuple(s.dims), dt)
+                 for s, dt in zip(self.shapes, self.dtypes)]
+        inputs = [n] if isinstance(n, Tensor) else []
 
         def fn(run, values):
             if not self._shaped:
                 raise InvalidArgumentError(f"{self.kind}'s DequeueMany and DequeueUpTo require the "
                                            "components to have specified shapes.", self.name)
-            want = int(values[0]) if count_tensor is not None else count
+            want = int(values[0]) if inputs else count
             if want < 0:
                 raise InvalidArgumentError(f"{self.kind} '{self.name}': requested {want} elements")
             return self._state(run).dequeue_many(run, want, up_to)
         kind = "QueueDequeueUpToV2" if up_to else "QueueDequeueManyV2"
-        op = Operation(self.graph, kind, name or f"{self._short}_{kind[5:-2]}",
-                       [count_tensor] if count_tensor is not None else [], fn, specs, kind="stateful")
-        op.queue = self
-        return self._outputs(op.outputs)
+        return self._outputs(self._op(kind, name, kind[5:-2], inputs, fn, specs).outputs)
 
     def close(self, cancel_pending_enqueues: bool = False, name: str | None = None) -> Operation:
         """An op closing the queue: later enqueues fail, dequeues drain what is left;
         with ``cancel_pending_enqueues`` blocked enqueues are cancelled."""
         def fn(run, values):
             self._state(run).close(run, cancel_pending_enqueues)
-        return Operation(self.graph, "QueueCloseV2", name or f"{self._short}_Close", [], fn, [],
-                         kind="stateful")
+        return self._op("QueueCloseV2", name, "Close", [], fn, [], tag=False)
 
     def is_closed(self, name: str | None = None) -> Tensor:
         def fn(run, values):
             return [np.bool_(self._state(run).closed)]
-        return Operation(self.graph, "QueueIsClosedV2", name or f"{self._short}_IsClosed", [], fn,
-                         [TensorSpec((), np.bool_)], kind="stateful").outputs[0]
+        return self._op("QueueIsClosedV2", name, "IsClosed", [], fn, [TensorSpec((), np.bool_)],
+                        tag=False).outputs[0]
 
     def size(self, name: str | None = None) -> Tensor:
         """An int32 tensor: the number of elements in the queue."""
         def fn(run, values):
             return [np.int32(self._state(run).size)]
-        return Operation(self.graph, "QueueSizeV2", name or f"{self._short}_Size", [], fn,
-                         [TensorSpec((), np.int32)], kind="stateful").outputs[0]
+        return self._op("QueueSizeV2", name, "Size", [], fn, [TensorSpec((), np.int32)],
+                        tag=False).outputs[0]
 
     def __repr__(self) -> str:
         return f"<nd.{self.kind} {self.name!r} capacity={self.capacity}>"
@@ -352,21 +337,24 @@ def _python_value(value: Any, dtype) -> Any:
 
 def _static_count(n) -> int | None:
     if isinstance(n, Tensor):
-        if n.op.type == "Const":
-            return _static_count(n.op.fn())
-        return None
+        return _static_count(n.op.fn()) if n.op.type == "Const" else None
     n = int(n)
     if n < 0:
         raise ValueError(f"the number of elements to dequeue must be >= 0, got {n}")
     return n
 
 
+def _objects(values: list) -> np.ndarray:
+    """An object column of ``values``."""
+    out = np.empty(len(values), object)
+    out[:] = values
+    return out
+
+
 def _one_row(value: Any) -> np.ndarray:
     """A one-row column holding ``value``."""
     if isinstance(value, bytes):
-        out = np.empty(1, object)
-        out[0] = value
-        return out
+        return _objects([value])
     arr = np.asarray(value)
     return arr.reshape((1,) + arr.shape)
 
@@ -443,7 +431,7 @@ class QueueState:
                 raise InvalidArgumentError(
                     f"{q.kind} {self.label}: type mismatch in component {k}: expected "
                     f"{dtype_name(dt)}, got {col.dtype}", q.name)
-            shape = q._component_shape(k)
+            shape = q.shapes[k].dims
             if shape is not None and not TensorShape(shape).is_compatible_with(col.shape[1:]):
                 lead = (len(col),) if many else ()
                 raise InvalidArgumentError(
@@ -456,9 +444,8 @@ class QueueState:
         the session's ``queue_runner_start_timeout_in_ms``."""
         limit = self.session.config.queue_runner_start_timeout_in_ms
         runners = self.qdef.runners
-        if not limit or not runners or waited * 1000 < limit or self.enqueued:
-            return
-        if any(id(r) in self.session.started_runners for r in runners):
+        if (not limit or not runners or waited * 1000 < limit or self.enqueued
+                or any(id(r) in self.session.started_runners for r in runners)):
             return
         raise FailedPreconditionError(
             f"{self.qdef.kind} {self.label} is empty and none of the queue runners that "
@@ -552,6 +539,12 @@ class QueueState:
             self.cond.notify_all()
 
 
+def _empty_columns(qdef: QueueBase) -> list:
+    """Zero rows of each component (unknown dims 0)."""
+    return [np.empty((0,) + tuple(d or 0 for d in (s.dims or ())), object if dt is string else dt)
+            for s, dt in zip(qdef.shapes, qdef.dtypes)]
+
+
 class BlockStore:
     """FIFO storage: a deque of blocks, each a list of columns with a start row. Taking
     rows that lie in one block slices it (no copy); otherwise the pieces are joined,
@@ -565,11 +558,12 @@ class BlockStore:
         self.blocks.append([columns, 0, m])
 
     def take(self, n: int) -> list:
+        if n == 0:
+            return _empty_columns(self.qdef)
         pieces = []
         need = n
         while need:
-            block = self.blocks[0]
-            columns, start, stop = block
+            columns, start, stop = block = self.blocks[0]
             m = min(need, stop - start)
             pieces.append([c[start:start + m] for c in columns])
             need -= m
@@ -577,12 +571,7 @@ class BlockStore:
                 self.blocks.popleft()
             else:
                 block[1] = start + m
-        if n == 0:
-            return [np.empty((0,) + tuple(d or 0 for d in (self.qdef._component_shape(k) or ())),
-                             object if dt is string else dt) for k, dt in enumerate(self.qdef.dtypes)]
-        if len(pieces) == 1:
-            return pieces[0]
-        return self.join(pieces)
+        return pieces[0] if len(pieces) == 1 else self.join(pieces)
 
     def put_front(self, columns: list, m: int) -> None:
         """Put rows taken by an unfinished dequeue back at the head of the queue."""
@@ -633,12 +622,9 @@ class ShuffleStore:
         new = min(self.qdef.capacity, max(rows, 2 * old, 1024))
         if new <= old:
             return
-        cols = []
-        for k, c in enumerate(sample):
-            col = np.empty((new,) + c.shape[1:], c.dtype)
-            if self.columns is not None:
-                col[:old] = self.columns[k]
-            cols.append(col)
+        cols = [np.empty((new,) + c.shape[1:], c.dtype) for c in sample]
+        for col, kept in zip(cols, self.columns or []):
+            col[:old] = kept
         self.columns = cols
         order = np.empty(new, np.int64)
         order[:self.length] = self.order[:self.length]
@@ -670,9 +656,8 @@ class ShuffleStore:
 
     def take(self, n: int) -> list:
         if n == 0:
-            return [c[:0].copy() for c in self.columns] if self.columns is not None else [
-                np.empty((0,) + tuple(self.qdef._component_shape(k) or ()),
-                         object if dt is string else dt) for k, dt in enumerate(self.qdef.dtypes)]
+            return ([c[:0].copy() for c in self.columns] if self.columns is not None
+                    else _empty_columns(self.qdef))
         src = drain_plan(self.key, np.uint64(self.draws), n, self.order, self.length)
         self.draws += n
         self.length -= n

@@ -22,7 +22,7 @@ from nbdata.errors import InvalidArgumentError, OpError, OutOfRangeError, Unimpl
 from nbdata.kernels import files
 from nbdata.spec import TensorSpec, string
 from nbdata.trace.graph import Operation, Tensor, get_default_graph
-from nbdata.train.queues import QueueBase
+from nbdata.train.queues import QueueBase, _objects
 
 _CHUNK = 1024   # records read from a file at a time
 
@@ -58,28 +58,26 @@ class ReaderBase:
             return list(self._state(run).read(run, queue._state(run), run.uses(op.outputs[0])))
         op = Operation(self.graph, "ReaderReadV2", name or f"{self._short}_ReaderReadV2", [], fn,
                        [TensorSpec((), string), TensorSpec((), string)], kind="stateful")
-        op.reader, op.queue, op.records = self, queue, 1
+        op.reader, op.queue = self, queue
         return tuple(op.outputs)
 
     def read_up_to(self, queue: QueueBase, num_records, name: str | None = None):
         """``(keys, values)`` vectors of up to ``num_records`` records, all from one work
         item (fewer at the end of a file)."""
         _check_queue(queue)
-        count = num_records if isinstance(num_records, Tensor) else None
-        static = None if count is not None else int(num_records)
+        inputs = [num_records] if isinstance(num_records, Tensor) else []
+        static = None if inputs else int(num_records)
 
         def fn(run, values):
-            n = int(values[0]) if count is not None else static
+            n = int(values[0]) if inputs else static
             if n <= 0:
                 raise InvalidArgumentError(f"{self.name}: num_records must be positive, got {n}")
             keys, vals = self._state(run).read_chunk(run, queue._state(run), n,
                                                      run.uses(op.outputs[0]))
-            return [_objects(keys) if keys is not None else _objects([b""] * len(vals)),
-                    vals.to_records()]
+            return [_objects(keys if keys is not None else [b""] * len(vals)), vals.to_records()]
         op = Operation(self.graph, "ReaderReadUpToV2", name or f"{self._short}_ReaderReadUpToV2",
-                       [count] if count is not None else [], fn,
-                       [TensorSpec((None,), string), TensorSpec((None,), string)], kind="stateful")
-        op.reader, op.queue, op.records = self, queue, static
+                       inputs, fn, [TensorSpec((None,), string)] * 2, kind="stateful")
+        op.reader, op.queue = self, queue
         return tuple(op.outputs)
 
     def num_records_produced(self, name: str | None = None) -> Tensor:
@@ -194,21 +192,15 @@ class _Fixed(WorkRecords):
         super().__init__(work)
         stream = files.ByteStream(path, compression, files.DEFAULT_BLOCK, "FixedLengthRecordReader")
         try:
-            parts = []
-            while True:
-                block = stream.read(files.DEFAULT_BLOCK)
-                if not block:
-                    break
-                parts.append(block)
+            data = np.frombuffer(b"".join(iter(lambda: stream.read(files.DEFAULT_BLOCK), b"")),
+                                 np.uint8)
         finally:
             stream.close()
-        data = np.frombuffer(b"".join(parts), np.uint8)
         body_end = len(data) - footer_bytes
         if header_bytes + footer_bytes > len(data):
             raise OutOfRangeError("reached end of file", "FixedLengthRecordReader")
         hop = hop or record_bytes
-        count = max(0, (body_end - header_bytes - record_bytes) // hop + 1) \
-            if body_end - header_bytes >= record_bytes else 0
+        count = max(0, (body_end - header_bytes - record_bytes) // hop + 1)
         starts = header_bytes + hop * np.arange(count, dtype=np.int64)
         if hop == record_bytes:
             values = data[header_bytes:header_bytes + count * record_bytes]
@@ -260,9 +252,8 @@ class TFRecordReader(ReaderBase):
         self.compression = files.compression_name(options, "TFRecordReader")
 
     def open_work(self, work: bytes) -> WorkRecords:
-        path = files.path_of(work)
-        reader = files.TFRecordReader(path, self.compression, files.DEFAULT_BLOCK, None)
-        return _TFRecords(work, reader)
+        return _TFRecords(work, files.TFRecordReader(files.path_of(work), self.compression,
+                                                     files.DEFAULT_BLOCK, None))
 
     def format(self) -> dict:
         return {"kind": "tfrecord", "op": "TFRecordReader", "compression": self.compression,
@@ -283,8 +274,7 @@ class TextLineReader(ReaderBase):
             raise ValueError(f"skip_header_lines must be >= 0, got {skip_header_lines}")
 
     def open_work(self, work: bytes) -> WorkRecords:
-        path = files.path_of(work)
-        reader = _ReaderLines(path, "", files.DEFAULT_BLOCK, None)
+        reader = _ReaderLines(files.path_of(work), "", files.DEFAULT_BLOCK, None)
         return _Lines(work, reader, self.skip_header_lines)
 
 
@@ -367,8 +357,7 @@ class ReaderState:
         self.completed = 0
 
     def _start(self, run, queue) -> None:
-        cols = queue.dequeue_many(run, 1, False)
-        work = cols[0][0]
+        work = queue.dequeue_many(run, 1, False)[0][0]
         if not isinstance(work, bytes):
             work = bytes(work) if isinstance(work, (bytearray, memoryview)) else str(work).encode()
         try:
@@ -451,18 +440,11 @@ class ReaderState:
                     break
                 values, k = self._take(need, with_keys)
                 parts.append(values)
-                if with_keys:
-                    keys.extend(k)
+                keys.extend(k or ())
                 need -= len(values)
             values = parts[0] if len(parts) == 1 else StringColumn.from_values(
                 [v for p in parts for v in p.values()])
             return (keys if with_keys else None), values
-
-
-def _objects(keys: list) -> np.ndarray:
-    out = np.empty(len(keys), object)
-    out[:] = keys
-    return out
 
 
 __all__ = ["FixedLengthRecordReader", "IdentityReader", "ReaderBase", "ReaderState",

@@ -14,18 +14,17 @@ import contextlib
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
 from nbdata.chunks import RecordArray
 from nbdata.errors import (CancelledError, DeadlineExceededError, InvalidArgumentError, OpError,
                            UnimplementedError)
-from nbdata.spec import TensorSpec, flatten, is_namedtuple, string
+from nbdata.spec import TensorShape, TensorSpec, cast_leaf, flatten, is_namedtuple, string, to_leaf
 from nbdata.trace import graph as recorder
 from nbdata.trace.abstract import canonical_output, conform
 from nbdata.trace.graph import Graph, Operation, Tensor, get_default_graph, output_leaves, upstream
-from nbdata.spec import TensorShape
 
 
 class ConfigProto:
@@ -199,10 +198,9 @@ class Session:
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session.")
         targets: list = []
-        structure = self._structure(fetches, targets)
-        values = self._execute(targets, feed_dict, options)
-        it = iter(values)
-        return _rebuild(structure, it)
+        structure = _walk(fetches, lambda fetch: targets.append(self._fetch(fetch)))
+        values = iter(self._execute(targets, feed_dict, options))
+        return _walk(structure, lambda _: next(values))
 
     def make_callable(self, fetches: Any, feed_list: list | None = None) -> Callable:
         """A function running ``fetches``; its arguments feed ``feed_list`` in order."""
@@ -214,50 +212,36 @@ class Session:
             return self.run(fetches, dict(zip(feed_list, args)) if feed_list else None)
         return call
 
-    def _structure(self, fetches: Any, targets: list) -> Any:
+    def _element(self, x: Any, ops: bool) -> Tensor | Operation | None:
+        """The tensor (with ``ops``, or operation) of this graph that ``x`` is or names: a
+        tensor, a placeholder, a name; None for anything else."""
         from nbdata.trace.placeholder import Placeholder
-        if isinstance(fetches, (Tensor, Operation)):
-            self._check_graph(fetches.graph)
-            targets.append(fetches)
-            return _Slot
-        if isinstance(fetches, Placeholder):
-            targets.append(self.graph.placeholder_tensor(fetches))
-            return _Slot
-        if isinstance(fetches, str):
-            name = fetches
-            target = (self.graph.get_tensor_by_name(name) if ":" in name
-                      else self.graph.get_operation_by_name(name))
-            targets.append(target)
-            return _Slot
-        if isinstance(fetches, Mapping):
-            return type(fetches)((k, self._structure(v, targets)) for k, v in fetches.items()) \
-                if isinstance(fetches, dict) else {k: self._structure(v, targets) for k, v in fetches.items()}
-        if is_namedtuple(fetches):
-            return type(fetches)(*[self._structure(v, targets) for v in fetches])
-        if isinstance(fetches, (list, tuple)):
-            return type(fetches)(self._structure(v, targets) for v in fetches)
-        if fetches is None:
+        if isinstance(x, Tensor) or ops and isinstance(x, Operation):
+            if x.graph is not self.graph:
+                raise ValueError("Fetch is not an element of this session's graph.")
+            return x
+        if isinstance(x, Placeholder):
+            return self.graph.placeholder_tensor(x)
+        if isinstance(x, str):
+            return (self.graph.get_operation_by_name(x) if ops and ":" not in x
+                    else self.graph.get_tensor_by_name(x))
+        return None
+
+    def _fetch(self, fetch: Any) -> Tensor | Operation:
+        target = self._element(fetch, ops=True)
+        if target is not None:
+            return target
+        if fetch is None:
             raise TypeError("Fetch argument None has invalid type <class 'NoneType'>")
-        raise TypeError(f"Fetch argument {fetches!r} has invalid type {type(fetches)}, must be a "
+        raise TypeError(f"Fetch argument {fetch!r} has invalid type {type(fetch)}, must be a "
                         "string or Tensor. (Can not convert a {type(fetches).__name__} into a "
                         "Tensor or Operation.)")
 
-    def _check_graph(self, graph: Graph) -> None:
-        if graph is not self.graph:
-            raise ValueError("Fetch is not an element of this session's graph.")
-
     def _feeds(self, feed_dict: Mapping | None) -> dict:
-        from nbdata.trace.placeholder import Placeholder
         feeds = {}
         for key, value in (feed_dict or {}).items():
-            if isinstance(key, Placeholder):
-                tensor = self.graph.placeholder_tensor(key)
-            elif isinstance(key, Tensor):
-                self._check_graph(key.graph)
-                tensor = key
-            elif isinstance(key, str):
-                tensor = self.graph.get_tensor_by_name(key)
-            else:
+            tensor = self._element(key, ops=False)
+            if tensor is None:
                 raise TypeError(f"Cannot interpret feed_dict key as Tensor: {key!r}")
             feeds[id(tensor)] = _fed_value(tensor, value)
         return feeds
@@ -332,10 +316,8 @@ class Session:
             self.close()
 
     def __del__(self):
-        try:
+        with contextlib.suppress(Exception):   # best effort at interpreter exit
             self.close()
-        except Exception:  # noqa: BLE001 - best effort at interpreter exit
-            pass
 
 
 class InteractiveSession(Session):
@@ -353,30 +335,24 @@ class InteractiveSession(Session):
             stack.remove(self)
 
 
-class RunPlan:
+class RunPlan(NamedTuple):
     """The ops one kind of ``run`` executes, in order, and the tensors it uses."""
 
-    __slots__ = ("order", "needed")
-
-    def __init__(self, order: list, needed: frozenset):
-        self.order = order
-        self.needed = needed
+    order: list
+    needed: frozenset
 
 
-class _Slot:
-    """Marks where a fetched value goes in the fetch structure."""
-
-
-def _rebuild(structure: Any, values) -> Any:
-    if structure is _Slot:
-        return next(values)
+def _walk(structure: Any, leaf: Callable[[Any], Any]) -> Any:
+    """``structure`` (nested lists, tuples, namedtuples and mappings, a mapping that is
+    not a dict becoming one) with each leaf ``x`` replaced by ``leaf(x)``, in order."""
     if isinstance(structure, Mapping):
-        return type(structure)((k, _rebuild(v, values)) for k, v in structure.items())
+        items = ((k, _walk(v, leaf)) for k, v in structure.items())
+        return type(structure)(items) if isinstance(structure, dict) else dict(items)
     if is_namedtuple(structure):
-        return type(structure)(*[_rebuild(v, values) for v in structure])
+        return type(structure)(*[_walk(v, leaf) for v in structure])
     if isinstance(structure, (list, tuple)):
-        return type(structure)(_rebuild(v, values) for v in structure)
-    return structure
+        return type(structure)(_walk(v, leaf) for v in structure)
+    return leaf(structure)
 
 
 def _fetched(value: Any) -> Any:
@@ -387,7 +363,6 @@ def _fetched(value: Any) -> Any:
 
 def _fed_value(tensor: Tensor, value: Any) -> Any:
     """A fed value converted to the tensor's dtype and checked against its shape."""
-    from nbdata.spec import cast_leaf, string, to_leaf
     spec = tensor.spec
     if spec.dtype is string:
         leaf = to_leaf(value, f"feed for {tensor.name}")
@@ -420,9 +395,8 @@ def _fits(value: Any, spec) -> bool:
     elif not (isinstance(value, (np.ndarray, np.generic)) and value.dtype == spec.dtype):
         return False
     want, got = spec.shape, value.shape
-    if want is None or want == got:
-        return True
-    return len(want) == len(got) and all(d is None or d == g for d, g in zip(want, got))
+    return want is None or len(want) == len(got) and all(
+        d is None or d == g for d, g in zip(want, got))
 
 
 def _run_recorded(op: Operation, inputs: list) -> list:

@@ -65,9 +65,8 @@ class Variable:
 
 def group(ops: list, name: str | None = None) -> Operation:
     """One op that runs all of ``ops`` (``tf.group``)."""
-    graph = get_default_graph()
-    return Operation(graph, "NoOp", name or "group_deps", [], None, [], kind="stateful",
-                     control_inputs=tuple(ops))
+    return Operation(get_default_graph(), "NoOp", name or "group_deps", [], None, [],
+                     kind="stateful", control_inputs=tuple(ops))
 
 
 def variables_initializer(var_list: list, name: str = "init") -> Operation:
