@@ -85,7 +85,8 @@ class Iterator:
 
     def __init__(self, element_spec: Any):
         self._spec = element_spec
-        # One element at a time: several threads calling next() get disjoint elements.
+        # Held to start, save and restore a run; threads calling next() meanwhile get
+        # disjoint elements from the run itself (compiler/executor.py ChunkedRun).
         self._lock = threading.RLock()
         self._raw = None
         self._pipeline = None
@@ -298,18 +299,19 @@ class Iterator:
         """
         if self._handle_placeholder is not None:
             return self._feedable_next(feed_dict)
-        with self._lock:
-            if self._raw is None:
+        while True:
+            raw = self._raw     # no lock per element: the run hands out disjoint rows
+            if raw is None:
                 raise FailedPreconditionError(
                     "GetNext() failed because the iterator has not been initialized: run its "
                     "initializer (it.initialize(...) or make_initializer(ds).run()) first")
             if self._finished:
                 raise OutOfRangeError("End of sequence")
             try:
-                return next(self._raw)
+                return next(raw)
             except StopIteration:
-                self._finished = True
-                raise OutOfRangeError("End of sequence") from None
+                if raw is self._raw:    # else restarted or restored meanwhile: go on
+                    self._finished = True
 
     def _feedable_next(self, feed_dict):
         if not feed_dict or self._handle_placeholder not in feed_dict:

@@ -4,6 +4,7 @@ iterator that turns a chunk stream into elements and can save and restore itself
 
 from __future__ import annotations
 
+import operator
 import secrets
 import threading
 
@@ -307,9 +308,8 @@ class ChunkedRun:
         self.pack = packer(spec)
         self.limit = ctx.max_rows(spec)
         self.want = 1
-        self.chunk = None
-        self.dense = False
-        self.pos = 0
+        self.lock = threading.RLock()   # taken to read a chunk and to save, not per row
+        self._hand_out(None)
         if state is None:
             self.it = ctx.open_chunks(root)
             self.before, self.base, self.ended = None, 0, False
@@ -317,53 +317,69 @@ class ChunkedRun:
             self.it = ctx.open_chunks(root, state["root"])
             self.before, self.base, self.ended = state["root"], 0, bool(state["ended"])
             if not self.ended:
-                self.chunk, self.base = skip_rows(self.it, int(state["skip"]))
-                self.ended = self.chunk is None and self.base < int(state["skip"])
-                self.dense = self.chunk is not None and all(
-                    type(c) is np.ndarray for c in self.chunk.columns)
+                chunk, self.base = skip_rows(self.it, int(state["skip"]))
+                self.ended = chunk is None and self.base < int(state["skip"])
+                self._hand_out(chunk)
+
+    def _hand_out(self, chunk) -> None:
+        """Makes ``chunk``'s rows the ones to hand out. The current chunk is one tuple,
+        read at once, and a row is claimed by taking the next number of a range
+        iterator (one step of C code under the GIL): threads sharing this iterator get
+        disjoint rows without a lock per row."""
+        if chunk is None:
+            self.current = (iter(()), 0, (), True)
+        else:
+            dense = all(type(c) is np.ndarray for c in chunk.columns)
+            self.current = (iter(range(chunk.n)), chunk.n, chunk.columns, dense)
 
     def _pull(self) -> bool:
         self.before = self.it.save()
         self.base = 0
-        self.chunk = None
+        self._hand_out(None)
         try:
-            self.chunk = self.it.next(self.want)
+            chunk = self.it.next(self.want)
         except KeyboardInterrupt:
             self.close()
             raise
-        self.pos = 0
         self.want = min(self.want * 2, self.limit)
-        if self.chunk is None:
+        if chunk is None:
             self.ended = True
             return False
+        self._hand_out(chunk)
         return True
 
     def __iter__(self):
         return self
 
     def __next__(self):
-        chunk = self.chunk
-        while chunk is None or self.pos >= chunk.n:
-            if self.ended or not self._pull():
-                self.close()
-                raise StopIteration
-            chunk = self.chunk
-            self.dense = all(type(c) is np.ndarray for c in chunk.columns)
-        j = self.pos
-        self.pos = j + 1
-        if self.dense:
-            return self.pack([c[j] for c in chunk.columns])
-        return self.pack([col_row(c, j) for c in chunk.columns])
+        while True:
+            current = self.current
+            claims, n, columns, dense = current
+            j = next(claims, n)
+            if j < n:
+                if dense:
+                    return self.pack([c[j] for c in columns])
+                return self.pack([col_row(c, j) for c in columns])
+            with self.lock:
+                if self.current is current and (self.ended or not self._pull()):
+                    self.close()
+                    raise StopIteration
 
     def save(self) -> dict:
-        if self.ended:
-            return {"root": self.before, "skip": 0, "ended": True}
-        if self.chunk is None or self.pos >= self.chunk.n:
-            return {"root": self.it.save(), "skip": 0, "ended": False}
-        return {"root": self.before, "skip": self.base + self.pos, "ended": False}
+        with self.lock:
+            if self.ended:
+                return {"root": self.before, "skip": 0, "ended": True}
+            claims, n = self.current[:2]
+            left = operator.length_hint(claims)
+            if not left:
+                return {"root": self.it.save(), "skip": 0, "ended": False}
+            return {"root": self.before, "skip": self.base + n - left, "ended": False}
 
     def close(self) -> None:
-        self.it.close()
+        with self.lock:     # after an in-flight read; threads still calling next() stop
+            self.ended = True
+            self._hand_out(None)
+            self.it.close()
 
     def __del__(self):
         try:

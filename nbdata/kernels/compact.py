@@ -1,6 +1,7 @@
 """Order-preserving compaction of chunk rows: the rows a fused stage kept (the kernel
-lists their positions), gathered into fresh columns. Generic over dtypes and shapes,
-compiled once and cached on disk, so that generated kernels need no compaction code."""
+lists their positions), gathered into fresh columns. Rows are copied as machine words:
+one kernel, compiled once and cached on disk, serves every dtype and shape, and
+generated kernels need no compaction code."""
 
 from __future__ import annotations
 
@@ -8,22 +9,25 @@ import numba
 import numpy as np
 
 
-_COMPILES: dict = {}
+_WORDS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
+          8: np.dtype(np.uint64)}
 
 
-def _compiles(dtype) -> bool:
-    """True for dtypes Numba computes with (not object, not float16)."""
-    found = _COMPILES.get(dtype)
-    if found is None:
-        found = np.dtype(dtype).kind in "biufc"
-        if found:
-            try:
-                from numba.core.datamodel import default_manager
-                default_manager.lookup(numba.from_dtype(dtype))
-            except Exception:  # noqa: BLE001 - any refusal means "gather with NumPy"
-                found = False
-        _COMPILES[dtype] = found
-    return found
+def _words(rows: np.ndarray) -> np.ndarray | None:
+    """The bytes of a (rows, size) view as rows of the widest unsigned word (at most 8
+    bytes) that divides a row, so that the gather kernel is compiled for a handful of
+    word types whatever a pipeline's dtypes; None when a row is not contiguous."""
+    n, size = rows.shape
+    itemsize = rows.itemsize
+    if rows.strides[1] != itemsize:
+        if size != 1:
+            return None
+        rows = np.lib.stride_tricks.as_strided(rows, (n, 1), (rows.strides[0], itemsize))
+    row_bytes = size * itemsize
+    word = _WORDS[min(row_bytes & -row_bytes, 8)]
+    if itemsize % word.itemsize and word.itemsize % itemsize:    # e.g. 3-byte strings
+        rows = rows.view(np.uint8)
+    return rows.view(word)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -38,17 +42,18 @@ def gather_rows(src, rows, out):
 
 def compact(column: np.ndarray, rows: np.ndarray, flat: np.ndarray | None = None) -> np.ndarray:
     """A fresh array of ``column``'s rows at ``rows`` (``flat``: the column's (rows, size)
-    view, when the caller has one; object columns are gathered by NumPy).
+    view, when the caller has one; object columns and rows not contiguous in memory
+    are gathered by NumPy).
 
     >>> compact(np.arange(10).reshape(5, 2), np.array([0, 3])).tolist()
     [[0, 1], [6, 7]]
     """
-    if not _compiles(column.dtype):
+    width = int(np.prod(column.shape[1:]))
+    words = None
+    if not column.dtype.hasobject and len(rows) and width * column.itemsize:
+        words = _words(column.reshape(len(column), width) if flat is None else flat)
+    if words is None:
         return column[rows]
     out = np.empty((len(rows),) + column.shape[1:], column.dtype)
-    if len(rows):
-        width = int(np.prod(column.shape[1:]))
-        if flat is None:
-            flat = column.reshape(len(column), width)
-        gather_rows(flat, rows, out.reshape(len(rows), width))
+    gather_rows(words, rows, _words(out.reshape(len(rows), width)))
     return out

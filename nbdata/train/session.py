@@ -181,8 +181,8 @@ class Session:
             with self._lock:
                 entry = self._resources.get(key)
                 if entry is None:
-                    if self._closed:
-                        raise RuntimeError("Attempted to use a closed Session.")
+                    if self._closed:    # a step that began before close (run() refuses later ones)
+                        raise CancelledError(f"{owner!r} was cancelled: the session was closed")
                     entry = self._resources[key] = (owner, factory())
         return entry[1]
 

@@ -221,6 +221,17 @@ def test_closed_session(graph):
     sess.close()     # closing again is harmless
 
 
+def test_step_in_flight_at_close_is_cancelled(graph):
+    """A step that began before close() and reaches a queue the session never used
+    (a queue runner's, say) is cancelled like every blocked op; runs started after
+    close raise RuntimeError (above)."""
+    q = nd.FIFOQueue(4, [np.int64])
+    with session(graph) as sess:
+        pass
+    with pytest.raises(nd.errors.CancelledError, match="session was closed"):
+        sess.resource(q, lambda: pytest.fail("a closed session makes no resources"))
+
+
 def test_graph_as_default():
     outer = nd.get_default_graph()
     g = nd.Graph()
