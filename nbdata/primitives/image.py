@@ -913,7 +913,8 @@ def normalize(image, mean, std):
         >>> image.normalize(img, np.array([0.0, 128.0, 255.0]), (1, 2, 4))
         array([[[0., 0., 0.]]], dtype=float32)
     """
-    return _normalize(image, mean, std)
+    # Lists as arrays: Numba's reflected lists are deprecated.
+    return _normalize(image, *(np.asarray(v) if isinstance(v, list) else v for v in (mean, std)))
 
 
 # -------------------------------------------------------------- resizing and layout

@@ -74,7 +74,9 @@ SCRIPT = textwrap.dedent("""
 
 
 def run_script(tmp_path, offset):
-    env = dict(os.environ, NBDATA_CACHE_DIR=str(tmp_path), PYTHONPATH=str(REPO))
+    # Without NUMBA_CACHE_DIR, which would move Numba's files out of kernels/__pycache__.
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(NBDATA_CACHE_DIR=str(tmp_path), PYTHONPATH=str(REPO))
     out = subprocess.run([sys.executable, "-c", SCRIPT, str(offset)], env=env, check=True,
                          capture_output=True, text=True).stdout.split()
     return float(out[0]), float(out[1])
