@@ -376,10 +376,7 @@ class ChunkedRun:
             return {"root": self.before, "skip": self.base + n - left, "ended": False}
 
     def close(self) -> None:
-        with self.lock:     # after an in-flight read; threads still calling next() stop
-            self.ended = True
-            self._hand_out(None)
-            self.it.close()
+        self.it.close()
 
     def __del__(self):
         try:

@@ -252,3 +252,28 @@ def test_state_is_small_for_shuffles_over_arrays():
         next(it)
     # the buffer holds row numbers: 1000 int64, not 1000 rows of 72 bytes
     assert len(it.save()) < 20_000
+
+
+def test_state_after_an_interrupt_resumes_where_it_stopped():
+    """Ctrl-C inside a chunk's computation closes the run's input, but neither the
+    iterator nor its saved state counts as ended: both go on with the next element."""
+    armed = {"raise": True}
+
+    def interrupt_once(x):
+        if armed["raise"] and int(x) == 5:
+            armed["raise"] = False
+            raise KeyboardInterrupt
+        return x
+
+    ds = nd.Dataset.range(10).map(interrupt_once)
+    it = iter(ds)
+    got = []
+    with pytest.raises(KeyboardInterrupt):
+        for x in it:
+            got.append(int(x))
+    state = it.save()
+    again = iter(ds)
+    again.restore(state)
+    rest = [int(x) for x in again]
+    assert got + rest == list(range(10))
+    assert [int(x) for x in it] == rest
