@@ -547,32 +547,32 @@ class Dataset(DatasetBase):
         return self._derive(node)
 
     def repeat(self, count: Any = None, name: str | None = None) -> "Dataset":
-        """Repeat the dataset ``count`` times; None or -1 repeats forever.
+        """Repeat the dataset ``count`` times; None, -1 or any negative count repeats forever.
 
         >>> import nbdata as nd
         >>> [int(x) for x in nd.Dataset.range(2).repeat(3)]
         [0, 1, 0, 1, 0, 1]
         """
-        count = -1 if count is None else _int_arg(count, "repeat", "count", minimum=-1)
+        count = -1 if count is None else _int_arg(count, "repeat", "count")
         return self._derive(Repeat(self._node, count, name=name))
 
     def take(self, count: Any, name: str | None = None) -> "Dataset":
-        """At most the first ``count`` elements (-1: all).
+        """At most the first ``count`` elements (-1, or any negative count: all).
 
         >>> import nbdata as nd
         >>> [int(x) for x in nd.Dataset.range(10).take(3)]
         [0, 1, 2]
         """
-        return self._derive(Take(self._node, _int_arg(count, "take", "count", minimum=-1), name=name))
+        return self._derive(Take(self._node, _int_arg(count, "take", "count"), name=name))
 
     def skip(self, count: Any, name: str | None = None) -> "Dataset":
-        """All but the first ``count`` elements (-1: skip everything).
+        """All but the first ``count`` elements (-1, or any negative count: skip everything).
 
         >>> import nbdata as nd
         >>> [int(x) for x in nd.Dataset.range(5).skip(3)]
         [3, 4]
         """
-        return self._derive(Skip(self._node, _int_arg(count, "skip", "count", minimum=-1), name=name))
+        return self._derive(Skip(self._node, _int_arg(count, "skip", "count"), name=name))
 
     def shard(self, num_shards: int, index: int, name: str | None = None) -> "Dataset":
         """Every ``num_shards``-th element starting at ``index`` (for one worker of many).
@@ -629,7 +629,16 @@ class Dataset(DatasetBase):
         [(1, 5), (2, 6)]
         """
         start = _int_arg(start, "enumerate", "start", placeholder=False)
-        return self._derive(Enumerate(self._node, start, name=name))
+        if not -(1 << 63) <= start < (1 << 63):
+            raise InvalidArgumentError(f"enumerate: start must fit in an int64, got {start}",
+                                       "enumerate")
+        node = self._node
+        # As in TF (a zip with range(start, 2**63 - 1)), indices stop below the int64
+        # maximum: a start close to it ends the dataset there instead of overflowing.
+        left = (1 << 63) - 1 - start
+        if left < (1 << 62):
+            node = Take(node, left)
+        return self._derive(Enumerate(node, start, name=name))
 
     def prefetch(self, buffer_size: Any, name: str | None = None) -> "Dataset":
         """Produce up to ``buffer_size`` elements ahead on a background thread (at least

@@ -5,6 +5,7 @@ kernel caches, eager compilation so that ``compile()`` pays for it)."""
 from __future__ import annotations
 
 import time
+import types as types_module
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,6 +38,9 @@ def _dispatcher(fn):
         return fn
     dispatcher = getattr(fn, "_nbdata_dispatcher", None)
     if dispatcher is None:
+        if not isinstance(fn, types_module.FunctionType):
+            # a callable object, a builtin, a functools.partial: Numba compiles functions
+            raise NotFusable(f"{type(fn).__name__} objects are not compiled by Numba")
         dispatcher = numba.njit(nogil=True, error_model="numpy")(fn)
         try:
             fn._nbdata_dispatcher = dispatcher

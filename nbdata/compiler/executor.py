@@ -5,6 +5,7 @@ iterator that turns a chunk stream into elements and can save and restore itself
 from __future__ import annotations
 
 import operator
+import os
 import secrets
 import threading
 
@@ -15,7 +16,7 @@ from typing import Any, Callable
 from nbdata.chunks import col_row, max_chunk_rows
 from nbdata.kernels.threads import ThreadBudget, kernel_section
 from nbdata.ops.runtime import skip_rows
-from nbdata.errors import FailedPreconditionError
+from nbdata.errors import FailedPreconditionError, InvalidArgumentError, OpError
 from nbdata.options import Options
 from nbdata.trace.placeholder import Placeholder
 from nbdata.random import derive_seed
@@ -23,6 +24,17 @@ from nbdata.random import key as random_key
 
 REPEAT_STREAM = 0x52455045  # "REPE": epochs of repeat() derive from the iteration's
 from nbdata.spec import packer
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _raised_in_nbdata(error: BaseException) -> bool:
+    """True when ``error`` was raised by nbdata's own code (not by a user function)."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE)
 
 
 class RunState:
@@ -202,8 +214,12 @@ class ExecContext:
     def __init__(self, options: Options, feed: dict | None = None, state: RunState | None = None,
                  stats: dict | None = None, make_dataset: Callable | None = None,
                  budget: ThreadBudget | None = None, op_index: dict | None = None,
-                 epochs: dict | None = None, path: tuple = (), host_empty: Callable | None = None):
+                 epochs: dict | None = None, path: tuple = (), host_empty: Callable | None = None,
+                 cancelled: threading.Event | None = None):
         self.options = options
+        # Set when the run is interrupted (Ctrl-C): background producers and per-element
+        # Python calls of this run stop at the next element instead of finishing a chunk.
+        self.cancelled = cancelled if cancelled is not None else threading.Event()
         # Allocates the host arrays fused stages write their outputs into (np.empty, or
         # pinned memory below prefetch_to_device, so batches are copied to the GPU as
         # they are).
@@ -221,12 +237,18 @@ class ExecContext:
         """This context for epoch ``epoch`` of a ``repeat`` (random ops below it draw anew)."""
         return ExecContext(self.options, self.feed, self.state, self._stats, self._make_dataset,
                            self.budget, self.op_index, self.epochs, self.path + (epoch,),
-                           self.host_empty)
+                           self.host_empty, self.cancelled)
 
     def with_host_allocator(self, host_empty: Callable) -> "ExecContext":
         """This context with fused stages' outputs allocated by ``host_empty``."""
         return ExecContext(self.options, self.feed, self.state, self._stats, self._make_dataset,
-                           self.budget, self.op_index, self.epochs, self.path, host_empty)
+                           self.budget, self.op_index, self.epochs, self.path, host_empty,
+                           self.cancelled)
+
+    def renewed(self) -> "ExecContext":
+        """This context with a new cancellation (for a run resumed after an interrupt)."""
+        return ExecContext(self.options, self.feed, self.state, self._stats, self._make_dataset,
+                           self.budget, self.op_index, self.epochs, self.path, self.host_empty)
 
     def epoch(self, node, reshuffle: bool) -> int:
         """The epoch a random op's draws are keyed on: the iteration of the pipeline this
@@ -267,7 +289,20 @@ class ExecContext:
         return found
 
     def open_chunks(self, node, state: dict | None = None):
-        return TimedChunks(node.open_chunks(self, state), self.stats(node))
+        if state is None:
+            return TimedChunks(node.open_chunks(self, None), self.stats(node))
+        try:
+            it = node.open_chunks(self, state)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+            # A saved state that passed its checksum and the pipeline's identity can still
+            # not fit an op: a placeholder fed another value, a state made by hand. Said
+            # so, naming the op; an error of the user's own code goes out as it is.
+            if isinstance(e, OpError) or not _raised_in_nbdata(e):
+                raise
+            raise InvalidArgumentError(
+                f"restore: the state of {node.label} does not fit this pipeline "
+                f"({type(e).__name__}: {e})", node.op) from e
+        return TimedChunks(it, self.stats(node))
 
     def open_dataset_chunks(self, ds, state: dict | None = None):
         return ds.compile().open_chunks_in(self, state)
@@ -305,16 +340,21 @@ class ChunkedRun:
 
     def __init__(self, ctx: ExecContext, root, spec, state: dict | None = None):
         self.ctx = ctx
+        self.root = root
         self.pack = packer(spec)
         self.limit = ctx.max_rows(spec)
         self.want = 1
         self.lock = threading.RLock()   # taken to read a chunk and to save, not per row
+        self.interrupted: dict | None = None   # the state to resume from after Ctrl-C
+        self._open(state)
+
+    def _open(self, state: dict | None) -> None:
         self._hand_out(None)
         if state is None:
-            self.it = ctx.open_chunks(root)
+            self.it = self.ctx.open_chunks(self.root)
             self.before, self.base, self.ended = None, 0, False
         else:
-            self.it = ctx.open_chunks(root, state["root"])
+            self.it = self.ctx.open_chunks(self.root, state["root"])
             self.before, self.base, self.ended = state["root"], 0, bool(state["ended"])
             if not self.ended:
                 chunk, self.base = skip_rows(self.it, int(state["skip"]))
@@ -333,12 +373,26 @@ class ChunkedRun:
             self.current = (iter(range(chunk.n)), chunk.n, chunk.columns, dense)
 
     def _pull(self) -> bool:
+        if self.interrupted is not None:   # resumed after Ctrl-C: the run opens again
+            state, self.interrupted = self.interrupted, None
+            self.ctx = self.ctx.renewed()
+            self._open(state)
+            if self.ended:
+                return False
+            if operator.length_hint(self.current[0]):
+                return True
         self.before = self.it.save()
         self.base = 0
         self._hand_out(None)
         try:
             chunk = self.it.next(self.want)
         except KeyboardInterrupt:
+            # The pull handed out nothing, so the state before it is where the run
+            # stands. Its threads are told to stop and are not waited for, so the
+            # interrupt surfaces at once; iterating again (or restoring the state that
+            # save() now gives) reopens the run there.
+            self.interrupted = {"root": self.before, "skip": 0, "ended": False}
+            self.ctx.cancelled.set()
             self.close()
             raise
         self.want = min(self.want * 2, self.limit)
@@ -367,6 +421,8 @@ class ChunkedRun:
 
     def save(self) -> dict:
         with self.lock:
+            if self.interrupted is not None:
+                return self.interrupted
             if self.ended:
                 return {"root": self.before, "skip": 0, "ended": True}
             claims, n = self.current[:2]

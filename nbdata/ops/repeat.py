@@ -35,7 +35,7 @@ class Repeat(UnaryNode):
 
     def fusion_source(self, planner):
         """An endless repeat of a node that can repeat as a chunk source (from_tensors)."""
-        if self.count != -1:
+        if self.count >= 0:
             raise NotFusable(f"repeat({self.count}) is not a chunk source (an endless repeat "
                              "of from_tensors is)")
         return self.input.repeated_source(planner)

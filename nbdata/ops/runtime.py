@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from nbdata.chunks import Chunk, chunk_from_elements, col_row, concat_chunks, row_bytes
-from nbdata.errors import OpError
+from nbdata.errors import CancelledError, OpError
 from nbdata.spec import packer
 
 FIRST_WANT = 1
@@ -298,6 +298,7 @@ class PerElement(ChunkIter):
         self.pack = packer(self.spec)
         self.call = call
         self.emit = emit
+        self.cancelled = ctx.cancelled
         self.deterministic = deterministic
         self.stats = stats
         self.autotune = threads is None
@@ -314,7 +315,13 @@ class PerElement(ChunkIter):
     def _workers(self) -> int:
         return self.tuner.value if self.autotune else self.threads
 
+    def _cancel_check(self) -> None:
+        if self.cancelled.is_set():
+            raise CancelledError("the run was interrupted: its iterator was closed",
+                                 "PerElement")
+
     def _run(self, args):
+        self._cancel_check()
         with self.ctx.budget.worker():
             return self.call(*args)
 
@@ -324,6 +331,7 @@ class PerElement(ChunkIter):
         if workers <= 1 or len(rows) == 1:
             out = []
             for args in rows:
+                self._cancel_check()
                 try:
                     out.append((True, self.call(*args)))
                 except OpError as err:
@@ -397,12 +405,26 @@ class PerElement(ChunkIter):
 
 class _Producer:
     """The background half of :class:`BackgroundChunks` (the thread holds only this,
-    so the consumer side can be garbage collected, which stops the thread)."""
+    so the consumer side can be garbage collected, which stops the thread).
 
-    def __init__(self, it, capacity: int, pull_rows: int, budget, label: str, skip: int, before):
+    Its demand follows its consumer's: the first pull asks for what the consumer
+    asked (one element, when it reads element by element), and each pull after that
+    asks for twice as much, up to ``pull_rows``, while a pull takes less than
+    ``FAST_PULL`` seconds (halving when one takes over ``SLOW_PULL``), and never less
+    than the consumer's last demand. So a slow Python function under ``prefetch``
+    delivers its first element after one call, and a stop waits for a short pull.
+    """
+
+    FAST_PULL = 0.02
+    SLOW_PULL = 0.2
+
+    def __init__(self, it, capacity: int, pull_rows: int, budget, label: str, skip: int, before,
+                 cancelled: threading.Event | None = None):
         self.it = it
         self.capacity = capacity
         self.pull_rows = pull_rows
+        self.want = FIRST_WANT     # the next pull's size, grown by how fast pulls are
+        self.demand = 0            # the consumer's last demand
         self.budget = budget
         self.label = label
         self.skip = skip
@@ -411,12 +433,20 @@ class _Producer:
         self.cond = threading.Condition()
         self.stopped = False
         self.finished = False
+        self.cancelled = cancelled   # the run's cancellation (set when it is interrupted)
         self.after = before      # the input's state after the last queued chunk
         self.thread: threading.Thread | None = None
 
     def start(self) -> None:
         self.thread = threading.Thread(target=self.run, name=f"nbdata-{self.label}", daemon=True)
         self.thread.start()
+
+    def _size(self, seconds: float) -> None:
+        """Grows or shrinks the next pull from how long the last one took."""
+        if seconds < self.FAST_PULL:
+            self.want = grow(self.want, self.pull_rows)
+        elif seconds > self.SLOW_PULL:
+            self.want = max(1, self.want // 2)
 
     def run(self) -> None:
         try:
@@ -427,23 +457,28 @@ class _Producer:
                     if self.stopped:
                         return
                     before = self.after
+                    want = min(self.pull_rows, max(self.want, self.demand))
                 offset, error, chunk = 0, None, None
+                started = time.perf_counter()
                 try:
                     with self.budget.worker():
-                        chunk = self.it.next(self.pull_rows)
+                        chunk = self.it.next(want)
                         while chunk is not None and self.skip:
                             drop = min(self.skip, chunk.n)
                             self.skip -= drop
                             offset += drop
                             chunk = chunk.slice(drop, chunk.n) if drop < chunk.n else None
                             if chunk is None:  # the skipped rows went on past this chunk
-                                chunk = self.it.next(self.pull_rows)
+                                chunk = self.it.next(want)
                         after = self.it.save()
                 except BaseException as e:  # noqa: BLE001 - handed to the consumer, in order
                     if not isinstance(e, OpError):
                         e.add_note(f"(raised in the background thread of {self.label})")
                     error, after = e, self.it.save()
+                self._size(time.perf_counter() - started)
                 with self.cond:
+                    if self.stopped:
+                        return
                     self.items.append([before, offset, chunk, error])
                     self.rows += chunk.n if chunk is not None else 0
                     self.after = after
@@ -459,12 +494,16 @@ class _Producer:
             self.it.close()
 
     def stop(self) -> None:
+        """Stops the thread: it ends after the pull in progress (at once, when the run
+        was cancelled: the pull's user functions see that and stop), and is waited for
+        unless the run was cancelled (an interrupt surfaces without waiting)."""
         with self.cond:
             self.stopped = True
             self.cond.notify_all()
         thread = self.thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5)
+            cancelled = self.cancelled is not None and self.cancelled.is_set()
+            thread.join(timeout=0.05 if cancelled else 5)
         elif thread is None:
             self.it.close()
 
@@ -490,7 +529,8 @@ class BackgroundChunks(ChunkIter):
         self.row_bytes = max(1, row_bytes(spec))
         self.ram_budget = ram_budget or (256 << 20)
         self.producer = _Producer(it, max(1, capacity), self.pull_rows, ctx.budget, label,
-                                  0 if state is None else int(state["skip"]), before)
+                                  0 if state is None else int(state["skip"]), before,
+                                  ctx.cancelled)
         if autotune:
             stats.chosen["buffer rows"] = self.producer.capacity
         if start:
@@ -505,6 +545,8 @@ class BackgroundChunks(ChunkIter):
 
     def next(self, want: int):
         p = self.producer
+        with p.cond:
+            p.demand = want
         self._start()
         with p.cond:
             if not p.items:

@@ -20,10 +20,12 @@ class Take(UnaryNode):
         n = self.input.cardinality()
         if n == UNKNOWN or not isinstance(self.count, int):
             return UNKNOWN
-        if self.count < 0:
-            return n
+        # TF's rule, also for a negative count other than -1 (which takes everything,
+        # but whose cardinality TF gives as min(n, count)).
         if n == INFINITE:
             return self.count
+        if self.count == -1:
+            return n
         return min(n, self.count)
 
     def random_access(self) -> str | None:

@@ -84,8 +84,11 @@ class FunctionGraph:
         values = dict(zip((id(t) for t in self.inputs), flatten(element)))
         for op in self.operations():
             out = op.fn(*[values[id(t)] for t in op.inputs])
+            # A list returned at the top is a tuple of outputs (decode_csv's columns,
+            # also when there is one column), as when the op was recorded.
+            leaves = output_leaves(out)
             values.update(zip((id(t) for t in op.outputs),
-                              [out] if len(op.outputs) == 1 else output_leaves(out)))
+                              leaves if len(leaves) == len(op.outputs) else [out]))
         leaves = [values[id(v)] if isinstance(v, Tensor) else v for v in self.output_leaves]
         return pack_as(self.outputs, leaves)
 

@@ -714,3 +714,32 @@ def test_csv_batch_same_as_tf1(tf1, asfb):
             assert end_message == expected[2]
     # 20 rows in batches of 3: 6 full batches, and the 2 left over only with asfb.
     assert len(expected[0]) == (7 if asfb else 6)
+
+
+def test_shuffle_batch_join_of_two_readers_with_one_column_csv(tmp_path):
+    """Issue 19: ``decode_csv`` with one column (``record_defaults=[np.array([0])]``)
+    returns a list of one scalar tensor per record; a lowered reader pipeline kept the
+    list as a [1] vector and the enqueue failed with "Expected [64], got [64,1]". TF1
+    gives scalars per record and batches of shape [batch_size]."""
+    path = tmp_path / "one_column.csv"
+    path.write_text("".join(f"{v}\n" for v in range(1, 9)))
+    q = nd.train.string_input_producer([str(path)], shuffle=False)
+    columns = []
+    for _ in range(2):
+        _, line = nd.TextLineReader().read(q)
+        cols = nd.io.decode_csv(line, record_defaults=[np.array([0])])
+        assert cols[0].shape == ()
+        columns.append(cols)
+    batch = nd.train.shuffle_batch_join(columns, batch_size=16, capacity=64,
+                                        min_after_dequeue=8, seed=1)
+    assert batch.shape == (16,)
+    with nd.Session() as sess:
+        coord = nd.train.Coordinator()
+        threads = nd.train.start_queue_runners(sess=sess, coord=coord)
+        try:
+            values = sess.run(batch)
+        finally:
+            coord.request_stop()
+            coord.join(threads)
+    assert values.shape == (16,) and values.dtype == np.int64
+    assert set(values.tolist()) <= set(range(1, 9))
