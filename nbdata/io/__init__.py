@@ -20,6 +20,10 @@ _NAMES = {
     "decode_csv": "nbdata.primitives.csv",
     "decode_raw": "nbdata.primitives.raw",
     "decode_jpeg": "nbdata.primitives.jpeg",
+    "decode_png": "nbdata.primitives.codecs",
+    "decode_gif": "nbdata.primitives.codecs",
+    "decode_bmp": "nbdata.primitives.codecs",
+    "decode_image": "nbdata.primitives.codecs",
     "encode_jpeg": "nbdata.primitives.jpeg",
 }
 

@@ -7,7 +7,10 @@ against Pillow and OpenCV on 256x256 JPEGs (2 cores): simplejpeg decoded fastest
 one thread and scaled best on two (Pillow's decode-and-convert path holds the GIL
 longer), and it exposes every libjpeg setting that ``tf.io.decode_jpeg`` has, so its
 pixels equal TensorFlow's bit for bit for each ``dct_method``, ``fancy_upscaling`` and
-``ratio``. PNG is not decoded (simplejpeg reads JPEG only).
+``ratio``. It decodes strictly first (libjpeg-turbo's stop-on-warning mode, the fast
+path); data it refuses is decoded again leniently when libjpeg, as TensorFlow drives it,
+only warns about it (see ``JpegOptions._decode_damaged``). PNG and GIF data, which
+TensorFlow's ``decode_jpeg`` also reads, go to ``nbdata/primitives/codecs.py``.
 
 >>> import numpy as np
 >>> image = np.zeros((4, 6, 3), np.uint8)
@@ -24,6 +27,7 @@ import numba
 import numpy as np
 
 from nbdata.chunks import PackedRows, RowList, StringColumn
+from nbdata.primitives import codecs
 from nbdata.primitives.decoder import Decoder, RowError, for_records
 from nbdata.primitives.gpu import Step
 from nbdata.errors import InvalidArgumentError, UnimplementedError
@@ -60,9 +64,7 @@ class JpegOptions:
     def __init__(self, channels=0, ratio=1, fancy_upscaling=True, try_recover_truncated=False,
                  acceptable_fraction=1.0, dct_method=""):
         channels, ratio = int(channels), int(ratio)
-        if channels not in (0, 1, 3):
-            if channels == 4:
-                raise InvalidArgumentError("JPEG does not support 4 channels", "DecodeJpeg")
+        if channels not in (0, 1, 3, 4):   # 4: PNG data only (see codecs.decode)
             raise InvalidArgumentError(f"`channels` must be 0, 1, 3 or 4 but got {channels}",
                                        "DecodeJpeg")
         if ratio not in (1, 2, 4, 8):
@@ -84,24 +86,31 @@ class JpegOptions:
         # TensorFlow's default ("") is libjpeg's fast integer DCT.
         self.fastdct = dct != "INTEGER_ACCURATE"
 
-    def _fail(self, data: bytes, error: Exception) -> InvalidArgumentError:
-        if data[:2] != b"\xff\xd8":
-            return InvalidArgumentError("Unknown image file format. One of JPEG required.",
-                                        "DecodeJpeg")
+    def _fail(self, error: Exception) -> InvalidArgumentError:
+        if isinstance(error, KeyError):
+            error = "unreadable JPEG header"
         return InvalidArgumentError(
             f"jpeg::Uncompress failed. Invalid JPEG data or crop window ({error}).", "DecodeJpeg")
 
     def plan(self, data: bytes) -> tuple:
         """``(shape, colorspace, min_height, min_width)`` of the decoded image, from the
-        JPEG header; InvalidArgumentError for data that is not a JPEG."""
+        JPEG header; InvalidArgumentError for data that is not a JPEG. PNG and GIF data
+        (which TensorFlow's ``decode_jpeg`` also reads) are decoded here already:
+        ``(shape, image, None, None)``."""
         lib = _library()
         if not data:
             raise InvalidArgumentError("Input is empty.", "DecodeJpeg")
+        if data[:3] != b"\xff\xd8\xff":
+            image = codecs.decode(data, "DecodeJpeg", self.channels)
+            return image.shape, image, None, None
+        if self.channels == 4:
+            raise InvalidArgumentError("JPEG does not support 4 channels", "DecodeJpeg")
         try:
-            height, width, space, _ = lib.decode_jpeg_header(
-                data, strict=not self.try_recover_truncated)
-        except (ValueError, RuntimeError, OverflowError) as e:
-            raise self._fail(data, e) from None
+            # simplejpeg's lenient header reader raises a bare KeyError on some truncated
+            # headers: every failure here is bad data.
+            height, width, space, _ = lib.decode_jpeg_header(data, strict=False)
+        except (ValueError, RuntimeError, OverflowError, KeyError) as e:
+            raise self._fail(e) from None
         out_h, out_w = math.ceil(height / self.ratio), math.ceil(width / self.ratio)
         if space in _CMYK:
             mode = "CMYK"
@@ -115,32 +124,109 @@ class JpegOptions:
     def decode(self, data: bytes, plan: tuple | None = None, out: np.ndarray | None = None):
         """One image as an (H, W, C) uint8 array, decoded into ``out`` when given (of the
         planned shape); InvalidArgumentError for data this decoder cannot read."""
-        lib = _library()
         if plan is None:
             plan = self.plan(data)
         shape, mode, min_h, min_w = plan
-        strict = not self.try_recover_truncated
+        if isinstance(mode, np.ndarray):    # PNG or GIF data, decoded by plan()
+            if out is None:
+                return mode
+            out[...] = mode
+            return out
         try:
-            if mode == "CMYK":
-                image = _cmyk_to_rgb(lib.decode_jpeg(
-                    data, colorspace="CMYK", fastdct=self.fastdct,
-                    fastupsample=not self.fancy_upscaling, min_height=min_h, min_width=min_w,
-                    strict=strict))
-                if shape[2] == 1:
-                    image = _rgb_to_gray(image)
-            else:
-                image = lib.decode_jpeg(data, colorspace=mode, fastdct=self.fastdct,
-                                        fastupsample=not self.fancy_upscaling, min_height=min_h,
-                                        min_width=min_w, strict=strict,
-                                        buffer=None if out is None or mode == "CMYK" else out)
-        except (ValueError, RuntimeError, OverflowError) as e:
-            raise self._fail(data, e) from None
+            image = self._decompress(data, shape, mode, min_h, min_w, True, out)
+        except (ValueError, RuntimeError, OverflowError, KeyError) as e:
+            image = self._decode_damaged(data, shape, mode, min_h, min_w, out, e)
         if image.ndim == 2:
             image = image[:, :, None]
         if out is not None and not np.shares_memory(image, out):
             out[...] = image
             return out
         return image
+
+    def _decode_damaged(self, data, shape, mode, min_h, min_w, out, error):
+        """What libjpeg (as TensorFlow drives it) makes of data that libjpeg-turbo's strict
+        mode refused. Complete data (its scans end in an EOI marker) that libjpeg only
+        warns about (corrupt entropy data, extraneous bytes) decodes as libjpeg decodes
+        it. Truncated data fails unless ``try_recover_truncated``: then libjpeg ends it
+        with a fake EOI marker and decodes what is there (see ``decode_jpeg``)."""
+        complete, multi_scan = jpeg_layout(data)
+        if not complete and not self.try_recover_truncated:
+            if self.acceptable_fraction < 1 and not multi_scan:
+                raise UnimplementedError(
+                    "decode_jpeg: acceptable_fraction < 1 (keeping the rows read before a "
+                    "truncated JPEG ends) is not supported; pass try_recover_truncated=True "
+                    "to decode truncated images", "DecodeJpeg")
+            raise self._fail(error)
+        try:
+            return self._decompress(data, shape, mode, min_h, min_w, False, out)
+        except (ValueError, RuntimeError, OverflowError, KeyError) as e:
+            raise self._fail(e) from None
+
+    def _decompress(self, data, shape, mode, min_h, min_w, strict, out):
+        lib = _library()
+        if mode != "CMYK":
+            return lib.decode_jpeg(data, colorspace=mode, fastdct=self.fastdct,
+                                   fastupsample=not self.fancy_upscaling, min_height=min_h,
+                                   min_width=min_w, strict=strict,
+                                   buffer=out)
+        image = _cmyk_to_rgb(lib.decode_jpeg(
+            data, colorspace="CMYK", fastdct=self.fastdct, fastupsample=not self.fancy_upscaling,
+            min_height=min_h, min_width=min_w, strict=strict))
+        return _rgb_to_gray(image) if shape[2] == 1 else image
+
+
+_STANDALONE = frozenset([0x01, 0xD8, *range(0xD0, 0xD8)])
+_PROGRESSIVE_SOF = frozenset([0xC2, 0xC6, 0xCA, 0xCE])
+
+
+def jpeg_layout(data: bytes) -> tuple:
+    """``(complete, multi_scan)`` of a JPEG from its markers: whether libjpeg reaches an
+    EOI marker inside ``data`` (else it runs out of data: a truncated image), and whether
+    the image has several scans (progressive, or one scan per component), which libjpeg
+    buffers whole before it returns any row."""
+    n = len(data)
+    pos, components, multi_scan, scans = 2, 0, False, 0
+    while pos + 1 < n:
+        if data[pos] != 0xFF:                 # stray bytes: libjpeg skips them
+            pos = data.find(b"\xff", pos)
+            if pos < 0:
+                break
+            continue
+        marker = data[pos + 1]
+        if marker == 0xFF:
+            pos += 1
+            continue
+        if marker == 0xD9:
+            return True, multi_scan
+        if marker in _STANDALONE:
+            pos += 2
+            continue
+        if pos + 4 > n:
+            break
+        end = pos + 2 + int.from_bytes(data[pos + 2:pos + 4], "big")
+        if end > n:
+            break
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC) and pos + 10 <= n:
+            components = data[pos + 9]
+            multi_scan = multi_scan or marker in _PROGRESSIVE_SOF
+        if marker == 0xDA:
+            scans += 1
+            multi_scan = multi_scan or scans > 1 or (pos + 4 < n and data[pos + 4] < components)
+            pos = end                          # entropy-coded data up to the next marker
+            while True:
+                pos = data.find(b"\xff", pos)
+                if pos < 0 or pos + 1 >= n:
+                    return False, multi_scan
+                if data[pos + 1] == 0 or 0xD0 <= data[pos + 1] <= 0xD7:
+                    pos += 2
+                    continue
+                break
+            continue
+        pos = end
+    return False, multi_scan
+
+
+codecs.jpeg_options = JpegOptions
 
 
 def _cmyk_to_rgb(cmyk: np.ndarray) -> np.ndarray:
@@ -289,19 +375,28 @@ def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True, try_recover
                 acceptable_fraction=1, dct_method="", name=None):
     """Decodes JPEG images to uint8 arrays (``tf.io.decode_jpeg``, same pixels).
 
+    Like TensorFlow's, it also decodes PNG data (``channels`` 0 keeps a PNG's own
+    channels, alpha included; 4 is allowed for PNG only) and single-frame GIFs, as
+    ``decode_png`` and ``decode_gif`` do; BMP data is refused.
+
     Args:
         contents: one encoded image (``bytes``), or a list or 1-D array of them (a
             batch, decoded by parallel threads: nbdata's extension; all images of a
             batch must decode to one shape).
         channels: 0 (the number in the image: 1 for grayscale, 3 for color), 1
-            (grayscale) or 3 (RGB).
+            (grayscale), 3 (RGB) or 4 (PNG data only).
         ratio: downscale by 1, 2, 4 or 8 while decoding (each side rounded up).
         fancy_upscaling: smooth chroma upsampling (libjpeg's fancy upsampling).
-        try_recover_truncated: decode what a truncated image holds instead of
-            failing (libjpeg-turbo's lenient mode; missing rows are gray).
-        acceptable_fraction: checked to be in [0, 1]; libjpeg-turbo does not report
-            how many rows a truncated image held, so it is not enforced (see
-            ``try_recover_truncated``).
+        try_recover_truncated: decode a truncated image instead of failing: the data
+            is ended with a fake EOI marker, as TensorFlow ends it, and what is missing
+            decodes as libjpeg's gray. The rows of the MCU rows read whole equal
+            TensorFlow's; TensorFlow's band of damaged rows after them does not (its
+            source manager re-reads bytes there). A cut before the scan data fails.
+        acceptable_fraction: in [0, 1]. Below 1 TensorFlow keeps the rows libjpeg
+            read before a truncated image ends (zeros after them) when
+            ``try_recover_truncated`` is False; nbdata cannot count those rows and
+            raises UnimplementedError for such an image (a complete image, or one
+            TensorFlow rejects anyway, is unaffected).
         dct_method: ``""`` (TensorFlow's default, the fast integer DCT),
             ``"INTEGER_FAST"`` or ``"INTEGER_ACCURATE"``.
         name: ignored (TensorFlow's op name).
@@ -310,9 +405,10 @@ def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True, try_recover
         An (H, W, C) uint8 array, or (N, H, W, C) for a batch.
 
     Raises:
-        InvalidArgumentError: data that is not a readable JPEG (naming the image of a
-            batch), bad arguments, or batch images of different shapes.
-        UnimplementedError: the ``[image]`` extra is not installed.
+        InvalidArgumentError: data that is not a readable image (naming the image of
+            a batch), bad arguments, or batch images of different shapes.
+        UnimplementedError: the ``[image]`` extra is not installed; see
+            ``acceptable_fraction``; WebP and JPEG XL data.
 
     Inside ``Dataset.map`` on file records, the call becomes a record kernel that
     decodes each chunk of records in parallel threads.
