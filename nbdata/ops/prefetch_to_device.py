@@ -181,10 +181,10 @@ def _pinned(array: np.ndarray) -> bool:
 
 
 class PinnedPool:
-    """Pinned host blocks by size class (powers of two from 64 KiB), for the arrays fused
+    """Pinned host blocks by size class (powers of two from 4 KiB), for the arrays fused
     stages write their outputs into; small arrays are ordinary host memory."""
 
-    MIN_BYTES = 1 << 16
+    MIN_BYTES = 1 << 12
 
     def __init__(self, backend):
         self.backend = backend
