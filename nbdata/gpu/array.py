@@ -207,6 +207,7 @@ class DeviceArray:
 def _order_after(be, stream, event) -> None:
     """Make the consumer's stream (a DLPack stream number) wait for ``event``."""
     from cuda.bindings import driver
+    be.bind()
     handle = {None: 0, 1: 0, 2: 2}.get(stream, stream)   # 2: CU_STREAM_PER_THREAD
     (err,) = driver.cuStreamWaitEvent(handle, int(event.handle), 0)
     if int(err) != 0:

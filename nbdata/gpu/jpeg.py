@@ -239,8 +239,10 @@ def _decode_with_library(batch: RaggedBatch, values: list, host) -> None:
 def _decode_with_codec(nvimgcodec, be, batch: RaggedBatch, streams: list, channels: int,
                        stream) -> None:
     decoder = _decoder(nvimgcodec, be)
-    targets = [nvimgcodec.as_image(_target(be, batch, j)) for j in range(len(batch))]
     handle = 0 if be.name == "sim" or stream is None else int(stream.handle)
+    # The targets carry nbdata's stream: without one nvImageCodec orders each image after
+    # the legacy default stream (the training loop's) and serialises decode with it.
+    targets = [nvimgcodec.as_image(_target(be, batch, j), handle) for j in range(len(batch))]
     if channels:
         results = decoder.decode(streams, images=targets, params=_params_for(nvimgcodec, channels),
                                  cuda_stream=handle)
@@ -257,7 +259,10 @@ def _decode_with_codec(nvimgcodec, be, batch: RaggedBatch, streams: list, channe
 
 def _params_for(nvimgcodec, channels: int):
     gray = channels == 1
+    # EXIF orientation is not applied (nd.image.decode_jpeg and TF do not): applied, an
+    # Orientation=6 image would decode transposed into a buffer shaped for the stored one.
     return nvimgcodec.DecodeParams(
+        apply_exif_orientation=False,
         color_spec=nvimgcodec.ColorSpec.GRAY if gray else nvimgcodec.ColorSpec.SRGB,
         sample_format=nvimgcodec.SampleFormat.I_Y if gray else nvimgcodec.SampleFormat.I_RGB)
 

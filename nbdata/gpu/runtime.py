@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 from typing import Any
 
 import numpy as np
@@ -34,10 +35,17 @@ def simulated() -> bool:
     return bool(numba.config.ENABLE_CUDASIM)
 
 
-@functools.lru_cache(maxsize=None)
 def backend() -> "Backend":
-    """The backend of this process (made once); raises UnavailableError when neither a
-    GPU nor the simulator can be used."""
+    """The backend of this process (made once), with its device current on the calling
+    thread; raises UnavailableError when neither a GPU nor the simulator can be used."""
+    be = _backend()
+    be.bind()
+    return be
+
+
+@functools.lru_cache(maxsize=None)
+def _backend() -> "Backend":
+    _numpy_names_for_numba_cuda()
     try:
         from numba import cuda
     except ImportError as e:   # pragma: no cover - numba always ships numba.cuda
@@ -54,6 +62,15 @@ def backend() -> "Backend":
     except Exception as e:  # noqa: BLE001 - no driver, no GPU: cuda.core raises several types
         raise UnavailableError(f"nbdata.gpu: no usable CUDA GPU ({type(e).__name__}: {e})") from None
     return CudaBackend(cuda, core, device)
+
+
+def _numpy_names_for_numba_cuda() -> None:
+    """numba-cuda (0.30.4 and before) registers an overload of ``np.row_stack`` when its
+    array typing first loads, at the first kernel compile; NumPy 2.5 removed that alias
+    of ``np.vstack``, so every compile raised AttributeError there. Restore the alias
+    (only where it is missing) before numba-cuda needs it."""
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
 
 
 def available() -> bool:
@@ -155,42 +172,57 @@ class CudaBackend(Backend):
     def __init__(self, cuda, core, device):
         self.cuda, self.core, self.device = cuda, core, device
         self.device_id = int(device.device_id)
+        self.local = threading.local()
         self.pool = core.DeviceMemoryResource(device)
         self.pinned_pool = core.LegacyPinnedMemoryResource()
         self.default = device.create_stream()
 
+    def bind(self) -> None:
+        """The device's primary context current on the calling thread, once per thread:
+        CUDA's current context is per thread, and pipelines allocate, copy, decode and
+        launch on their background threads (prefetch producers, the staging thread,
+        parallel maps). Every method below that calls CUDA binds first."""
+        if not getattr(self.local, "bound", False):
+            self.device.set_current()
+            self.local.bound = True
+
     def alloc(self, nbytes: int, stream=None):
+        self.bind()
         return self.pool.allocate(max(1, nbytes), stream=stream or self.default)
 
-    def bind(self) -> None:
-        self.device.set_current()
-
     def pinned(self, nbytes: int):
+        self.bind()
         buf = self.pinned_pool.allocate(max(1, nbytes))
         # A writable view of the pinned bytes (arrays from DLPack may be read-only).
         memory = (ctypes.c_uint8 * max(1, nbytes)).from_address(int(buf.handle))
         return buf, np.ctypeslib.as_array(memory)[:nbytes]
 
     def copy_h2d(self, dst, src: np.ndarray, stream) -> None:
+        self.bind()
         _driver("cuMemcpyHtoDAsync", int(dst.handle), int(src.ctypes.data), src.nbytes,
                 int(stream.handle))
 
     def copy_d2h(self, dst: np.ndarray, src, nbytes: int, stream) -> None:
+        self.bind()
         _driver("cuMemcpyDtoHAsync", int(dst.ctypes.data), int(src.handle), nbytes,
                 int(stream.handle))
 
     def stream(self):
+        self.bind()
         return self.device.create_stream(options=self.core.StreamOptions(nonblocking=True))
 
     def event(self, stream):
+        self.bind()
         return stream.record(options=self.core.EventOptions(timing_enabled=True))
 
     def wait(self, stream, event) -> None:
         if event is not None:
+            self.bind()
             stream.wait(event)
 
     def sync(self, event_or_stream) -> None:
         if event_or_stream is not None:
+            self.bind()
             event_or_stream.sync()
 
     def elapsed_ms(self, start, end) -> float | None:

@@ -4,9 +4,13 @@ and of the driver's copy calls that works on host memory: no GPU is needed, so C
 checks the calls the GPU path makes (the API of cuda-core 1.2 / cuda-bindings 13:
 ``DeviceMemoryResource.allocate(size, stream=)``, ``LegacyPinnedMemoryResource``,
 ``Stream.record(options=)``, ``Event.sync/is_done``, ``cuMemcpyHtoDAsync(dst, src, n,
-stream)``). Kernels are not launched here (the simulator cannot take device pointers)."""
+stream)``). As the driver does, every call that needs a CUDA context fails on a thread
+where the device was not made current (``Device.set_current`` is per thread): pipelines
+call CUDA on their background threads. Kernels are not launched here (the simulator
+cannot take device pointers)."""
 
 import ctypes
+import threading
 import types
 
 import numpy as np
@@ -15,6 +19,15 @@ import pytest
 from nbdata.gpu import runtime
 
 driver = pytest.importorskip("cuda.bindings.driver")
+
+
+_current = threading.local()
+
+
+def _needs_context(what: str) -> None:
+    if not getattr(_current, "device", None):
+        raise RuntimeError(f"{what}: CUDA_ERROR_INVALID_CONTEXT (no CUDA context is current on "
+                           f"thread {threading.current_thread().name})")
 
 
 class FakeBuffer:
@@ -58,10 +71,12 @@ class FakeStream:
         self.waited = []
 
     def record(self, event=None, options=None):
+        _needs_context("Stream.record")
         assert options is None or options.timing_enabled
         return event or FakeEvent()
 
     def wait(self, event):
+        _needs_context("Stream.wait")
         self.waited.append(event)
 
     def sync(self):
@@ -71,7 +86,11 @@ class FakeStream:
 class FakeDevice:
     device_id = 0
 
+    def set_current(self):
+        _current.device = self
+
     def create_stream(self, obj=None, options=None):
+        _needs_context("Device.create_stream")
         return FakeStream()
 
 
@@ -80,6 +99,7 @@ class FakePool:
         self.allocated = 0
 
     def allocate(self, size, *, stream):
+        _needs_context("DeviceMemoryResource.allocate")
         assert isinstance(stream, FakeStream), "allocations are stream-ordered"
         self.allocated += size
         return FakeBuffer(size)
@@ -87,6 +107,7 @@ class FakePool:
 
 class FakePinned:
     def allocate(self, size, *, stream=None):
+        _needs_context("LegacyPinnedMemoryResource.allocate")   # records a default stream
         return FakeBuffer(size)
 
 
@@ -100,13 +121,17 @@ fake_core = types.SimpleNamespace(
 
 
 def _copy(dst, src, n, stream):
+    if not getattr(_current, "device", None):
+        return (201,)   # CUDA_ERROR_INVALID_CONTEXT
     ctypes.memmove(int(dst), int(src), int(n))
     return (0,)
 
 
 @pytest.fixture
 def cuda_backend(monkeypatch):
-    be = runtime.CudaBackend(None, fake_core, FakeDevice())
+    device = FakeDevice()
+    device.set_current()   # as runtime.backend() does on the thread that first asks
+    be = runtime.CudaBackend(None, fake_core, device)
     monkeypatch.setattr(runtime, "backend", lambda: be)
     monkeypatch.setattr(driver, "cuMemcpyHtoDAsync", _copy)
     monkeypatch.setattr(driver, "cuMemcpyDtoHAsync", _copy)
@@ -159,3 +184,31 @@ def test_prefetch_to_device_pipeline_on_the_cuda_backend(cuda_backend):
     np.testing.assert_array_equal(np.concatenate([b for _, b in out]), np.arange(64) + 1)
     (stage,) = [s for s in ds.compile().stats().stages if s.title.startswith("prefetch_to_device")]
     assert stage.chosen["direct copies"] == 4 and stage.chosen["copy ms"] == pytest.approx(2.0)
+
+
+def test_every_thread_that_calls_cuda_makes_the_device_current(cuda_backend):
+    # The fake driver refuses calls on a thread with no current context; the backend's
+    # methods bind the device on each thread (prefetch producers, the staging thread).
+    from nbdata.gpu.array import DeviceArray
+    errors, results = [], []
+
+    def work():
+        try:
+            d = DeviceArray.from_host(np.arange(6, dtype=np.int16))
+            results.append(d.copy_to_host())
+            _, view = cuda_backend.pinned(16)
+            results.append(view.size)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert not errors, errors
+    np.testing.assert_array_equal(results[0], np.arange(6, dtype=np.int16))
+    assert results[1] == 16
+    probe = []
+    t = threading.Thread(target=lambda: probe.append(getattr(_current, "device", None)))
+    t.start()
+    t.join()
+    assert probe == [None]   # the fake's rule holds: a fresh thread has no context

@@ -1,6 +1,8 @@
 """nd.gpu ops and their fused kernels against the CPU nd.image ops (tiny shapes: the
 kernels run in Numba's CUDA simulator unless NBDATA_GPU_TESTS=device)."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -108,6 +110,12 @@ def test_the_kernel_cache_is_bounded_and_lets_functions_go():
         nd.gpu.apply(x, lambda v, k=k: v + k)
     gc.collect()
     assert len(backend_gpu._kernels) <= backend_gpu._MAX_KERNELS
+    if DeviceArray.from_host(np.zeros(1)).__dlpack_device__()[0] != 1:
+        # On a GPU (H200, numba-cuda 0.30.4) the function stays alive after its kernel
+        # leaves nbdata's cache: numba-cuda's global CUDA target context keeps every
+        # compiled device function (insert_user_function), and with it the Python
+        # function. nbdata's own cache lets it go (checked in the simulator).
+        pytest.xfail("numba-cuda keeps compiled device functions for the process")
     assert gone() is None
 
 
@@ -145,8 +153,21 @@ def test_device_array_views_and_protocols(images):
     np.testing.assert_array_equal(host(d[1:3]), images[1:3])
     cai = d.__cuda_array_interface__
     assert cai["version"] == 3 and cai["shape"] == d.shape and cai["typestr"] == "|u1"
-    np.testing.assert_array_equal(np.from_dlpack(d), images)   # the simulator's memory is host memory
     np.testing.assert_array_equal(np.asarray(d), images)
+    if d.__dlpack_device__()[0] == 1:   # the simulator's memory is host memory
+        np.testing.assert_array_equal(np.from_dlpack(d), images)
+        return
+    with pytest.raises(BufferError):   # a GPU's memory is no NumPy array
+        np.from_dlpack(d)
+    torch = pytest.importorskip("torch")
+    t = torch.from_dlpack(d)   # on the GPU, no copy
+    assert t.is_cuda and t.data_ptr() == d.pointer and tuple(t.shape) == d.shape
+    np.testing.assert_array_equal(t.cpu().numpy(), images)
+    if importlib.util.find_spec("cupy") is not None:
+        import cupy
+        c = cupy.asarray(d)   # __cuda_array_interface__
+        assert c.data.ptr == d.pointer
+        np.testing.assert_array_equal(cupy.asnumpy(c), images)
 
 
 def test_without_gpu_or_simulator_gpu_calls_raise_unavailable():
