@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 import numpy as np
@@ -50,9 +51,10 @@ def main(argv: list[str] | None = None) -> None:
                                           "show the first Examples' features")
     look.add_argument("file")
     look.add_argument("--compression", choices=["", "GZIP", "ZLIB"], default=None,
-                      help="default: guessed from the file's first bytes")
+                      help="default: GZIP or ZLIB when the file's first bytes inflate as such")
     look.add_argument("--format", choices=["tfrecord", "text"], default=None,
-                      help="default: tfrecord when the first record's checksum holds")
+                      help="default: tfrecord when the first record's length checksum holds, "
+                           "text when the first bytes are text, else an error")
     look.add_argument("--records", type=int, default=3, help="how many records to show")
     fz = sub.add_parser("fuzz", help="mutation-fuzz the readers and decoders")
     fz.add_argument("--cases", type=int, default=100_000)
@@ -64,8 +66,15 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "demo":
         demo(args.rows)
     elif args.command == "inspect":
-        from nbdata.io.inspect import inspect_file
-        inspect_file(args.file, args.compression, args.format, args.records)
+        # Any error: one line on stderr naming the file (and the offset), exit status 1.
+        from nbdata.errors import OpError
+        from nbdata.io.inspect import error_line, inspect_file
+        try:
+            inspect_file(args.file, args.compression, args.format, args.records)
+        except (OpError, OSError) as e:
+            sys.stdout.flush()
+            print(error_line(args.file, e), file=sys.stderr)
+            raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

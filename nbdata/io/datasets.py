@@ -5,7 +5,15 @@ one after the other, in large blocks, and hands out records as chunks (uint8 dat
 int64 offsets), so the ops after it work on whole columns. ``num_parallel_reads=n``
 interleaves ``n`` files (block 1, as tf.data does), each read on its own thread.
 Building a file dataset never touches the file system: a missing file raises
-NotFoundError when iteration reaches it.
+NotFoundError when iteration reaches it, a directory FailedPreconditionError.
+
+GZIP and ZLIB files are read as TensorFlow reads them: a stream that stops early (a cut
+file, a writer that only flushed) ends where its bytes stop inflating, and the format
+then decides (a TFRecord cut inside a record's data is DataLossError, a cut text line
+is a shorter last line); concatenated GZIP members are one stream, what follows a ZLIB
+stream is ignored; a corrupt stream gives every record that inflated before the damage
+(in the steps TensorFlow inflates it: 256 KB, or a text or fixed-length dataset's
+buffer_size), then DataLossError naming the compressed offsets.
 """
 
 from __future__ import annotations
@@ -252,7 +260,8 @@ class FixedLengthRecordDataset(_FileDataset):
     it; for compressed files (size unknown until the end) after its whole records, as
     TensorFlow does. A file shorter than its header and footer raises the same error
     (TensorFlow's unsigned size arithmetic makes that case read nothing or fail
-    with an internal error).
+    with an internal error). A compressed file that fails to inflate gives its whole
+    records before the damage, then DataLossError (TensorFlow ends it quietly there).
 
     Args:
         filenames: a path, a list or array of paths, or a Dataset of scalar strings.

@@ -68,6 +68,8 @@ class TFRecordWriter:
             self.file = open(self.path, "wb")
         except FileNotFoundError:
             raise NotFoundError(f"{self.path}; No such file or directory", "TFRecordWriter") from None
+        except IsADirectoryError:
+            raise FailedPreconditionError(f"{self.path}; Is a directory", "TFRecordWriter") from None
         kind, level = self.options.compression_type, self.options.compression_level
         level = -1 if level is None else int(level)
         wbits = {"GZIP": 16 + zlib.MAX_WBITS, "ZLIB": zlib.MAX_WBITS}.get(kind)
@@ -97,8 +99,9 @@ class TFRecordWriter:
             record, int(masked_crc32c(data, 0, len(data))).to_bytes(4, "little"))))
 
     def flush(self) -> None:
-        """Writes what is buffered to the file (a compressed stream is synced so a
-        reader sees every record written so far)."""
+        """Writes what is buffered to the file. A compressed stream is synced
+        (Z_SYNC_FLUSH): every record written so far inflates, and a reader (nbdata's or
+        TensorFlow's) reads them all, without an error, while the stream is unfinished."""
         if self.closed:
             return
         if self.deflater is not None:

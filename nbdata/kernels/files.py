@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import threading
 import weakref
 import zlib
@@ -20,7 +21,8 @@ from contextlib import nullcontext
 import numpy as np
 
 from nbdata.chunks import MAX_CHUNK_BYTES, StringColumn
-from nbdata.errors import DataLossError, InvalidArgumentError, NotFoundError, OpError
+from nbdata.errors import (DataLossError, FailedPreconditionError, InvalidArgumentError,
+                           NotFoundError, OpError)
 from nbdata.kernels.records import (BAD_DATA_CRC, BAD_LENGTH_CRC, FRAME_HEADER, scan_lines,
                                     scan_tfrecords)
 
@@ -28,6 +30,11 @@ COMPRESSIONS = {None: "", "": "", "GZIP": "GZIP", "ZLIB": "ZLIB"}
 # Bytes read from the file at a time when the dataset gives no buffer_size.
 DEFAULT_BLOCK = 1 << 20
 MIN_BLOCK = 1 << 12
+# TensorFlow's zlib input stream reads a compressed file this many bytes at a time and
+# inflates into an output buffer as large (TFRecord files always; text and fixed-length
+# files use the dataset's buffer_size). The reader here cuts the stream the same way, so
+# a corrupt stream gives the same records before its error (see _Inflater).
+ZLIB_BUFFER = 256 << 10
 
 
 def _inflate_module():
@@ -76,28 +83,39 @@ class ByteStream:
     """The bytes of one file, decompressed when ``compression`` is GZIP or ZLIB.
 
     ``read(n)`` returns up to ``n`` bytes (fewer only at the end); ``offset`` is the
-    position in the decompressed stream. A compressed stream that ends early or is
-    corrupt raises DataLossError naming the file and the compressed offset."""
+    position in the decompressed stream. A compressed stream is read as TensorFlow's
+    zlib input stream reads it: a stream that stops early (a cut file, a writer that
+    only flushed) simply ends where its bytes stop inflating, a ZLIB stream ignores what
+    follows it, concatenated GZIP members continue the stream. A corrupt stream gives
+    what inflated before the damage first (see :class:`_Inflater`); ``readinto`` raises
+    its DataLossError, naming the file and the compressed offsets, once that is read.
+    ``segment`` is the size of TensorFlow's zlib buffers for the reading op."""
 
-    def __init__(self, path: str, compression: str, block: int, op: str, budget=None):
+    def __init__(self, path: str, compression: str, block: int, op: str, budget=None,
+                 segment: int = ZLIB_BUFFER):
         self.path, self.compression, self.block, self.op = path, compression, block, op
         # The pipeline's thread budget: the read-ahead inflater counts as a busy thread
         # in it while it inflates, so kernels meanwhile leave it a core.
         self.budget = budget
+        self.segment = max(1, int(segment))
         try:
             self.file = open(path, "rb", buffering=0)
         except FileNotFoundError:
             raise NotFoundError(f"{path}; No such file or directory", op) from None
         except IsADirectoryError:
-            raise InvalidArgumentError(f"{path}: is a directory, not a file", op) from None
+            # TensorFlow's file system reports EISDIR as FailedPrecondition.
+            raise FailedPreconditionError(f"{path}; Is a directory", op) from None
         except OSError as e:
             raise NotFoundError(f"{path}: cannot open: {e.strerror}", op) from None
-        self.offset = self.raw_offset = 0
+        self.offset = 0
         self.size = os.fstat(self.file.fileno()).st_size
         if compression:
-            self.wbits = 16 + zlib.MAX_WBITS if compression == "GZIP" else zlib.MAX_WBITS
-            self.inflater = INFLATE.decompressobj(self.wbits)
+            # The read-ahead thread's batches of decompressed segments, and the one
+            # being copied out.
+            self.batch: list = []
+            self.batch_pos = 0
             self.pending, self.pending_pos, self.finished = b"", 0, False
+            self.error: OpError | None = None
         self.inflating: _Inflating | None = None
 
     def read(self, n: int) -> bytes:
@@ -110,8 +128,9 @@ class ByteStream:
 
     def readinto(self, out: np.ndarray) -> int:
         """Reads up to ``len(out)`` bytes into the uint8 array ``out``; returns the count
-        (fewer only at the end of the stream). Decompressed blocks are copied straight
-        from the read-ahead thread's output."""
+        (fewer only at the end of the stream). Decompressed segments are copied straight
+        from the read-ahead thread's output. A corrupt stream's error is raised by the
+        first call that finds nothing before it."""
         n = len(out)
         got = 0
         if not self.compression:
@@ -123,49 +142,34 @@ class ByteStream:
                 got += k
             self.offset += got
             return got
-        if self.inflating is None:
+        if self.inflating is None and not self.finished:
             self.inflating = _Inflating(self)
         while got < n:
             if self.pending_pos >= len(self.pending):
+                if self.batch_pos < len(self.batch):
+                    self.pending, self.pending_pos = self.batch[self.batch_pos], 0
+                    self.batch_pos += 1
+                    continue
                 if self.finished:
                     break
-                block = self.inflating.next()
-                if block is None:
+                try:
+                    batch = self.inflating.next()
+                except OpError as e:
+                    self.error, self.finished = e, True
+                    break
+                if batch is None:
                     self.finished = True
                     break
-                self.pending, self.pending_pos = block, 0
+                self.batch, self.batch_pos = batch, 0
+                continue
             take = min(n - got, len(self.pending) - self.pending_pos)
             out[got:got + take] = np.frombuffer(self.pending, np.uint8, take, self.pending_pos)
             self.pending_pos += take
             got += take
         self.offset += got
+        if not got and self.error is not None:
+            raise self.error
         return got
-
-    def _inflate_block(self) -> bytes | None:
-        """The decompressed bytes of the next raw block (None at the end of the stream);
-        runs on the read-ahead thread."""
-        while True:
-            raw = self.file.read(self.block)
-            self.raw_offset += len(raw)
-            if not raw:
-                if not self.inflater.eof:
-                    raise DataLossError(
-                        f"{self.path}: truncated {self.compression} stream: the file ends at byte "
-                        f"{self.raw_offset} inside compressed data", self.op)
-                return None
-            try:
-                out = self.inflater.decompress(raw)
-                # Concatenated gzip members (as `cat a.gz b.gz` makes) continue the stream.
-                while self.inflater.eof and self.inflater.unused_data:
-                    rest = self.inflater.unused_data
-                    self.inflater = INFLATE.decompressobj(self.wbits)
-                    out += self.inflater.decompress(rest)
-            except INFLATE_ERRORS as e:
-                raise DataLossError(
-                    f"{self.path}: corrupt {self.compression} stream near byte {self.raw_offset}: {e}",
-                    self.op) from None
-            if out:
-                return out
 
     def skip(self, n: int) -> None:
         if not self.compression:
@@ -189,10 +193,148 @@ class ByteStream:
         self.file.close()
 
 
+def _read_full(file, n: int) -> bytes:
+    """``n`` bytes of ``file`` (fewer only at its end)."""
+    data = file.read(n)
+    if not data or len(data) == n:
+        return data or b""
+    parts = [data]
+    got = len(data)
+    while got < n:
+        more = file.read(n - got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+class _Inflater:
+    """The decompressed bytes of one GZIP or ZLIB file, as TensorFlow's zlib input stream
+    gives them.
+
+    TensorFlow reads the file ``segment`` bytes at a time (pieces that end at multiples
+    of ``segment``) and each inflate call gives at most ``segment`` bytes; a call that
+    fails loses its output. So a corrupt stream delivers every segment before the
+    failing one, then the error. The file ending before its stream does is not an
+    error: the stream just ends where its bytes stop inflating (the format reader then
+    decides whether a record was cut).
+
+    A first, fast pass inflates in large calls (fewer hand-overs between threads). When
+    it fails, the member is inflated once more, from its first byte, the exact way
+    above, with the standard zlib, giving what that pass would have given past what the
+    fast one did. The same happens when isal's inflater (which may hold back the last
+    few bytes of a cut stream, and words its errors differently) meets the end of a cut
+    member: both inflaters deliver the same bytes and errors."""
+
+    # The fast pass reads about this much at a time and hands out at most FAST_OUTPUT
+    # bytes per inflate call.
+    FAST_READ = 1 << 20
+    FAST_OUTPUT = 1 << 20
+
+    def __init__(self, file, path: str, compression: str, op: str, segment: int):
+        self.file, self.path, self.compression, self.op = file, path, compression, op
+        self.segment = segment
+        self.wbits = 16 + zlib.MAX_WBITS if compression == "GZIP" else zlib.MAX_WBITS
+
+    def _pieces(self, start: int, size: int):
+        """``(offset, bytes)`` of the file from ``start``, in pieces that end at the
+        multiples of ``size``."""
+        self.file.seek(start)
+        pos = start
+        while True:
+            want = size - pos % size
+            raw = _read_full(self.file, want)
+            if raw:
+                yield pos, raw
+                pos += len(raw)
+            if len(raw) < want:
+                return
+
+    def segments(self, stopped, module=None, start: int = 0, skip: int = 0, ended: int = 0,
+                 exact: bool = False):
+        """Yields the decompressed bytes (after the first ``skip``) of the members from
+        the one at file offset ``start`` on (``ended`` members came before it); raises
+        DataLossError where inflating fails. ``exact``: TensorFlow's reads and inflate
+        calls (else the fast pass). ``stopped()`` true ends it early."""
+        module = INFLATE if module is None else module
+        failures = (zlib.error,) if module is zlib else INFLATE_ERRORS
+        gzip_ = self.compression == "GZIP"
+        if exact:
+            read = cap = self.segment
+        else:
+            read = self.segment * -(-self.FAST_READ // self.segment)
+            cap = self.FAST_OUTPUT
+        d = None
+        member, given = start, 0
+        for pos, raw in self._pieces(start, read):
+            if stopped():
+                return
+            tail, at = raw, pos
+            while tail:
+                if d is None:
+                    if ended and not gzip_:
+                        return          # what follows a ZLIB stream is not read
+                    d = module.decompressobj(self.wbits)
+                    member, given = at, 0
+                try:
+                    out = d.decompress(tail, cap)
+                except failures as e:
+                    if not exact:
+                        yield from self.segments(stopped, zlib, member, given, ended, True)
+                        return
+                    raise self._corrupt(e, member, at, at + len(tail), ended) from None
+                if d.eof:
+                    rest = d.unused_data
+                    d = None
+                    ended += 1
+                else:
+                    rest = d.unconsumed_tail
+                    if not out and len(rest) == len(tail):
+                        break           # no progress: wants more input
+                at += len(tail) - len(rest)
+                tail = rest
+                if out:
+                    given += len(out)
+                    if skip:
+                        if skip >= len(out):
+                            skip -= len(out)
+                            continue
+                        out, skip = out[skip:], 0
+                    yield out
+        if d is not None and not exact and module is not zlib:
+            # Cut inside a member: the standard zlib gives every byte that inflates.
+            yield from self.segments(stopped, zlib, member, given, ended, True)
+
+    def _corrupt(self, e: Exception, member: int, lo: int, hi: int, ended: int) -> DataLossError:
+        text = str(e)
+        m = re.match(r"Error (-?\d+) while decompressing data:? ?(.*)", text)
+        why = f"inflate() failed with error {m.group(1)}: {m.group(2) or 'unknown'}" if m else text
+        name = self.compression
+        self.file.seek(member)
+        head = self.file.read(2)
+        if name == "GZIP":
+            member_like = head[:2] == b"\x1f\x8b"[:len(head)]
+        else:
+            member_like = (len(head) == 2 and head[0] & 0x0F == 8
+                           and (head[0] << 8 | head[1]) % 31 == 0)
+        size = os.fstat(self.file.fileno()).st_size
+        if not member_like and ended:
+            what = (f"{size - member} trailing bytes at offset {member}, after the end of the "
+                    f"GZIP stream, are not a GZIP member")
+        elif not member_like and member == 0:
+            what = f"not a {name} stream (bad header at offset 0)"
+        else:
+            what = f"corrupt {name} stream in the compressed bytes at offsets {lo}..{hi}"
+        return DataLossError(f"{self.path}: {what}: {why}", self.op)
+
+
 class _Inflating:
-    """Decompresses a stream's next blocks on a thread of its own (zlib runs without the
-    GIL), so that inflating overlaps the parsing of what was inflated before. At most
-    ``AHEAD`` blocks wait; an error is raised by ``next`` in the order it happened."""
+    """Decompresses a stream on a thread of its own (zlib runs without the GIL), so that
+    inflating overlaps the parsing of what was inflated before. Segments are handed over
+    in batches of at least the stream's block size; at most ``AHEAD`` batches wait.
+    ``next`` gives every batch in order, then None at the end or raises the stream's
+    error: what was inflated before an error is never dropped."""
 
     AHEAD = 8
 
@@ -200,33 +342,51 @@ class _Inflating:
         self.queue: queue.Queue = queue.Queue(self.AHEAD)
         self.stopping = threading.Event()
         self.done = False
+        source = _Inflater(stream.file, stream.path, stream.compression, stream.op,
+                           stream.segment)
         # The thread holds the stream weakly: a reader dropped without close() is
         # collected, and the thread then ends instead of waiting forever.
-        self.thread = threading.Thread(target=self._run, args=(weakref.ref(stream),),
-                                       daemon=True, name="nbdata-inflate")
+        self.thread = threading.Thread(
+            target=self._run, args=(weakref.ref(stream), source, stream.budget, stream.block),
+            daemon=True, name="nbdata-inflate")
         self.thread.start()
 
-    def _run(self, stream_ref) -> None:
-        while not self.stopping.is_set():
-            stream = stream_ref()
-            if stream is None:
-                return
+    def _put(self, stream_ref, item) -> bool:
+        while not self.stopping.is_set() and stream_ref() is not None:
             try:
-                with stream.budget.worker() if stream.budget is not None else nullcontext():
-                    item = stream._inflate_block()
-            except BaseException as e:  # handed to the reader, raised there
-                item = e
-            del stream
+                self.queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self, stream_ref, source: _Inflater, budget, batch_bytes: int) -> None:
+        segments = source.segments(self.stopping.is_set)
+        batch: list = []
+        size = 0
+        try:
             while not self.stopping.is_set() and stream_ref() is not None:
                 try:
-                    self.queue.put(item, timeout=0.05)
-                    break
-                except queue.Full:
-                    continue
-            if item is None or isinstance(item, BaseException):
-                return
+                    with budget.worker() if budget is not None else nullcontext():
+                        piece = next(segments, None)
+                except BaseException as e:  # handed to the reader, raised after the batch
+                    if not batch or self._put(stream_ref, batch):
+                        self._put(stream_ref, e)
+                    return
+                if piece is None:
+                    if not batch or self._put(stream_ref, batch):
+                        self._put(stream_ref, None)
+                    return
+                batch.append(piece)
+                size += len(piece)
+                if size >= batch_bytes:
+                    if not self._put(stream_ref, batch):
+                        return
+                    batch, size = [], 0
+        finally:
+            segments.close()
 
-    def next(self) -> bytes | None:
+    def next(self) -> list | None:
         if self.done:
             return None
         item = self.queue.get()
@@ -242,7 +402,9 @@ class _Inflating:
 
 class Blocks:
     """A growable window ``buf[lo:hi]`` over a stream; ``base`` is the stream offset of
-    ``buf[0]``."""
+    ``buf[0]``. A stream that fails (a corrupt compressed file) ends the window like the
+    end of the file, with ``error`` set: the reader cuts the records before it, then
+    raises it where it would have met the end."""
 
     def __init__(self, stream: ByteStream, block: int):
         self.stream, self.block = stream, block
@@ -250,6 +412,12 @@ class Blocks:
         self.lo = self.hi = 0
         self.base = stream.offset
         self.eof = False
+        self.error: OpError | None = None
+
+    def fail(self) -> OpError:
+        """The stream's error, the window dropped (the file is read no further)."""
+        self.lo = self.hi
+        return self.error
 
     @property
     def offset(self) -> int:
@@ -270,7 +438,10 @@ class Blocks:
                 grown = np.empty(max(2 * len(self.buf), self.hi + want), np.uint8)
                 grown[:self.hi] = self.buf[:self.hi]
                 self.buf = grown
-            got = self.stream.readinto(self.buf[self.hi:self.hi + want])
+            try:
+                got = self.stream.readinto(self.buf[self.hi:self.hi + want])
+            except OpError as e:
+                self.error, got = e, 0
             if not got:
                 self.eof = True
                 break
@@ -283,9 +454,9 @@ class FormatReader:
     op = "file"
 
     def __init__(self, path: str, compression: str, block: int, state: dict | None,
-                 budget=None):
+                 budget=None, segment: int = ZLIB_BUFFER):
         self.path = path
-        self.stream = ByteStream(path, compression, block, self.op, budget)
+        self.stream = ByteStream(path, compression, block, self.op, budget, segment)
         self.block = block
         self.start(state)
 
@@ -329,6 +500,9 @@ class TFRecordReader(FormatReader):
                                      "data's CRC32C does not match)")
                 need = max(need, FRAME_HEADER)
             if w.eof:
+                if w.error is not None:
+                    # What inflated before the damage is read; the rest is lost.
+                    raise w.fail()
                 if w.hi - w.lo < FRAME_HEADER:
                     # Nothing, or part of a length header, is left: the end of the file
                     # (TensorFlow's reader ends there without an error too).
@@ -366,12 +540,15 @@ class TextLineReader(FormatReader):
             if w.hi > w.lo or w.eof:
                 out = np.empty(w.hi - w.lo, np.uint8)
                 offsets = np.empty(want + 1, np.int64)
-                n, pos = scan_lines(w.buf, w.lo, w.hi, w.eof, want, MAX_CHUNK_BYTES, out, offsets,
-                                    self.one_cr)
+                # Before a stream error the last, unfinished line is no line (as in TF).
+                n, pos = scan_lines(w.buf, w.lo, w.hi, w.eof and w.error is None, want,
+                                    MAX_CHUNK_BYTES, out, offsets, self.one_cr)
                 if n:
                     w.lo = pos
                     return StringColumn(out[:offsets[n]], offsets[:n + 1])
                 if w.eof:
+                    if w.error is not None:
+                        raise w.fail()
                     return None
             w.fill(w.hi - w.lo + self.block)
 
@@ -383,10 +560,10 @@ class FixedLengthReader(FormatReader):
     op = "FixedLengthRecordDataset"
 
     def __init__(self, path, compression, block, state, record_bytes, header_bytes, footer_bytes,
-                 budget=None):
+                 budget=None, segment: int = ZLIB_BUFFER):
         self.record_bytes, self.header_bytes = record_bytes, header_bytes
         self.footer_bytes = footer_bytes
-        super().__init__(path, compression, max(block, record_bytes), state, budget)
+        super().__init__(path, compression, max(block, record_bytes), state, budget, segment)
 
     def _size_error(self, body: int):
         return RecordSizeError(
@@ -418,6 +595,9 @@ class FixedLengthReader(FormatReader):
                 # footer is then an error (a compressed file's size is known only now).
                 body = w.hi - w.lo - self.footer_bytes
                 if body < rb:
+                    if w.error is not None:
+                        # TensorFlow ends such a file quietly; its damage is reported here.
+                        raise w.fail()
                     if body == 0:
                         return None
                     total = w.offset - self.header_bytes + body
@@ -436,12 +616,17 @@ def open_reader(fmt: dict, path: str, state: dict | None, budget=None):
     ``budget`` is the pipeline's ThreadBudget (its inflater thread counts in it)."""
     kind = fmt["kind"]
     block = max(MIN_BLOCK, int(fmt.get("buffer_size") or DEFAULT_BLOCK))
+    # TensorFlow's zlib buffers: fixed for TFRecord files, the buffer_size for the others
+    # (taken as at least MIN_BLOCK here).
+    segment = (ZLIB_BUFFER if kind == "tfrecord" or not fmt.get("buffer_size")
+               else max(MIN_BLOCK, int(fmt["buffer_size"])))
     if kind in ("tfrecord", "text"):
         cls = TFRecordReader if kind == "tfrecord" else TextLineReader
-        return cls(path, fmt["compression"], block, state, budget)
+        return cls(path, fmt["compression"], block, state, budget, segment)
     if kind == "fixed":
         return FixedLengthReader(path, fmt["compression"], block, state, int(fmt["record_bytes"]),
-                                 int(fmt["header_bytes"]), int(fmt["footer_bytes"]), budget)
+                                 int(fmt["header_bytes"]), int(fmt["footer_bytes"]), budget,
+                                 segment)
     raise ValueError(f"unknown record format {kind!r}")
 
 

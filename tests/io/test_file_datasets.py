@@ -226,16 +226,21 @@ def test_partial_length_header_at_the_end_is_the_end(tmp_path, compression):
             assert read_all(ds) == [b"hello"]
 
 
-def test_truncated_gzip_stream_is_data_loss(tmp_path):
+def test_cut_gzip_stream_ends_where_it_stops_inflating(tmp_path):
+    """As TensorFlow's zlib stream: a cut stream is no error of its own; the TFRecord
+    reader then finds its last record cut, the text reader a shorter last line.
+    tests/io/test_damaged_compressed.py compares many cuts with TensorFlow."""
     packed = (DATA / "examples.tfrecord.gz").read_bytes()
     path = tmp_path / "cut.gz"
     path.write_bytes(packed[:300])
-    with pytest.raises(nd.errors.DataLossError, match="cut.gz"):
+    with pytest.raises(nd.errors.DataLossError, match=r"cut.gz: truncated record at \d+"):
         read_all(nd.TFRecordDataset(str(path), compression_type="GZIP"))
-    with pytest.raises(nd.errors.DataLossError, match="truncated GZIP stream"):
-        read_all(nd.TextLineDataset(str(path), compression_type="GZIP"))
+    data = zlib.decompressobj(31).decompress(packed[:300])
+    want = [line.replace(b"\r", b"") for line in data.split(b"\n")]
+    assert read_all(nd.TextLineDataset(str(path), compression_type="GZIP")) == [
+        w for i, w in enumerate(want) if w or i < len(want) - 1]
     path.write_bytes(b"not a gzip stream at all")
-    with pytest.raises(nd.errors.DataLossError, match="corrupt GZIP"):
+    with pytest.raises(nd.errors.DataLossError, match="not a GZIP stream"):
         read_all(nd.TFRecordDataset(str(path), compression_type="GZIP"))
 
 
@@ -269,7 +274,7 @@ def test_each_inflater_reads_and_rejects_alike(monkeypatch, tmp_path, module):
     packed = (DATA / "examples.tfrecord.gz").read_bytes()
     cut = tmp_path / "cut.gz"
     cut.write_bytes(packed[:300])
-    with pytest.raises(nd.errors.DataLossError, match="truncated GZIP stream"):
+    with pytest.raises(nd.errors.DataLossError, match="truncated record at"):
         read_all(nd.TFRecordDataset(str(cut), compression_type="GZIP"))
     cut.write_bytes(packed[:20] + bytes(b ^ 0x5A for b in packed[20:60]) + packed[60:])
     with pytest.raises(nd.errors.DataLossError, match="corrupt GZIP"):
@@ -283,7 +288,9 @@ def test_abandoned_compressed_reader_lets_its_thread_end(tmp_path):
     import threading
     import time
     path = tmp_path / "lines.gz"
-    path.write_bytes(gzip.compress(b"".join(b"line %d\n" % i for i in range(200_000))))
+    # 22 MB of lines: more than the read-ahead queue holds, so the thread is still busy.
+    path.write_bytes(gzip.compress(b"".join(b"line %d %s\n" % (i, b"x" * 100)
+                                            for i in range(200_000)), 1))
     it = iter(nd.TextLineDataset(str(path), compression_type="GZIP", buffer_size=4096))
     next(it)
     assert any(t.name == "nbdata-inflate" for t in threading.enumerate())
