@@ -4,6 +4,13 @@ An iterator's state is plain data: dicts, lists, numbers, strings, bytes, NumPy 
 and the chunks of rows an op holds (a partial batch, a shuffle buffer). ``encode``
 writes it as one JSON document plus raw buffers, ``decode`` reads it back; nothing in
 it is executed when read (no pickle).
+
+Layout (format version 2): the magic ``NBSTATE`` and the version digit ``2``; the
+payload length (8 bytes, little-endian); the CRC32C of those 16 bytes and the CRC32C of
+the payload (4 bytes each); then the payload: the JSON document's length and text, the
+buffer table's length and text (``[[offset, size], ...]``), and the buffers. ``decode``
+checks all of it before reading anything: a state that is cut short, altered, or of
+another format version raises DataLossError saying which.
 """
 
 from __future__ import annotations
@@ -16,11 +23,16 @@ from typing import Any
 import numpy as np
 
 from nbdata.chunks import Chunk, RowList, StringColumn
-from nbdata.errors import DataLossError, InvalidArgumentError, UnimplementedError
+from nbdata.errors import (DataLossError, InvalidArgumentError, NotFoundError, OpError,
+                           UnimplementedError)
+from nbdata.kernels.crc32c import crc32c_bytes as _crc
 from nbdata.spec import is_dataset
 
-MAGIC = b"NBSTATE1"
+MAGIC = b"NBSTATE"
+VERSION = b"2"
 _LEN = struct.Struct("<Q")
+_CRCS = struct.Struct("<II")
+HEADER_BYTES = len(MAGIC) + len(VERSION) + _LEN.size + _CRCS.size
 
 
 def encode(value: Any) -> bytes:
@@ -74,26 +86,72 @@ def encode(value: Any) -> bytes:
         offsets.append([pos, len(b)])
         pos += len(b)
     head = json.dumps(offsets, separators=(",", ":")).encode()
-    return MAGIC + _LEN.pack(len(doc)) + doc + _LEN.pack(len(head)) + head + b"".join(blobs)
+    payload = b"".join([_LEN.pack(len(doc)), doc, _LEN.pack(len(head)), head] + blobs)
+    start = MAGIC + VERSION + _LEN.pack(len(payload))
+    return start + _CRCS.pack(_crc(start), _crc(payload)) + payload
 
 
-def decode(data: bytes) -> Any:
-    """The state value of :func:`encode`'s bytes; DataLossError if they are not such."""
+def _checked_payload(data) -> memoryview:
+    """The payload of a saved state, after checking its magic, format version, length
+    and checksums (DataLossError saying what is wrong)."""
+    view = memoryview(data).cast("B")
+    size = len(view)
+    if bytes(view[:len(MAGIC)]) != MAGIC[:min(size, len(MAGIC))]:
+        raise DataLossError("corrupt iterator state: not an nbdata iterator state (bad magic)")
+    if size <= len(MAGIC):
+        raise DataLossError(f"truncated iterator state: {size} bytes, the header alone "
+                            f"has {HEADER_BYTES}")
+    version = bytes(view[len(MAGIC):len(MAGIC) + 1])
+    if version != VERSION:
+        why = (" (saved by an older nbdata, without a checksum: save it again)"
+               if version == b"1" else "")
+        raise DataLossError(f"corrupt iterator state: unknown format version {version!r}, "
+                            f"this nbdata reads version {VERSION.decode()}{why}")
+    if size < HEADER_BYTES:
+        raise DataLossError(f"truncated iterator state: {size} bytes, the header alone "
+                            f"has {HEADER_BYTES}")
+    lead = HEADER_BYTES - _CRCS.size
+    head_crc, payload_crc = _CRCS.unpack_from(view, lead)
+    if _crc(view[:lead]) != head_crc:
+        raise DataLossError("corrupt iterator state: bad header checksum")
+    (length,) = _LEN.unpack_from(view, lead - _LEN.size)
+    payload = view[HEADER_BYTES:]
+    if len(payload) < length:
+        raise DataLossError(f"truncated iterator state: {len(payload)} of its {length} "
+                            "payload bytes are there")
+    if len(payload) > length:
+        raise DataLossError(f"corrupt iterator state: {len(payload) - length} unexpected "
+                            "bytes after its end")
+    found = _crc(payload)
+    if found != payload_crc:
+        raise DataLossError(f"corrupt iterator state: bad checksum (stored {payload_crc:#010x}, "
+                            f"computed {found:#010x})")
+    return payload
+
+
+def decode(data) -> Any:
+    """The state value of :func:`encode`'s bytes; DataLossError if they are not such:
+    a wrong magic or format version, a cut, or bytes that changed (checksums).
+
+    >>> state = encode({"pos": 3})
+    >>> decode(state[:-1])
+    Traceback (most recent call last):
+    ...
+    nbdata.errors.DataLossError: truncated iterator state: 42 of its 43 payload bytes are there
+    """
+    payload = _checked_payload(data)
     try:
-        if not data.startswith(MAGIC):
-            raise ValueError("not an nbdata iterator state (bad magic)")
-        p = len(MAGIC)
-        (n,) = _LEN.unpack_from(data, p)
-        doc = json.loads(data[p + 8:p + 8 + n])
-        p += 8 + n
-        (m,) = _LEN.unpack_from(data, p)
-        offsets = json.loads(data[p + 8:p + 8 + m])
+        (n,) = _LEN.unpack_from(payload, 0)
+        doc = json.loads(bytes(payload[8:8 + n]))
+        p = 8 + n
+        (m,) = _LEN.unpack_from(payload, p)
+        offsets = json.loads(bytes(payload[p + 8:p + 8 + m]))
         base = p + 8 + m
         blobs = []
         for start, size in offsets:
-            if base + start + size > len(data):
+            if start < 0 or size < 0 or base + start + size > len(payload):
                 raise ValueError("a buffer runs past the end")
-            blobs.append(data[base + start:base + start + size])
+            blobs.append(bytes(payload[base + start:base + start + size]))
     except (ValueError, struct.error, TypeError) as e:
         raise DataLossError(f"corrupt iterator state: {e}") from None
 
@@ -129,7 +187,10 @@ def decode(data: bytes) -> Any:
             return {walk(k): walk(x) for k, x in v["d"]}
         raise DataLossError(f"corrupt iterator state: unknown entry {sorted(v)}")
 
-    return walk(doc)
+    try:
+        return walk(doc)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as e:
+        raise DataLossError(f"corrupt iterator state: {type(e).__name__}: {e}") from None
 
 
 def write_atomically(path: str, data: bytes) -> None:
@@ -185,11 +246,32 @@ class Checkpoint:
         return os.fspath(path)
 
     def read(self, path: str) -> "Checkpoint":
-        with open(os.fspath(path), "rb") as f:
-            states = decode(f.read())
+        """Restore every iterator from the file ``path``; none is changed when the file is
+        corrupt (DataLossError), lacks one of them (InvalidArgumentError), or holds a
+        state that does not fit its iterator's pipeline."""
+        path = os.fspath(path)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            raise NotFoundError(f"Checkpoint.read: no checkpoint at {path!r}") from None
+        try:
+            states = decode(data)
+        except DataLossError as e:
+            raise DataLossError(f"Checkpoint.read: {path}: {e.message}") from None
+        if not isinstance(states, dict) or not all(
+                isinstance(k, str) and isinstance(v, bytes) for k, v in states.items()):
+            raise DataLossError(f"Checkpoint.read: {path} is not a checkpoint of iterators")
         missing = sorted(set(self.iterators) - set(states))
         if missing:
             raise InvalidArgumentError(f"Checkpoint.read: {path} has no state for {missing}")
+        for name, it in self.iterators.items():   # all checked before any is restored
+            if it._pipeline is not None:
+                try:
+                    it._pipeline.read_state(states[name])
+                except OpError as e:
+                    raise type(e)(f"Checkpoint.read: {path}, iterator {name!r}: {e.message}",
+                                  e.op) from None
         for name, it in self.iterators.items():
             it.restore(states[name])
         return self

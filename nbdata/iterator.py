@@ -170,14 +170,23 @@ class Iterator:
             return self._pipeline.save_state(self._raw)
 
     def restore(self, state: bytes) -> None:
-        """Resume from the bytes of :meth:`save` (InvalidArgumentError if they were saved by
-        an iterator of another pipeline)."""
+        """Resume from the bytes of :meth:`save`. A state that is corrupt or cut short
+        (DataLossError), or saved by an iterator of another pipeline (NotFoundError, or
+        InvalidArgumentError naming the op that does not fit), is refused before anything
+        changes: the iterator goes on where it was. A state refused only as the ops
+        resume (a shuffle buffer of another size, fed through a placeholder) leaves the
+        iterator ended until it is restored or initialized again."""
         with self._lock:
             if self._pipeline is None:
                 raise FailedPreconditionError("restore: the iterator has not been initialized "
                                               "(run its initializer first)")
+            doc = self._pipeline.read_state(state)
             self._raw.close()  # first: the old run may hold a cache writer's lock
-            self._raw = self._pipeline.restore_state(state, self._feed)
+            try:
+                self._raw = self._pipeline.resume(doc, self._feed)
+            except BaseException:
+                self._finished = True   # its run is closed: it ends (until restored again)
+                raise
             self._finished = False
 
     @property

@@ -46,8 +46,10 @@ def _package_stamp() -> str:
 _STAMP: str | None = None
 
 
-def fingerprint(obj: Any, h: "hashlib._Hash", depth: int = 0) -> None:
-    """Feed a stable description of ``obj`` into ``h``; raise Unfingerprintable if none."""
+def fingerprint(obj: Any, h: "hashlib._Hash", depth: int = 0, versions: bool = True) -> None:
+    """Feed a stable description of ``obj`` into ``h``; raise Unfingerprintable if none.
+    With ``versions=False`` modules count by name only, not by their version or the
+    state of nbdata's source files (a fingerprint that outlives upgrades of packages)."""
     if depth > MAX_DEPTH:
         raise Unfingerprintable("nested too deeply")
     if obj is None or isinstance(obj, (bool, int, float, complex, str, bytes)):
@@ -62,10 +64,14 @@ def fingerprint(obj: Any, h: "hashlib._Hash", depth: int = 0) -> None:
     elif isinstance(obj, (tuple, list)):
         h.update(f"{type(obj).__name__}[{len(obj)}];".encode())
         for v in obj:
-            fingerprint(v, h, depth + 1)
+            fingerprint(v, h, depth + 1, versions)
+    elif isinstance(obj, pytypes.CodeType):
+        _code(obj, h)
     elif isinstance(obj, pytypes.ModuleType):
         name = obj.__name__
-        if name == "nbdata" or name.startswith("nbdata."):
+        if not versions:
+            h.update(f"module:{name};".encode())
+        elif name == "nbdata" or name.startswith("nbdata."):
             global _STAMP
             if _STAMP is None:
                 _STAMP = _package_stamp()
@@ -73,20 +79,24 @@ def fingerprint(obj: Any, h: "hashlib._Hash", depth: int = 0) -> None:
         else:
             h.update(f"module:{name}:{getattr(obj, '__version__', '')};".encode())
     elif isinstance(obj, numba.core.dispatcher.Dispatcher):
-        fingerprint(obj.py_func, h, depth)
+        fingerprint(obj.py_func, h, depth, versions)
     elif isinstance(obj, pytypes.FunctionType):
         module = sys.modules.get(obj.__module__ or "")
         if module is not None and (module.__name__ == "nbdata" or module.__name__.startswith("nbdata.")):
-            fingerprint(module, h, depth + 1)
+            fingerprint(module, h, depth + 1, versions)
         h.update(f"fn:{obj.__qualname__};".encode())
         _code(obj.__code__, h)
         for cell in obj.__closure__ or ():
-            fingerprint(cell.cell_contents, h, depth + 1)
-        fingerprint(obj.__defaults__, h, depth + 1)
-        for name in sorted(_global_names(obj.__code__)):
+            try:
+                contents = cell.cell_contents
+            except ValueError:      # a variable of the enclosing function, not set yet
+                raise Unfingerprintable("an empty closure cell") from None
+            fingerprint(contents, h, depth + 1, versions)
+        fingerprint(obj.__defaults__, h, depth + 1, versions)
+        for name in sorted(global_names(obj.__code__)):
             if name in obj.__globals__:
                 h.update(f"global:{name};".encode())
-                fingerprint(obj.__globals__[name], h, depth + 1)
+                fingerprint(obj.__globals__[name], h, depth + 1, versions)
     elif isinstance(obj, (pytypes.BuiltinFunctionType, np.ufunc, type)):
         h.update(f"named:{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', obj.__name__)};".encode())
     else:
@@ -100,14 +110,25 @@ def _code(code: pytypes.CodeType, h) -> None:
         if isinstance(c, pytypes.CodeType):
             _code(c, h)
         else:
-            h.update(f"{type(c).__name__}:{c!r};".encode())
+            h.update(f"{type(c).__name__}:{_const_repr(c)};".encode())
 
 
-def _global_names(code: pytypes.CodeType) -> set:
+def _const_repr(c) -> str:
+    """A constant's repr, the same in every process (a frozenset of strings, as ``x in
+    {"a", "b"}`` compiles, iterates in an order that depends on the string hash seed)."""
+    if isinstance(c, frozenset):
+        return "{" + ", ".join(sorted(_const_repr(v) for v in c)) + "}"
+    if isinstance(c, tuple):
+        return "(" + ", ".join(_const_repr(v) for v in c) + ")"
+    return repr(c)
+
+
+def global_names(code: pytypes.CodeType) -> set:
+    """The names a code object (its nested code included) may read as globals."""
     names = set(code.co_names)
     for c in code.co_consts:
         if isinstance(c, pytypes.CodeType):
-            names |= _global_names(c)
+            names |= global_names(c)
     return names
 
 

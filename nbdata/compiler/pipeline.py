@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
+import functools
 from typing import Any, Callable
 
 from nbdata import checkpoint
@@ -13,15 +13,28 @@ from nbdata.compiler.lowering import plan
 from nbdata.compiler.passes import run_passes
 from nbdata.compiler.plan import plan_lines
 from nbdata.kernels.threads import ThreadBudget, serialises_kernels, tune_allocator
-from nbdata.errors import InvalidArgumentError
+from nbdata.compiler.plan_identity import entries_fingerprint, mismatch, op_entries, stage_shapes
+from nbdata.errors import DataLossError, InvalidArgumentError
 from nbdata.iterator import Iterator
-from nbdata.ops.function import ChainedFunction, UserFunction
 from nbdata.ops.node import Node
 from nbdata.ops.shuffle import EpochCounter
 from nbdata.options import Options
 from nbdata.trace.placeholder import Placeholder
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+
+
+def _well_formed(doc: dict) -> bool:
+    """True when a state document has the fields a restore reads, of the right kinds."""
+    run = doc.get("run")
+    top = run.get("run") if isinstance(run, dict) else None
+    epochs = run.get("epochs") if isinstance(run, dict) else None
+    return (isinstance(top, dict) and {"root", "skip", "ended"} <= set(top)
+            and isinstance(top["skip"], int) and isinstance(epochs, dict)
+            and all(isinstance(k, int) and isinstance(v, int) for k, v in epochs.items())
+            and isinstance(doc.get("fingerprint"), str) and isinstance(doc.get("ops"), list)
+            and isinstance(doc.get("stages"), list)
+            and (doc.get("seed") is None or isinstance(doc["seed"], int)))
 
 
 class PlanText(str):
@@ -35,21 +48,6 @@ def _walk(node: Node):
     yield node
     for child in node.inputs:
         yield from _walk(child)
-
-
-def plan_fingerprint(node: Node) -> str:
-    """Identifies a pipeline across processes: its ops, element specs, and the code of
-    its functions (so a saved state is not restored into a different pipeline)."""
-    h = hashlib.sha1()
-    for n in _walk(node):
-        h.update(f"{n.op}:{n.spec!r};".encode())
-        for value in vars(n).values():
-            fns = value.parts if isinstance(value, ChainedFunction) else [value]
-            for fn in fns:
-                if isinstance(fn, UserFunction):
-                    code = getattr(fn.fn, "__code__", None)
-                    h.update(code.co_code if code is not None else fn.name.encode())
-    return h.hexdigest()[:16]
 
 
 class Pipeline:
@@ -81,9 +79,23 @@ class Pipeline:
         for n in seeded:
             self.op_index.setdefault(n.resource_key, len(self.op_index))
         self.draws_seed = any(n.seed is None for n in seeded)
-        self.fingerprint = plan_fingerprint(self.optimized)
 
-    def _context(self, feed: dict, epochs: dict | None = None) -> ExecContext:
+    @functools.cached_property
+    def identity(self) -> tuple[str, list, list]:
+        """(fingerprint, op entries, stage shapes) that saved states carry and restores
+        check (``nbdata/compiler/plan_identity.py``): taken at the first save or restore,
+        as it may hash the arrays a pipeline holds."""
+        ops = op_entries(self.logical)
+        return entries_fingerprint(ops), ops, stage_shapes(self.physical)
+
+    @property
+    def fingerprint(self) -> str:
+        """Identifies the pipeline across processes: its ops, their element specs and
+        arguments, and its functions' code, constants and the values they read."""
+        return self.identity[0]
+
+    def _context(self, feed: dict, epochs: dict | None = None,
+                 cancelled=None) -> ExecContext:
         """A context for one run; ``epochs`` (by op index) restores a saved run's, else
         each random op gets its next iteration number."""
         if epochs is None:
@@ -93,7 +105,7 @@ class Pipeline:
             by_index = {index: key for key, index in self.op_index.items()}
             bases = {by_index[int(i)]: int(e) for i, e in epochs.items() if int(i) in by_index}
         return ExecContext(self.options, feed, self.state, self._stats, self._make_dataset,
-                           ThreadBudget(self.options), self.op_index, bases)
+                           ThreadBudget(self.options), self.op_index, bases, cancelled=cancelled)
 
     def _epochs_by_index(self, ctx: ExecContext) -> dict:
         return {index: ctx.epochs.get(key, 0) for key, index in self.op_index.items()}
@@ -134,7 +146,7 @@ class Pipeline:
         """Open this pipeline's chunk iterator inside another one's run (a dataset made by
         ``flat_map`` or ``interleave``): the outer feed binds placeholders, this
         pipeline's own options, passes and run state apply."""
-        return self._context(outer.feed).open_chunks(self.physical, state)
+        return self._context(outer.feed, cancelled=outer.cancelled).open_chunks(self.physical, state)
 
     def __iter__(self) -> Iterator:
         it = Iterator(self.element_spec)
@@ -143,28 +155,51 @@ class Pipeline:
 
     # ---------------------------------------------------------- state
     def save_state(self, run) -> bytes:
-        """The bytes of a run's state (what ``Iterator.save()`` returns)."""
-        doc = {"version": STATE_VERSION, "fingerprint": self.fingerprint,
+        """The bytes of a run's state (what ``Iterator.save()`` returns): the run's
+        positions with the pipeline's identity (fingerprint, ops, stages), checksummed
+        (``nbdata/checkpoint.py``)."""
+        fingerprint, ops, stages = self.identity
+        doc = {"version": STATE_VERSION, "fingerprint": fingerprint, "ops": ops,
+               "stages": stages,
                "run": {"run": run.save(), "epochs": self._epochs_by_index(run.ctx)},
                "seed": self.state.seed if self.draws_seed else None}
         return checkpoint.encode(doc)
 
-    def restore_state(self, data: bytes, feed_dict: dict | None = None):
-        """A run resumed from ``save_state`` bytes."""
+    def read_state(self, data: bytes) -> dict:
+        """The checked document of ``save_state`` bytes, nothing opened yet: DataLossError
+        for bytes that are corrupt, cut short or of another format version;
+        NotFoundError when they were saved by a pipeline of other ops, and
+        InvalidArgumentError when an op's arguments, functions or element spec differ
+        (naming the op) or the pipeline was planned differently."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"restore: expected the bytes of it.save(), got {type(data).__name__}")
-        doc = checkpoint.decode(bytes(data))
-        if not isinstance(doc, dict) or doc.get("version") != STATE_VERSION:
-            raise InvalidArgumentError(f"restore: unsupported iterator state version "
-                                       f"{doc.get('version') if isinstance(doc, dict) else doc!r}")
-        if doc["fingerprint"] != self.fingerprint:
+        doc = checkpoint.decode(data)
+        if not isinstance(doc, dict) or "version" not in doc:
+            raise DataLossError("restore: the bytes hold no iterator state")
+        if doc["version"] != STATE_VERSION:
+            raise DataLossError(f"restore: unknown iterator state version {doc['version']!r} "
+                                f"(this nbdata reads version {STATE_VERSION})")
+        if not _well_formed(doc):
+            raise DataLossError("restore: the iterator state is malformed")
+        fingerprint, ops, stages = self.identity
+        if doc["fingerprint"] != fingerprint:
+            raise mismatch(doc["ops"], ops)
+        if doc["stages"] != stages:
             raise InvalidArgumentError(
-                "restore: the state was saved by an iterator of a different pipeline (its "
-                f"plan fingerprint is {doc['fingerprint']}, this pipeline's is "
-                f"{self.fingerprint}); restore it into an iterator of the same dataset")
+                "restore: the state was saved by this pipeline planned differently (its "
+                f"stages: {', '.join(map(str, doc['stages']))}; here: {', '.join(stages)}): "
+                "restore it with the Options it was saved with (fusion, optimization switches)")
+        return doc
+
+    def resume(self, doc: dict, feed_dict: dict | None = None):
+        """A run resumed from a document of :meth:`read_state`."""
         if doc["seed"] is not None:
             self.state.seed = doc["seed"]
         return self.open(feed_dict, doc["run"])
+
+    def restore_state(self, data: bytes, feed_dict: dict | None = None):
+        """A run resumed from ``save_state`` bytes (:meth:`read_state`, then :meth:`resume`)."""
+        return self.resume(self.read_state(data), feed_dict)
 
     # ---------------------------------------------------------- reports
     @property

@@ -73,7 +73,9 @@ class Distribute(UnaryNode):
 
     processing_mode: str = arg_field()
     num_workers: int | None = arg_field()
-    address: str | None = arg_field()
+    # Where the workers run is not part of the dataset: a saved position restores on
+    # another cluster.
+    address: str | None = dataclasses.field(metadata={"show": True, "identity": False})
     job_name: str | None = arg_field()
     consumer_index: int | None = arg_field()
     num_consumers: int | None = arg_field()
@@ -104,7 +106,7 @@ class Distribute(UnaryNode):
         return DistributedStage(self)
 
     def fingerprint(self) -> str:
-        from nbdata.compiler.pipeline import plan_fingerprint
+        from nbdata.compiler.plan_identity import plan_fingerprint
         return plan_fingerprint(self.input)
 
     def open_chunks(self, ctx, state=None):

@@ -1,19 +1,23 @@
 """A data-only file of element columns (the format of ``cache(filename)``): nothing in it
 is executed when read, unlike a pickle.
 
-Layout: the 8-byte magic, then records. A record is an 8-byte little-endian header
-length, a UTF-8 JSON header (padded to 8 bytes), and raw buffers (each padded to 8
-bytes). The first record describes the leaves (``{"version", "leaves": [dtype names]}``),
-each chunk record holds ``rows`` rows of every leaf, and the last record is
-``{"end": true, "rows": total}``; a file without it is incomplete. A leaf of a chunk is
-one of:
+Layout (version 2): the 8-byte magic, then records. A record is an 8-byte
+little-endian header length, the CRC32C of those 8 bytes and the CRC32C of the header
+(4 bytes each), a UTF-8 JSON header (padded to 8 bytes), and raw buffers (each padded
+to 8 bytes) whose sizes and CRC32Cs the header lists (``buffers``, ``crcs``). The first
+record describes the leaves (``{"version", "leaves": [dtype names]}``), each chunk
+record holds ``rows`` rows of every leaf, and the last record is ``{"end": true,
+"rows": total}``; a file without it is incomplete. Every checksum is verified as the
+record is read: a byte that changed is a DataLossError, never a wrong element. A leaf
+of a chunk is one of:
 
 - ``dense``: one array of shape ``[rows, *row_shape]`` (numbers, all rows alike);
 - ``ragged``: numbers whose row shapes differ: ranks, dims and the concatenated data;
 - ``strings``: ranks, dims, then int64 offsets and the bytes of every string (a scalar
   ``bytes`` row has rank 0).
 
-Dense buffers are read as views of a memory map: re-reading a cache copies nothing.
+Dense buffers are read as views of a memory map: re-reading a cache copies nothing
+(the checksums read every byte once).
 """
 
 from __future__ import annotations
@@ -26,12 +30,16 @@ import struct
 import numpy as np
 
 from nbdata.chunks import RowList, StringColumn
-from nbdata.errors import DataLossError
+from nbdata.errors import DataLossError, InvalidArgumentError, NotFoundError
 from nbdata.kernels.batching import object_rows
+from nbdata.kernels.crc32c import crc32c_bytes
+from nbdata.spec import TensorSpec, dtype_name, shapes_compatible, string
 
-MAGIC = b"NBCOLS\x00\x01"
-VERSION = 1
+MAGIC = b"NBCOLS\x00\x02"
+VERSION = 2
 _LEN = struct.Struct("<Q")
+_CRCS = struct.Struct("<II")
+_PREFIX = _LEN.size + _CRCS.size
 
 
 def _pad(n: int) -> int:
@@ -98,9 +106,12 @@ class ColumnFileWriter:
         self.names: list[str] | None = None
 
     def _record(self, header: dict, buffers: list[bytes]) -> None:
-        header = dict(header, buffers=[len(b) for b in buffers])
+        header = dict(header, buffers=[len(b) for b in buffers],
+                      crcs=[crc32c_bytes(b) for b in buffers])
         text = json.dumps(header, separators=(",", ":")).encode()
-        self.file.write(_LEN.pack(len(text)) + text + b"\0" * _pad(len(text)))
+        length = _LEN.pack(len(text))
+        self.file.write(length + _CRCS.pack(crc32c_bytes(length), crc32c_bytes(text)) + text
+                        + b"\0" * _pad(len(text)))
         for b in buffers:
             self.file.write(b)
             self.file.write(b"\0" * _pad(len(b)))
@@ -134,82 +145,191 @@ class ColumnFileWriter:
 
 
 class ColumnFileReader:
-    """Reads the rows of a complete column file; every defect (a bad magic, a header
-    that does not parse, a buffer past the end, no end record) is a DataLossError
-    naming the file and the offset."""
+    """Reads the rows of a complete column file; every defect (a bad magic, a checksum
+    that does not match, a header that does not parse, a buffer past the end, no end
+    record, rows that do not add up to the end record's count, bytes after it) is a
+    DataLossError naming the file and the offset.
 
-    def __init__(self, path: str):
+    ``specs``, when given, are what each leaf must be (``TensorSpec`` or None for no
+    check): a file whose leaves have another count, dtype or shape is an
+    InvalidArgumentError, as tf.data's "Data type mismatch at component k" /
+    "Incompatible shapes at component k" (raised when the file is opened, and for
+    shapes, when the chunk holding the row is read).
+    """
+
+    def __init__(self, path: str, specs: list | None = None):
         self.path = path
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < len(MAGIC):
-                raise self._error(0, "the file is too short to be an nbdata column file")
-            self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        if self.map[:len(MAGIC)] != MAGIC:
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < len(MAGIC):
+                    raise self._error(0, "the file is too short to be an nbdata column file")
+                self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except FileNotFoundError:
+            raise NotFoundError(f"cache: {path} does not exist", "cache") from None
+        magic = self.map[:len(MAGIC)]
+        if magic != MAGIC:
+            if magic[:-1] == MAGIC[:-1]:
+                raise self._error(0, f"unknown format version {magic[-1]} (this nbdata reads "
+                                     f"version {VERSION}); delete the file to rebuild the cache")
             raise self._error(0, "it is not an nbdata column file (bad magic)")
         self.offset = len(MAGIC)
         first, _ = self._read_record()
         if first.get("version") != VERSION:
             raise self._error(len(MAGIC), f"unsupported version {first.get('version')!r}")
         self.names = first.get("leaves", [])
+        self.specs = specs
+        if specs is not None:
+            self._check_leaves(specs)
 
     def _error(self, offset: int, what: str) -> DataLossError:
         return DataLossError(f"cache: {self.path} is corrupt at offset {offset}: {what}", "cache")
 
+    def _mismatch(self, what: str) -> InvalidArgumentError:
+        return InvalidArgumentError(
+            f"cache: {self.path}: {what}; the cache was written by a different pipeline "
+            "(delete the file to rebuild it)", "cache")
+
+    def _check_leaves(self, specs: list) -> None:
+        if not self.names:
+            return                        # an empty dataset's file
+        if not isinstance(self.names, list) or len(self.names) != len(specs):
+            raise self._mismatch(f"it holds elements of {len(self.names)} components, this "
+                                 f"dataset's elements have {len(specs)}")
+        for k, (name, spec) in enumerate(zip(self.names, specs)):
+            if isinstance(spec, TensorSpec):
+                self._check_dtype(k, name, spec)
+
+    def _check_dtype(self, k: int, name: str, spec: TensorSpec) -> None:
+        try:
+            stored = string if name == "string" else np.dtype(name)
+        except TypeError:
+            raise self._error(len(MAGIC), f"unknown dtype {name!r} of component {k}") from None
+        if stored != spec.dtype:
+            raise self._mismatch(f"Data type mismatch at component {k}: expected "
+                                 f"{dtype_name(spec.dtype)} but got {dtype_name(stored)}")
+
+    def _want(self, k: int):
+        spec = self.specs[k] if self.specs is not None else None
+        return spec.shape if isinstance(spec, TensorSpec) else None
+
+    def _check_shape(self, k: int, shape: tuple) -> None:
+        """Every row of leaf ``k`` has ``shape``: it must fit the leaf's spec."""
+        want = self._want(k)
+        if want is not None and not shapes_compatible(want, shape):
+            raise self._mismatch(f"Incompatible shapes at component {k}: expected "
+                                 f"{_shape_text(want)} but got {_shape_text(shape)}")
+
+    def _check_row_shapes(self, k: int, ranks: np.ndarray, dims: np.ndarray) -> None:
+        """Rows of leaf ``k`` of shapes ``ranks`` / ``dims`` (concatenated) fit its spec."""
+        want = self._want(k)
+        if want is None or not len(ranks):
+            return
+        ends = np.cumsum(ranks)
+        wrong = np.flatnonzero(ranks != len(want))
+        if not len(wrong) and want:
+            known = [j for j, d in enumerate(want) if d is not None]
+            table = dims.reshape(len(ranks), len(want))[:, known]
+            wrong = np.flatnonzero((table != np.array([want[j] for j in known], np.int64)).any(axis=1))
+        if len(wrong):
+            j = int(wrong[0])
+            self._check_shape(k, tuple(dims[ends[j] - ranks[j]:ends[j]]))
+
     def _read_record(self) -> tuple[dict, list[memoryview]]:
         start = self.offset
         end = len(self.map)
-        if start + 8 > end:
+        if start + _PREFIX > end:
             raise self._error(start, "the file ends before its end record (incomplete write)")
-        (n,) = _LEN.unpack_from(self.map, start)
-        pos = start + 8
+        length = self.map[start:start + _LEN.size]
+        (n,) = _LEN.unpack(length)
+        length_crc, header_crc = _CRCS.unpack_from(self.map, start + _LEN.size)
+        if crc32c_bytes(length) != length_crc:
+            raise self._error(start, "the checksum of a record's length does not match")
+        pos = start + _PREFIX
         if n > end - pos:
             raise self._error(start, f"header length {n} runs past the end of the file")
+        text = memoryview(self.map)[pos:pos + n]
+        found = crc32c_bytes(text)
+        if found != header_crc:
+            raise self._error(pos, f"the checksum of a record header does not match (stored "
+                                   f"{header_crc:#010x}, computed {found:#010x})")
         try:
-            header = json.loads(bytes(self.map[pos:pos + n]))
+            header = json.loads(bytes(text))
             sizes = [int(b) for b in header.get("buffers", [])]
+            crcs = [int(c) for c in header.get("crcs", [])]
+            if len(crcs) != len(sizes):
+                raise ValueError(f"{len(sizes)} buffers but {len(crcs)} checksums")
         except (ValueError, TypeError, AttributeError) as e:
             raise self._error(start, f"unreadable record header ({e})") from None
         pos += n + _pad(n)
         buffers = []
-        for size in sizes:
+        for size, crc in zip(sizes, crcs):
             if size < 0 or size > end - pos:
                 raise self._error(pos, f"a buffer of {size} bytes runs past the end of the file")
-            buffers.append(memoryview(self.map)[pos:pos + size])
+            buffer = memoryview(self.map)[pos:pos + size]
+            found = crc32c_bytes(buffer)
+            if found != crc:
+                raise self._error(pos, f"checksum does not match for a buffer of {size} bytes "
+                                       f"(stored {crc:#010x}, computed {found:#010x})")
+            buffers.append(buffer)
             pos += size + _pad(size)
         self.offset = pos
         return header, buffers
 
     def chunks(self):
         """Yields each chunk of rows as (columns, rows)."""
+        total = 0
         while True:
             start = self.offset
             header, buffers = self._read_record()
             if header.get("end"):
+                if header.get("rows") != total:
+                    raise self._error(start, f"the end record counts {header.get('rows')!r} "
+                                             f"rows, the file holds {total}")
+                if self.offset != len(self.map):
+                    raise self._error(self.offset, f"{len(self.map) - self.offset} bytes after "
+                                                   "the end record")
                 return
             try:
-                yield self._decode(header, buffers), int(header["rows"])
+                rows = int(header["rows"])
+                columns = self._decode(header, buffers)
             except (KeyError, ValueError, TypeError, IndexError) as e:
+                if isinstance(e, InvalidArgumentError):
+                    raise
                 raise self._error(start, f"inconsistent chunk record ({e})") from None
+            total += rows
+            yield columns, rows
 
     def _decode(self, header: dict, buffers: list) -> list:
         rows = int(header["rows"])
         columns = []
         it = iter(buffers)
-        for entry in header["leaves"]:
+        if self.names and len(header["leaves"]) != len(self.names):
+            raise ValueError(f"{len(header['leaves'])} leaves where the file has {len(self.names)}")
+        for k, entry in enumerate(header["leaves"]):
             bufs = [next(it) for _ in range(int(entry["nbuffers"]))]
             kind = entry["kind"]
+            if kind in ("dense", "ragged"):
+                if self.names and self.names[k] != np.dtype(entry["dtype"]).str:
+                    raise ValueError(f"component {k} holds {entry['dtype']}, the file's first "
+                                     f"record says {self.names[k]}")
+            elif self.names and self.names[k] != "string":
+                raise ValueError(f"component {k} holds strings, the file's first record says "
+                                 f"{self.names[k]}")
             if kind == "dense":
                 shape = tuple(int(d) for d in entry["shape"])
                 column = np.frombuffer(bufs[0], dtype=np.dtype(entry["dtype"])).reshape(shape)
                 if len(column) != rows:
                     raise ValueError(f"{len(column)} rows where the record says {rows}")
+                if rows:
+                    self._check_shape(k, shape[1:])
                 columns.append(column)
                 continue
             ranks = np.frombuffer(bufs[0], np.int64)
             dims = np.frombuffer(bufs[1], np.int64)
             if len(ranks) != rows or int(ranks.sum()) != len(dims) or (ranks < 0).any() or (dims < 0).any():
                 raise ValueError("row shapes do not match the record")
+            self._check_row_shapes(k, ranks, dims)
             if kind == "strings":
                 offsets = np.frombuffer(bufs[2], np.int64)
                 data = np.frombuffer(bufs[3], np.uint8)
@@ -248,3 +368,8 @@ class ColumnFileReader:
             else:
                 raise ValueError(f"unknown leaf kind {kind!r}")
         return columns
+
+
+def _shape_text(shape) -> str:
+    """A shape as tf.data's errors write it: ``[?,3]``."""
+    return "[" + ",".join("?" if d is None else str(int(d)) for d in shape) + "]"

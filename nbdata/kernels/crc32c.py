@@ -220,13 +220,19 @@ def masked_crc32c(data, start, end):
     return mask(crc32c(data, start, end))
 
 
+def _read_only(b) -> np.ndarray:
+    """The bytes of a bytes-like object as a read-only uint8 array (not a copy: one
+    kernel signature for bytes, bytearrays, memoryviews and memory maps)."""
+    return np.frombuffer(memoryview(b).toreadonly().cast("B"), np.uint8)
+
+
 def crc32c_bytes(b: bytes) -> int:
-    """The CRC32C of ``b``."""
-    arr = np.frombuffer(bytes(b), np.uint8)
+    """The CRC32C of the bytes-like object ``b`` (read in place)."""
+    arr = _read_only(b)
     return int(crc32c(arr, 0, len(arr)))
 
 
 def masked_crc32c_bytes(b: bytes) -> int:
     """The masked CRC32C of ``b`` (what a TFRecord frame holds)."""
-    arr = np.frombuffer(bytes(b), np.uint8)
+    arr = _read_only(b)
     return int(masked_crc32c(arr, 0, len(arr)))

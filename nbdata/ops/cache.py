@@ -17,7 +17,7 @@ import threading
 import uuid
 
 from nbdata.chunks import Chunk, concat_chunks
-from nbdata.errors import AlreadyExistsError, DataLossError
+from nbdata.errors import AlreadyExistsError, NotFoundError
 from nbdata.kernels.column_file import ColumnFileReader, ColumnFileWriter
 from nbdata.ops.node import UnaryNode, arg_field, new_resource_key
 from nbdata.ops.runtime import ChunkIter
@@ -57,12 +57,20 @@ class Cache(UnaryNode):
         mode = None if state is None else state["mode"]
         if self.filename:
             path = self.filename + FILE_SUFFIX
+            pos = int(state["pos"]) if mode == "read" else 0
             if mode != "write" and os.path.exists(path):
-                return FileChunks(path, self.spec, 0 if state is None else int(state["pos"]))
+                return FileChunks(path, self.spec, pos)
+            if mode == "read":
+                if state.get("start") is None:
+                    raise NotFoundError(
+                        f"restore: the state reads the cache file {path} at row {pos}, and "
+                        "the file is gone", self.op)
+                # Saved by the iteration that wrote the file: write it again, then go on.
+                state = {"mode": "write", "start": state["start"], "rows": pos}
             writer = FileWriter(self.filename, self.spec)
             if mode != "write" and os.path.exists(path):
                 writer.abandon()
-                return FileChunks(path, self.spec, 0)
+                return FileChunks(path, self.spec, pos)
             return CacheWriterChunks(ctx, self, writer, state)
         store = self._store(ctx)
         with store.lock:
@@ -175,13 +183,9 @@ class FileWriter:
 
 
 def _open_file(path: str, spec) -> ColumnFileReader:
-    reader = ColumnFileReader(path)
-    if reader.names and len(reader.names) != len(flatten(spec)):
-        raise DataLossError(
-            f"cache: {path} holds elements with {len(reader.names)} components, but this "
-            f"dataset's elements have {len(flatten(spec))}; delete the file to rebuild the "
-            f"cache", "cache")
-    return reader
+    """The reader of a complete cache file, checked against the dataset's element spec
+    (InvalidArgumentError for a file of another element, as tf.data)."""
+    return ColumnFileReader(path, flatten(spec))
 
 
 class CacheWriterChunks(ChunkIter):
@@ -264,18 +268,24 @@ class MemoryChunks(ChunkIter):
 
 
 class FileChunks(ChunkIter):
-    """Chunks of a complete cache file, memory-mapped. State: rows read."""
+    """Chunks of a complete cache file, memory-mapped; the file is opened (and checked
+    against the element spec) at the first read, as tf.data reads it at the first
+    element. State: rows read."""
 
     def __init__(self, path: str, spec, pos: int):
-        self.reader = _open_file(path, spec)
-        self.records = self.reader.chunks()
-        self.pos = 0
+        self.path, self.spec = path, spec
+        self.records = None
+        self.pos = pos            # rows read, or to pass when the file is opened
         self.current: Chunk | None = None
         self.offset = 0
-        while self.pos < pos:
+
+    def _open(self) -> None:
+        self.records = _open_file(self.path, self.spec).chunks()
+        skip, self.pos = self.pos, 0
+        while self.pos < skip:
             if not self._load():
                 break
-            take = min(pos - self.pos, self.current.n)
+            take = min(skip - self.pos, self.current.n)
             self.offset = take
             self.pos += take
 
@@ -289,6 +299,8 @@ class FileChunks(ChunkIter):
         return True
 
     def next(self, want: int):
+        if self.records is None:
+            self._open()
         while self.current is None or self.offset >= self.current.n:
             if not self._load():
                 return None

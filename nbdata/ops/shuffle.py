@@ -108,19 +108,47 @@ class ShuffleChunks(InputChunks):
         self.filled, self.draws = int(saved["filled"]), int(saved["draws"])
         self.ended = bool(saved["ended"])
         self.store: list | None = None   # per leaf: array of capacity ``size``
+        if state is not None:
+            self._check_state(node, state)
         if saved["store"] is not None:
             self._allocate(saved["store"])
             for buf, col in zip(self.store, saved["store"]):
                 buf[:self.filled] = col
         self.order = None if saved["order"] is None else np.array(saved["order"], np.int64)
 
+    def _check_state(self, node, state: dict) -> None:
+        """A saved buffer fits this shuffle: as large (its size may come from a placeholder
+        fed another value), holding rows of this pipeline's element."""
+        def refuse(what: str):
+            return InvalidArgumentError(
+                f"restore: the state of {node.label} does not fit this pipeline: {what}", node.op)
+
+        saved_size = int(state["size"])
+        if saved_size != self.size:
+            raise refuse(f"buffer_size {saved_size} saved, {self.size} here")
+        store, order = state["store"], state["order"]
+        if not 0 <= self.filled <= self.size or (order is not None and not
+                                                 0 <= len(order) <= self.filled):
+            raise refuse(f"{self.filled} rows in a buffer of {self.size}")
+        if store is None:
+            return
+        if len(store) != len(self.specs):
+            raise refuse(f"its buffer holds elements of {len(store)} components, this "
+                         f"pipeline's have {len(self.specs)}")
+        for k, (col, spec, kind) in enumerate(zip(store, self.specs, self.kinds)):
+            col = np.asarray(col)
+            if len(col) != self.filled or (kind == "dense" and (
+                    col.dtype != spec.dtype or col.shape[1:] != tuple(spec.shape))):
+                raise refuse(f"its buffer's component {k} holds {col.dtype} rows of shape "
+                             f"{list(col.shape[1:])}, this pipeline's elements have {spec}")
+
     def _allocate(self, like: list) -> None:
         self.store = [np.empty((self.size,) + np.shape(c)[1:], np.asarray(c).dtype) for c in like]
 
     def save(self) -> dict:
         store = None if self.store is None else [b[:self.filled].copy() for b in self.store]
-        return {"epoch": self.epoch, "draws": self.draws, "filled": self.filled,
-                "ended": self.ended, "store": store,
+        return {"epoch": self.epoch, "size": self.size, "draws": self.draws,
+                "filled": self.filled, "ended": self.ended, "store": store,
                 "order": None if self.order is None else self.order.copy(),
                 "input": self.it.save()}
 
