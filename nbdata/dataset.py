@@ -10,7 +10,7 @@ import numpy as np
 
 from nbdata.compiler.executor import RunState
 from nbdata.compiler.pipeline import Pipeline
-from nbdata.errors import InvalidArgumentError
+from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.iterator import Iterator, spec_from_types
 from nbdata.ops.batch import Batch
 from nbdata.ops.cache import Cache, MemoryStore
@@ -42,6 +42,7 @@ from nbdata.ops.window import Window
 from nbdata.ops.zip import Zip
 from nbdata.options import Options
 from nbdata.trace.abstract import canonical_output, conform
+from nbdata.trace.graph import Tensor, TraceError
 from nbdata.trace.placeholder import Placeholder
 from nbdata.spec import (legacy_classes, legacy_shapes, legacy_types, DatasetBase, batched_spec, DatasetSpec, TensorSpec, as_dtype, flatten, flatten_up_to,
                          is_dataset, map_nest, map_structure, pack_as, string, to_leaf)
@@ -56,6 +57,8 @@ def _int_arg(value: Any, op: str, name: str, minimum: int | None = None,
         if value.spec.dtype is string or value.spec.dtype.kind not in "iu":
             raise TypeError(f"{op}: {name} placeholder must have an integer dtype")
         return value
+    if isinstance(value, Tensor):   # a function returning datasets, recorded symbolically
+        raise TraceError(f"{op}: {name} must be a concrete integer, not the symbolic {value}")
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iu":
             value = int(value)
@@ -129,13 +132,41 @@ class Dataset(DatasetBase):
         return Dataset(FromTensors(value))
 
     def _fn(self, fn: Callable, op: str, output_spec: Any = None,
-            name: str | None = None, record: bool = False) -> UserFunction:
-        """``fn`` bound to ``op`` (named ``op[name]`` in errors when the op has a name)."""
+            name: str | None = None, record: bool = False,
+            check: Callable | None = None) -> UserFunction:
+        """``fn`` bound to ``op`` (named ``op[name]`` in errors when the op has a name);
+        ``check(spec, op, name)`` validates its output spec once it is known."""
         if name is not None and not isinstance(name, str):
             raise TypeError(f"{op}: name must be a string, got {type(name).__name__}")
         label = f"{op}[{name}]" if name else op
         return UserFunction(fn, label, self.element_spec, Dataset._make_dataset, output_spec,
-                            record=record)
+                            record=record, first_element=self._first_element,
+                            predicate=op == "filter", check=check,
+                            returns_datasets=check is check_dataset_spec)
+
+    def _first_element(self, count: int) -> list:
+        """Up to ``count`` first elements (fewer when the dataset has fewer, or when
+        reading one after the first fails): what a function that cannot be traced
+        symbolically takes its output spec from. Read by a run of its own (unfused:
+        nothing is compiled for it; shuffles and random ops draw as in an iteration of
+        their own, the dataset's epochs untouched)."""
+        options = self._options.merge(Options())
+        options.fusion = False
+        it = iter(Dataset(self._node, options, RunState()))
+        out: list = []
+        try:
+            for _ in range(count):
+                out.append(next(it))
+        except StopIteration:
+            pass
+        except OpError:
+            if not out:
+                raise
+        finally:
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()
+        return out
 
     # ------------------------------------------------------------ sources
     @staticmethod
@@ -357,7 +388,7 @@ class Dataset(DatasetBase):
             return map_func(*args, probe)
 
         traced.__qualname__ = getattr(map_func, "__qualname__", "random_map")
-        fn = self._fn(traced, "random_map", name=name)
+        fn = self._fn(traced, "random_map", name=name, record=True)
         node = RandomMap(self._node, map_func, fn, nd_random.op_seed(seed), name=name)
         self._state.register(node.resource_key, EpochCounter(True))
         return self._derive(node)
@@ -381,8 +412,7 @@ class Dataset(DatasetBase):
         >>> [int(x) for x in ds]
         [0, 0, 1, 0, 1, 2]
         """
-        fn = self._fn(map_func, "flat_map", name=name)
-        check_dataset_spec(fn.output_spec, "flat_map", fn.name)
+        fn = self._fn(map_func, "flat_map", name=name, record=True, check=check_dataset_spec)
         return self._derive(FlatMap(self._node, fn, name=name))
 
     def interleave(self, map_func: Callable, cycle_length: Any = None, block_length: Any = None,
@@ -411,8 +441,7 @@ class Dataset(DatasetBase):
         block_length = 1 if block_length is None else _int_arg(
             block_length, "interleave", "block_length", minimum=1, placeholder=False)
         threads = _parallel_calls(num_parallel_calls, "interleave")
-        fn = self._fn(map_func, "interleave", name=name)
-        check_dataset_spec(fn.output_spec, "interleave", fn.name)
+        fn = self._fn(map_func, "interleave", name=name, record=True, check=check_dataset_spec)
         return self._derive(Interleave(self._node, fn, cycle_length, block_length, threads,
                                        deterministic, name=name))
 

@@ -122,9 +122,11 @@ def conform(value: Any, spec: Any, op: str, fname: str) -> Any:
 
 class TracedFunction:
     """A function bound to an op, with its output spec traced from sample inputs (or
-    given as ``output_spec``). Side effects of the function thus also run (a few times)
-    when the pipeline is built, as with tf.data tracing. ``make_dataset`` builds the
-    sample datasets of dataset components (window elements)."""
+    given as ``output_spec``). Only for nbdata's own NumPy-level functions recorded as
+    graph ops (``nbdata.trace.graph``): user functions are
+    :class:`nbdata.ops.function.UserFunction`, which overrides the tracing and never
+    calls them on sample inputs. ``make_dataset`` builds the sample datasets of
+    dataset components (window elements)."""
 
     def __init__(self, fn: Callable, op: str, input_spec: Any,
                  make_dataset: Callable | None = None, output_spec: Any = None):

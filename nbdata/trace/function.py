@@ -116,10 +116,24 @@ def record_function(fn: Callable, structure: Any, call: Callable = call_unpacked
         out = call(fn, pack_as(structure, inputs))
     if isinstance(out, list):   # a list returned at the top is a tuple of components
         out = tuple(out)
-    for leaf in flatten(out):
-        if isinstance(leaf, list):
-            raise TraceError("the function returns a list inside a structure")
+    leaves = flatten(out)
+    if any(isinstance(leaf, list) for leaf in leaves):
+        # A list inside a structure is one tensor (tf.data's rule): its items stacked.
+        with graph.as_default():
+            out = pack_as(out, [_stacked(leaf) if isinstance(leaf, list) else leaf
+                                for leaf in leaves])
     return FunctionGraph(graph, inputs, structure, out)
+
+
+def _stacked(items: list) -> Any:
+    """A list returned inside a structure as one value: constant, or a recorded stack."""
+    import numpy as np
+    if not any(isinstance(v, (Tensor, list)) for v in items):
+        return items   # a constant (made canonical with the other constants)
+    items = [_stacked(v) if isinstance(v, list) else v for v in items]
+    if not items:
+        raise TraceError("the function returns an empty list of tensors")
+    return np.stack(items)
 
 
 __all__ = ["FunctionGraph", "STRICT", "record_function", "recording_failed"]

@@ -649,7 +649,9 @@ def output_leaves(value: Any) -> list:
 def _graph_of(leaves: list) -> Graph:
     graphs = {id(x.graph): x.graph for x in leaves if isinstance(x, Tensor)}
     if len(graphs) > 1:
-        raise ValueError("Tensors of an op must be from the same graph.")
+        error = ValueError("Tensors of an op must be from the same graph.")
+        error.refusal = True   # a user's mix (or a captured outer tensor): not nbdata's bug
+        raise error
     return next(iter(graphs.values())) if graphs else get_default_graph()
 
 

@@ -15,7 +15,7 @@ import os
 import numba
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 import nbdata as nd
@@ -194,19 +194,29 @@ def check_fused_run(ds, threads: int, chunk_rows: int, expect_fallback: bool):
 
 
 @settings(max_examples=EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.filter_too_much])
 @given(n=st.integers(0, 3000), form=st.sampled_from(FORMS),
        kind=st.sampled_from(["slices", "range", "constant"]),
        ops=st.lists(op_strategy, max_size=4), terminal=terminal_strategy,
        chunk_rows=st.sampled_from([0, 7, 64, 333]), threads=st.sampled_from([1, 2]))
 def test_random_chains_match_reference(n, form, kind, ops, terminal, chunk_rows, threads):
-    ds = build(n, form, kind, ops, terminal)
+    try:
+        ds = build(n, form, kind, ops, terminal)
+        ds.element_spec  # noqa: B018
+    except nd.errors.InvalidArgumentError as e:
+        # The maps marked "compiled" cannot be recorded: their specs come from the first
+        # elements of their input, and an empty input has none (documented).
+        assert "the input has none; pass output_signature" in str(e)
+        reject()
     expected = outcome(ds.with_options(options(False)))
     injected = ("map", "boom") in ops
     got, pipe = check_fused_run(ds, threads, chunk_rows, injected)
     assert got == expected
     if any(op in ("map", "filter") for op, _ in ops) or terminal is not None:
-        assert pipe.fused_stages(), pipe.explain()
+        # (one first element leaves an unrecorded map's dims unknown: op by op)
+        assert pipe.fused_stages() or "dims unknown until run time" in pipe.explain(), \
+            pipe.explain()
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -282,8 +292,9 @@ def test_numba_error_inside_kernel_falls_back_to_reference_error():
     x = np.zeros((5000, 3), np.int64)
     x[4000, 0] = 7
     ds = nd.Dataset.from_tensor_slices(x).map(lambda v: v[:3 - int(v[0] == 7)].copy())
-    # tracing (inputs 0, 1, 2) gives shape (3,); row 4000 returns (2,), so that element is
-    # rejected as on the reference path, after the rows before it
+    # int() of a symbolic value cannot be recorded: the first three rows give shape (3,);
+    # row 4000 returns (2,), so that element is rejected as on the reference path, after
+    # the rows before it
     assert ds.element_spec.shape == (3,)
     pipe = ds.with_options(options(True)).compile()
     assert pipe.fused_stages()

@@ -148,8 +148,15 @@ def test_element_spec():
 
 
 def test_element_spec_of_unknown_inner_dims():
+    ds = nd.Dataset.range(1, 4).map(lambda n: np.ones(3, np.int64) * n)   # recorded: (3,)
+    assert ds.batch(2).element_spec == nd.TensorSpec((None, 3), np.int64)
+    # np.full cannot take a symbolic fill value: the spec comes from the first elements,
+    # a dim static where they agree
     ds = nd.Dataset.range(1, 4).map(lambda n: np.full(3, n))
     assert ds.batch(2).element_spec == nd.TensorSpec((None, 3), np.int64)
+    assert [b.tolist() for b in ds.batch(2)] == [[[1] * 3, [2] * 3], [[3] * 3]]
+    ds = nd.Dataset.range(1, 4).map(lambda n: np.full(int(n), n))
+    assert ds.padded_batch(2).element_spec == nd.TensorSpec((None, None), np.int64)
 
 
 @pytest.mark.parametrize(

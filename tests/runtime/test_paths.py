@@ -9,7 +9,7 @@ more examples than CI does.
 import os
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 import nbdata as nd
@@ -84,7 +84,8 @@ def outcome(ds, **options):
 
 
 @settings(max_examples=EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.filter_too_much])
 @given(n=st.integers(0, 300),
        ops=st.lists(st.tuples(st.sampled_from(sorted(OPS)), st.integers(0, 40)), max_size=4),
        terminal=st.sampled_from([None, 1, 7]),
@@ -93,6 +94,13 @@ def outcome(ds, **options):
        compile_kernels=st.booleans())
 def test_fused_and_reference_paths_agree(n, ops, terminal, chunk_rows, threads,
                                          compile_kernels):
+    try:
+        build(n, ops, terminal).element_spec  # noqa: B018
+    except nd.errors.InvalidArgumentError as e:
+        # _mark cannot take symbolic values: its spec comes from the first elements of its
+        # input, and an empty input has none (documented)
+        assert "the input has none; pass output_signature" in str(e)
+        reject()
     reference = outcome(build(n, ops, terminal), fusion=False)
     chunks = outcome(build(n, ops, terminal), chunk_rows=chunk_rows, threads=threads,
                      fusion_min_rows=0 if compile_kernels else 4096)
