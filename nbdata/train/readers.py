@@ -191,13 +191,25 @@ class _Fixed(WorkRecords):
     def __init__(self, work, path, compression, record_bytes, header_bytes, footer_bytes, hop):
         super().__init__(work)
         stream = files.ByteStream(path, compression, files.DEFAULT_BLOCK, "FixedLengthRecordReader")
+        # A damaged compressed file: the records whose bytes (and the footer's lookahead)
+        # inflated before the damage are read first, then its error (as TF1 reads them).
+        self.error: OpError | None = None
+        parts = []
         try:
-            data = np.frombuffer(b"".join(iter(lambda: stream.read(files.DEFAULT_BLOCK), b"")),
-                                 np.uint8)
+            while True:
+                part = stream.read(files.DEFAULT_BLOCK)
+                if not part:
+                    break
+                parts.append(part)
+        except OpError as e:
+            self.error = e
         finally:
             stream.close()
+        data = np.frombuffer(b"".join(parts), np.uint8)
         body_end = len(data) - footer_bytes
         if header_bytes + footer_bytes > len(data):
+            if self.error is not None:
+                raise self.error
             raise OutOfRangeError("reached end of file", "FixedLengthRecordReader")
         hop = hop or record_bytes
         count = max(0, (body_end - header_bytes - record_bytes) // hop + 1)
@@ -213,6 +225,8 @@ class _Fixed(WorkRecords):
     def next(self, want: int):
         n = len(self.column)
         if self.pos >= n:
+            if self.error is not None:
+                raise self.error
             return None
         stop = min(n, self.pos + want)
         out = self.column.slice(self.pos, stop), np.arange(self.pos, stop, dtype=np.int64)

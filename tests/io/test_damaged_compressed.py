@@ -247,3 +247,50 @@ def test_directory_is_failed_precondition_at_iteration(tmp_path, compression):
     with pytest.raises(nd.errors.FailedPreconditionError, match="Is a directory"):
         nd.io.TFRecordWriter(str(folder), compression)
 
+
+
+# TF1's FixedLengthRecordReader (16-byte records, GZIP) on the lines file, damaged three
+# ways; recorded with TensorFlow 2.21's tf.compat.v1 queue API: the records that inflated
+# before the damage, then DataLossError where inflating fails.
+TF1_FIXED_READER = {
+    "cut_half": (10681, b"xxxxxxxxxxxx\nlin", None),
+    "xor_mid": (16384, b"ne 52321 xxxxxxx", "DataLossError"),
+    "trailer_removed": (21796, b"e 11999 xxxxxxxx", None),
+}
+
+
+def _tf1_damage(name: str) -> bytes:
+    base = make.base_bytes(make.LINES, "GZIP")
+    ops = {"cut_half": [["cut", len(base) // 2]],
+           "xor_mid": [["xor", len(base) // 2, 4, 255]],
+           "trailer_removed": [["cut", -8]]}[name]
+    return make.apply(base, ops)
+
+
+@pytest.mark.parametrize("name", sorted(TF1_FIXED_READER))
+def test_tf1_fixed_length_reader_reads_what_inflated_before_the_damage(name, tmp_path, inflater):
+    path = tmp_path / f"{name}.gz"
+    path.write_bytes(_tf1_damage(name))
+    count, last, error = TF1_FIXED_READER[name]
+    with nd.Graph().as_default():
+        queue = nd.train.string_input_producer([str(path)], num_epochs=1, shuffle=False)
+        _, value = nd.FixedLengthRecordReader(16, encoding="GZIP").read(queue)
+        with nd.Session() as sess:
+            sess.run(nd.local_variables_initializer())
+            coord = nd.train.Coordinator()
+            threads = nd.train.start_queue_runners(sess, coord)
+            got, raised = [], None
+            try:
+                while True:
+                    got.append(sess.run(value))
+            except nd.errors.OutOfRangeError:
+                pass
+            except nd.errors.OpError as e:
+                raised = e
+            coord.request_stop()
+            coord.join(threads)
+    assert len(got) == count and got[-1] == last
+    if error is None:
+        assert raised is None
+    else:
+        assert isinstance(raised, getattr(nd.errors, error)) and str(path) in str(raised)
