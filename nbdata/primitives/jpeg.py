@@ -113,12 +113,14 @@ class JpegOptions:
             raise self._fail(e) from None
         out_h, out_w = math.ceil(height / self.ratio), math.ceil(width / self.ratio)
         if space in _CMYK:
+            if self.channels == 1:   # libjpeg converts CMYK to no grayscale: TF fails too
+                raise self._fail("a CMYK image cannot be decoded to 1 channel")
             mode = "CMYK"
         elif self.channels == 1 or (self.channels == 0 and space == "Gray"):
             mode = "GRAY"
         else:
             mode = "RGB"
-        channels = 1 if mode == "GRAY" or (mode == "CMYK" and self.channels == 1) else 3
+        channels = 1 if mode == "GRAY" else 3
         return (out_h, out_w, channels), mode, out_h, out_w
 
     def decode(self, data: bytes, plan: tuple | None = None, out: np.ndarray | None = None):
@@ -172,7 +174,7 @@ class JpegOptions:
         image = _cmyk_to_rgb(lib.decode_jpeg(
             data, colorspace="CMYK", fastdct=self.fastdct, fastupsample=not self.fancy_upscaling,
             min_height=min_h, min_width=min_w, strict=strict))
-        return _rgb_to_gray(image) if shape[2] == 1 else image
+        return image
 
 
 _STANDALONE = frozenset([0x01, 0xD8, *range(0xD0, 0xD8)])
@@ -233,12 +235,7 @@ def _cmyk_to_rgb(cmyk: np.ndarray) -> np.ndarray:
     """Adobe's inverted CMYK (what JPEG files hold) to RGB: R = C * K / 255."""
     c = cmyk.astype(np.uint16)
     k = c[..., 3:4]
-    return ((c[..., :3] * k + 127) // 255).astype(np.uint8)
-
-
-def _rgb_to_gray(rgb: np.ndarray) -> np.ndarray:
-    w = np.array([19595, 38470, 7471], np.uint32)  # ITU-R BT.601 in 16-bit fixed point
-    return ((rgb.astype(np.uint32) @ w + 32768) >> 16).astype(np.uint8)[..., None]
+    return (c[..., :3] * k // 255).astype(np.uint8)   # truncated, as TensorFlow does
 
 
 def _as_bytes(value) -> bytes:

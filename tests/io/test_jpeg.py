@@ -4,12 +4,15 @@ reference path; a clear error without the [image] extra."""
 
 import math
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import nbdata as nd
 from nbdata.errors import InvalidArgumentError, UnimplementedError
+
+DATA = Path(__file__).resolve().parent.parent / "data"
 
 pytest.importorskip("simplejpeg")
 
@@ -303,3 +306,14 @@ def test_a_rest_that_only_repacks_moves_columns(tmp_path):
     for (gx, gl), (rx, rl) in zip(got, ref):
         assert np.array_equal(gx, rx) and np.array_equal(gl, rl)
     assert len(got) == 2
+
+
+def test_adobe_cmyk_jpeg_equals_tensorflow():
+    # An Adobe CMYK JPEG (Pillow, quality 95) and what TF 2.21's decode_jpeg gave for it:
+    # R = C * K / 255 truncated, as TensorFlow converts; 1 channel fails there as here.
+    data = np.load(DATA / "tf_cmyk_jpeg.npz")
+    jpeg, want = data["jpeg"].tobytes(), data["tf_rgb"]
+    for channels in (0, 3):
+        np.testing.assert_array_equal(nd.image.decode_jpeg(jpeg, channels=channels), want)
+    with pytest.raises(nd.errors.InvalidArgumentError, match="jpeg::Uncompress failed"):
+        nd.image.decode_jpeg(jpeg, channels=1)
