@@ -11,7 +11,7 @@ import numpy as np
 from nbdata.compiler.executor import RunState
 from nbdata.compiler.pipeline import Pipeline
 from nbdata.errors import InvalidArgumentError, OpError
-from nbdata.iterator import Iterator, spec_from_types
+from nbdata.iterator import Iterator, graph_iterators, graph_mode, spec_from_types
 from nbdata.ops.batch import Batch
 from nbdata.ops.cache import Cache, MemoryStore
 from nbdata.ops.concatenate import Concatenate
@@ -122,7 +122,7 @@ class Dataset(DatasetBase):
         self._pipeline: Pipeline | None = None
 
     def _derive(self, node: Node) -> "Dataset":
-        return Dataset(node, self._options, self._state)
+        return self._family(node, self._options, self._state)
 
     @staticmethod
     def _make_dataset(value: Any) -> "Dataset":
@@ -631,8 +631,8 @@ class Dataset(DatasetBase):
         except TypeError as e:
             raise TypeError(f"concatenate: the datasets' elements are incompatible: {e} "
                             f"({self.element_spec} vs {dataset.element_spec})") from None
-        return Dataset(node, self._options.merge(dataset._options),
-                       RunState.merged(self._state, dataset._state))
+        return self._family(node, self._options.merge(dataset._options),
+                            RunState.merged(self._state, dataset._state))
 
     def window(self, size: int, shift: int | None = None, stride: int = 1,
                drop_remainder: bool = False, name: str | None = None) -> "Dataset":
@@ -806,7 +806,7 @@ class Dataset(DatasetBase):
         """
         if not isinstance(options, Options):
             raise TypeError(f"with_options: expected nd.Options, got {type(options).__name__}")
-        return Dataset(self._node, self._options.merge(options), self._state)
+        return self._family(self._node, self._options.merge(options), self._state)
 
     def options(self) -> Options:
         """The options of this dataset.
@@ -944,6 +944,8 @@ class Dataset(DatasetBase):
         >>> int(it.get_next())
         0
         """
+        if graph_mode(self):
+            return graph_iterators[0].one_shot(self)
         return iter(self)
 
     def make_initializable_iterator(self, shared_name: str | None = None) -> Iterator:
@@ -959,9 +961,16 @@ class Dataset(DatasetBase):
         >>> int(it.get_next())
         7
         """
+        if graph_mode(self):
+            return graph_iterators[0].initializable(self, shared_name)
         it = Iterator(self.element_spec)
         it._initializer = it.make_initializer(self)
         return it
+
+
+# What transformations of a dataset make: nd.Dataset for nd's datasets (the file
+# datasets too), the compat.v1 Dataset for that namespace's (graph-mode iterators).
+Dataset._family = Dataset
 
 
 def _leaf_dtype(v):

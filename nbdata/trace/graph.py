@@ -170,6 +170,11 @@ class Graph:
         with self._lock:
             return self._collections.setdefault(name, [])
 
+    def placeholder_tensors(self) -> list:
+        """The graph values made so far for ``nd.placeholder`` objects."""
+        with self._lock:
+            return list(self._placeholders.values())
+
     def placeholder_tensor(self, placeholder) -> "Tensor":
         """The graph value standing for an ``nd.placeholder`` (made on first use)."""
         with self._lock:
@@ -199,6 +204,41 @@ def get_default_graph() -> Graph:
     global default graph (``tf.get_default_graph``)."""
     stack = _default_stack()
     return stack[-1] if stack else _global_graph
+
+
+_eager = [True]
+
+
+def executing_eagerly() -> bool:
+    """Whether Dataset iterators and ops run eagerly here (``get_next()`` gives values):
+    not inside ``with graph.as_default():`` and not after ``disable_eager_execution()``,
+    or inside :func:`eager_calls` (a pipeline calling a user function on real
+    elements). In graph mode they are graph operations run by ``Session.run``."""
+    if getattr(_local, "eager_calls", 0):
+        return True
+    return _eager[0] and not _default_stack()
+
+
+@contextlib.contextmanager
+def eager_calls():
+    """Within the block (this thread), ops run eagerly: a user function a pipeline
+    calls on real elements computes values (a ``tf.random_uniform`` in it draws one),
+    even while a session of a graph runs the pipeline."""
+    _local.eager_calls = getattr(_local, "eager_calls", 0) + 1
+    try:
+        yield
+    finally:
+        _local.eager_calls -= 1
+
+
+def disable_eager_execution() -> None:
+    """Graph mode for the process (``tf.compat.v1.disable_eager_execution``)."""
+    _eager[0] = False
+
+
+def enable_eager_execution() -> None:
+    """Undo :func:`disable_eager_execution`."""
+    _eager[0] = True
 
 
 def reset_default_graph() -> None:
@@ -674,6 +714,7 @@ def _trace_op(call: Callable, specs: list, op_type: str):
 
 
 __all__ = ["Graph", "Operation", "Symbolic", "TraceError", "Tensor", "as_tensor", "astype", "constant",
+           "disable_eager_execution", "eager_calls", "enable_eager_execution", "executing_eagerly",
            "get_default_graph", "getitem", "is_symbolic", "name_scope", "output_leaves", "record",
            "upstream",
            "reset_default_graph", "symbolic_leaves", "template"]

@@ -3,6 +3,7 @@ Coordinator), ``py_func``, ``explain``, and ``Saver`` for iterator state."""
 
 from nbdata.train.coordinator import Coordinator
 from nbdata.train.graph import GraphKeys
+from nbdata.train import iterators  # noqa: F401 - registers graph-mode Dataset iterators
 from nbdata.train.input import (batch, batch_join, input_producer, limit_epochs,
                                 match_filenames_once, maybe_batch, maybe_batch_join,
                                 maybe_shuffle_batch, maybe_shuffle_batch_join,

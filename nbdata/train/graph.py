@@ -8,6 +8,7 @@ class GraphKeys:
     QUEUE_RUNNERS = "queue_runners"
     LOCAL_VARIABLES = "local_variables"
     GLOBAL_VARIABLES = "variables"
+    SAVEABLE_OBJECTS = "saveable_objects"
 
 
 __all__ = ["GraphKeys"]

@@ -13,11 +13,35 @@ class SaveableIterator:
 
     def __init__(self, iterator, name: str | None = None):
         from nbdata.iterator import Iterator
-        if not isinstance(iterator, Iterator):
+        from nbdata.train.iterators import GraphIterator
+        if not isinstance(iterator, (Iterator, GraphIterator)):
             raise TypeError(f"make_saveable_from_iterator: expected an nd.Iterator, got "
                             f"{type(iterator).__name__}")
         self.iterator = iterator
         self.name = name
+
+    def save(self, sess) -> bytes:
+        """The iterator's position (in ``sess`` for a graph-mode iterator)."""
+        if hasattr(self.iterator, "runtime"):
+            return self.iterator.save(_session(sess, self.iterator))
+        return self.iterator.save()
+
+    def restore(self, sess, state: bytes) -> None:
+        if hasattr(self.iterator, "runtime"):
+            self.iterator.restore(_session(sess, self.iterator), state)
+        else:
+            self.iterator.restore(state)
+
+
+def _session(sess, iterator):
+    """The session a graph-mode iterator's position is in: ``sess``, else the default."""
+    if sess is None:
+        from nbdata.train.session import get_default_session
+        sess = get_default_session()
+    if sess is None:
+        raise ValueError(f"Saver: {iterator.name} is a graph-mode iterator: pass the session "
+                         "whose position to save or restore")
+    return sess
 
 
 def make_saveable_from_iterator(iterator, external_state_policy=None) -> SaveableIterator:
@@ -43,6 +67,10 @@ class Saver:
     every iterator back. ``sess`` is accepted for TF1-shaped code and may be None."""
 
     def __init__(self, var_list=None, **kwargs):
+        if var_list is None:   # TF1: what the graph's SAVEABLE_OBJECTS collection holds
+            from nbdata.trace.graph import get_default_graph
+            from nbdata.train.graph import GraphKeys
+            var_list = get_default_graph().get_collection(GraphKeys.SAVEABLE_OBJECTS)
         items = list(var_list or [])
         for item in items:
             if not isinstance(item, SaveableIterator):
@@ -57,7 +85,7 @@ class Saver:
         path = os.fspath(save_path)
         if global_step is not None:
             path = f"{path}-{int(global_step)}"
-        states = {name: item.iterator.save() for name, item in zip(self._names(), self.items)}
+        states = {name: item.save(sess) for name, item in zip(self._names(), self.items)}
         checkpoint.write_atomically(path, checkpoint.encode(states))
         return path
 
@@ -70,4 +98,4 @@ class Saver:
         for name, item in zip(self._names(), self.items):
             if name not in states:
                 raise InvalidArgumentError(f"Saver.restore: {path} has no state for {name}")
-            item.iterator.restore(states[name])
+            item.restore(sess, states[name])

@@ -65,12 +65,15 @@ class RunContext:
     """One ``run`` (or one step of a queue runner thread): the session, the deadline of
     its blocking ops and the values computed so far."""
 
-    __slots__ = ("session", "deadline", "needed")
+    __slots__ = ("session", "deadline", "needed", "feeds")
 
-    def __init__(self, session: "Session", timeout_ms: int, needed: frozenset | None = None):
+    def __init__(self, session: "Session", timeout_ms: int, needed: frozenset | None = None,
+                 feeds: dict | None = None):
         self.session = session
         self.deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms > 0 else None
         self.needed = needed   # ids of the tensors this run uses (None: all)
+        self.feeds = feeds     # the run's fed values by tensor id (an iterator initializer
+        #                        binds the placeholders of its dataset from them)
 
     def uses(self, tensor) -> bool:
         """Whether this run needs ``tensor``'s value (an op may skip computing it)."""
@@ -234,7 +237,7 @@ class Session:
         if fetch is None:
             raise TypeError("Fetch argument None has invalid type <class 'NoneType'>")
         raise TypeError(f"Fetch argument {fetch!r} has invalid type {type(fetch)}, must be a "
-                        "string or Tensor. (Can not convert a {type(fetches).__name__} into a "
+                        f"string or Tensor. (Can not convert a {type(fetch).__name__} into a "
                         "Tensor or Operation.)")
 
     def _feeds(self, feed_dict: Mapping | None) -> dict:
@@ -260,7 +263,7 @@ class Session:
 
     def execute(self, plan: "RunPlan", timeout_ms: int, feeds: dict | None = None) -> dict:
         """Run the ops of ``plan`` once; returns the values by tensor id."""
-        run = RunContext(self, timeout_ms, plan.needed)
+        run = RunContext(self, timeout_ms, plan.needed, feeds)
         values = dict(feeds) if feeds else {}
         for op in plan.order:
             values.update(zip(map(id, op.outputs), evaluate(op, run, [values[id(t)] for t in op.inputs])))

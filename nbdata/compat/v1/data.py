@@ -1,0 +1,93 @@
+"""``tf.data`` of the ``nbdata.compat.v1`` namespace: nbdata's datasets with graph-mode
+iterators by default, as in TF1 (``get_next()`` gives graph tensors that
+``Session.run`` evaluates). Transformations of these datasets stay in this namespace;
+everything else is nbdata's own Dataset API."""
+
+from __future__ import annotations
+
+import types
+
+import nbdata as nd
+from nbdata.io import datasets as _files
+from nbdata.ops.node import AUTOTUNE
+from nbdata.train.iterators import GraphIterator
+from nbdata.train.saver import make_saveable_from_iterator
+
+
+class Dataset(nd.Dataset):
+    """``tf.data.Dataset`` of TF1: nbdata's Dataset whose iterators are graph objects.
+
+    >>> import nbdata.compat.v1 as tf
+    >>> it = tf.data.Dataset.range(3).map(lambda x: x * 2).make_one_shot_iterator()
+    >>> nxt = it.get_next()
+    >>> with tf.Session() as sess:
+    ...     print([int(sess.run(nxt)) for _ in range(3)])
+    [0, 2, 4]
+    """
+
+    _graph_mode = True
+
+    @staticmethod
+    def from_tensors(*args, **kwargs) -> "Dataset":
+        return _v1(nd.Dataset.from_tensors(*args, **kwargs))
+
+    @staticmethod
+    def from_tensor_slices(*args, **kwargs) -> "Dataset":
+        return _v1(nd.Dataset.from_tensor_slices(*args, **kwargs))
+
+    @staticmethod
+    def range(*args, **kwargs) -> "Dataset":
+        return _v1(nd.Dataset.range(*args, **kwargs))
+
+    @staticmethod
+    def from_generator(*args, **kwargs) -> "Dataset":
+        return _v1(nd.Dataset.from_generator(*args, **kwargs))
+
+    @staticmethod
+    def list_files(*args, **kwargs) -> "Dataset":
+        return _v1(nd.Dataset.list_files(*args, **kwargs))
+
+    @staticmethod
+    def zip(*args, **kwargs) -> "Dataset":
+        return _v1(nd.Dataset.zip(*args, **kwargs))
+
+
+Dataset._family = Dataset
+
+
+def _v1(ds: nd.Dataset) -> Dataset:
+    return Dataset(ds._node, ds._options, ds._state)
+
+
+class TFRecordDataset(_files.TFRecordDataset):
+    __doc__ = _files.TFRecordDataset.__doc__
+    _graph_mode = True
+    _family = Dataset
+
+
+class TextLineDataset(_files.TextLineDataset):
+    __doc__ = _files.TextLineDataset.__doc__
+    _graph_mode = True
+    _family = Dataset
+
+
+class FixedLengthRecordDataset(_files.FixedLengthRecordDataset):
+    __doc__ = _files.FixedLengthRecordDataset.__doc__
+    _graph_mode = True
+    _family = Dataset
+
+
+Iterator = GraphIterator
+
+# tf.data.experimental and (TF 1.x) tf.contrib.data: the names input code uses.
+experimental = types.SimpleNamespace(
+    AUTOTUNE=AUTOTUNE, make_saveable_from_iterator=make_saveable_from_iterator,
+    Options=nd.Options, INFINITE_CARDINALITY=nd.INFINITE, UNKNOWN_CARDINALITY=nd.UNKNOWN,
+    TFRecordWriter=nd.io.TFRecordWriter)
+contrib_data = types.SimpleNamespace(
+    make_saveable_from_iterator=make_saveable_from_iterator, AUTOTUNE=AUTOTUNE,
+    TFRecordDataset=TFRecordDataset, TextLineDataset=TextLineDataset,
+    FixedLengthRecordDataset=FixedLengthRecordDataset)
+
+__all__ = ["AUTOTUNE", "Dataset", "FixedLengthRecordDataset", "Iterator", "TFRecordDataset",
+           "TextLineDataset", "experimental", "make_saveable_from_iterator"]

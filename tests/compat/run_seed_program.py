@@ -1,0 +1,38 @@
+"""Runs one program of seed_programs.py and prints what it printed as JSON:
+``python run_seed_program.py NAME {nbdata|tensorflow} WORKDIR`` (a fresh process, so
+that TensorFlow's graph mode or nbdata's stays in it)."""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from seed_programs import PROGRAMS  # noqa: E402
+
+
+def run(name: str, library: str, workdir: str) -> list:
+    if library == "tensorflow":
+        import types
+
+        import tensorflow.compat.v1 as tf1
+        tf1.disable_eager_execution()
+        # TF 2's compat.v1 has no tf.contrib: its make_saveable_from_iterator moved to
+        # tf.data.experimental.
+        tf = types.SimpleNamespace(**{k: getattr(tf1, k) for k in dir(tf1) if not k.startswith("__")})
+        tf.contrib = types.SimpleNamespace(data=tf1.data.experimental)
+    else:
+        import nbdata.compat.v1 as tf
+    printed = []
+
+    def record(*args, **kwargs):
+        printed.append(" ".join(str(a) for a in args))
+
+    with tf.Graph().as_default():
+        exec(PROGRAMS[name], {"tf": tf, "np": np, "print": record, "workdir": workdir})
+    return printed
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(sys.argv[1], sys.argv[2], sys.argv[3])))

@@ -1,0 +1,68 @@
+"""``import nbdata.compat.v1 as tf``: graph mode by default for its datasets, TF1's names,
+and a clear AttributeError for model-building names; nd's own datasets stay eager."""
+
+import numpy as np
+import pytest
+
+import nbdata as nd
+import nbdata.compat.v1 as tf
+from nbdata.train.iterators import GraphIterator
+
+
+def test_the_namespace_holds_what_input_code_uses():
+    for name in ["Session", "InteractiveSession", "placeholder", "constant", "Graph", "train",
+                 "errors", "GraphKeys", "add_to_collection", "global_variables_initializer",
+                 "local_variables_initializer", "initialize_all_variables", "int32", "float32",
+                 "string", "io", "image", "decode_csv", "decode_raw", "parse_single_example",
+                 "py_func", "add", "cast", "reshape", "stack", "concat", "one_hot",
+                 "random_uniform", "random_shuffle", "string_split", "TextLineReader",
+                 "TFRecordReader", "FixedLengthRecordReader"]:
+        assert getattr(tf, name) is not None, name
+    for name in ["Dataset", "Iterator", "TFRecordDataset", "TextLineDataset",
+                 "FixedLengthRecordDataset"]:
+        assert getattr(tf.data, name) is not None, name
+    assert tf.data.experimental.make_saveable_from_iterator is nd.make_saveable_from_iterator
+    assert tf.contrib.data.make_saveable_from_iterator is nd.make_saveable_from_iterator
+
+
+def test_its_datasets_make_graph_iterators_without_a_graph_block():
+    ds = tf.data.Dataset.range(6).map(lambda x: x * 2).filter(lambda x: x > 2).batch(2)
+    assert isinstance(ds, tf.data.Dataset)   # transformations stay in the namespace
+    it = ds.make_one_shot_iterator()
+    assert isinstance(it, GraphIterator)
+    nxt = it.get_next()
+    with tf.Session() as sess:
+        assert [sess.run(nxt).tolist() for _ in range(2)] == [[4, 6], [8, 10]]
+        with pytest.raises(tf.errors.OutOfRangeError):
+            sess.run(nxt)
+    # nbdata's own datasets keep eager iterators outside a graph
+    assert int(nd.Dataset.range(3).make_one_shot_iterator().get_next()) == 0
+
+
+def test_file_datasets_of_the_namespace(tmp_path):
+    path = str(tmp_path / "r.tfrecord")
+    with tf.python_io.TFRecordWriter(path) as w:
+        for i in range(3):
+            w.write(b"r%d" % i)
+    ds = tf.data.TFRecordDataset([path]).repeat(2)
+    assert isinstance(ds, tf.data.Dataset)
+    nxt = ds.make_one_shot_iterator().get_next()
+    with tf.Session() as sess:
+        assert [sess.run(nxt) for _ in range(6)] == [b"r0", b"r1", b"r2"] * 2
+
+
+def test_interactive_session_and_eval():
+    nxt = tf.data.Dataset.from_tensor_slices(np.array([1.5, 2.5])).make_one_shot_iterator().get_next()
+    sess = tf.InteractiveSession()
+    try:
+        assert float(nxt.eval()) == 1.5 and float(nxt.eval()) == 2.5
+    finally:
+        sess.close()
+
+
+@pytest.mark.parametrize("name", ["layers", "nn", "keras", "estimator", "get_variable"])
+def test_model_names_say_nbdata_is_the_input_pipeline(name):
+    with pytest.raises(AttributeError, match=rf"{name}.*input pipeline"):
+        getattr(tf, name)
+    with pytest.raises(AttributeError, match="input pipeline"):
+        tf.train.AdamOptimizer  # noqa: B018
