@@ -362,3 +362,87 @@ with tf.Session() as sess:
     coord.join(threads)
 print(len(seen), sorted(seen)[:3], sorted(seen)[-1])
 """)
+
+program("slides_tfrecord_pipeline")("""
+filenames = [workdir + "/file1.tfrecord", workdir + "/file2.tfrecord"]
+for k, name in enumerate(filenames):
+    with tf.python_io.TFRecordWriter(name) as writer:
+        for i in range(50):
+            example = tf.train.Example(features=tf.train.Features(feature={
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[k * 100 + i])),
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=[i * 0.5, -i]))}))
+            writer.write(example.SerializeToString())
+features = {"label": tf.FixedLenFeature([], tf.int64), "x": tf.FixedLenFeature([2], tf.float32)}
+# Read records from a list of files.
+dataset = tf.data.TFRecordDataset(filenames)
+# Parse string values into tensors.
+dataset = dataset.map(lambda record: tf.parse_single_example(record, features))
+# Randomly shuffle using a buffer of 10000 examples.
+dataset = dataset.shuffle(10000)
+# Repeat for 100 epochs (2 here).
+dataset = dataset.repeat(2)
+# Combine 128 consecutive elements into a batch.
+dataset = dataset.batch(128)
+next_element = dataset.make_one_shot_iterator().get_next()
+with tf.Session() as sess:
+    batches = []
+    try:
+        while True:
+            batches.append(sess.run(next_element))
+    except tf.errors.OutOfRangeError:
+        pass
+print([b["label"].shape for b in batches], batches[0]["x"].dtype)
+labels = sorted(v for b in batches for v in b["label"].tolist())
+print(labels[:3], labels[-3:], len(labels))
+""")
+
+program("slides_generator")("""
+def generator():
+    i = 0
+    while True:
+        yield i * i
+        i += 1
+dataset = tf.data.Dataset.from_generator(generator, tf.int32).take(5)
+next_element = dataset.make_one_shot_iterator().get_next()
+with tf.Session() as sess:
+    print([int(sess.run(next_element)) for _ in range(5)])
+""")
+
+program("slides_one_shot_train_loop")("""
+features = np.arange(40, dtype=np.float32).reshape(10, 4)
+labels = np.arange(10) % 3
+dataset = tf.data.Dataset.from_tensor_slices((features, labels)).batch(4)
+# A one-shot iterator automatically initializes itself on first use.
+iterator = dataset.make_one_shot_iterator()
+# The return value of get_next() matches the dataset element type.
+images, labels = iterator.get_next()
+# stand-in for model_and_optimizer(images, labels)
+train_op = tf.reduce_sum(images) + tf.cast(tf.reduce_sum(labels), tf.float32)
+with tf.Session() as sess:
+    # Loop until all elements have been consumed.
+    try:
+        while True:
+            print(sess.run(train_op))
+    except tf.errors.OutOfRangeError:
+        pass
+""")
+
+program("slides_decode_jpeg")("""
+import io
+from PIL import Image
+rng = np.random.RandomState(1)
+blobs = []
+for k in range(3):
+    pixels = (rng.rand(16, 24, 3) * 255).astype(np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, "JPEG", quality=90)
+    blobs.append(out.getvalue())
+dataset = tf.data.Dataset.from_tensor_slices(np.array(blobs, dtype=object))
+dataset = dataset.map(lambda x: tf.image.decode_jpeg(x))
+dataset = dataset.repeat(2)
+next_element = dataset.make_one_shot_iterator().get_next()
+with tf.Session() as sess:
+    for _ in range(6):
+        image = sess.run(next_element)
+        print(image.shape, image.dtype, int(image.sum()))
+""")

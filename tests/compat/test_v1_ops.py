@@ -276,7 +276,13 @@ def test_namespace_getattr_and_train_optimizers_raise_the_message():
                                              "'AdamOptimizer'.*not a model library"):
         tf.train.AdamOptimizer  # noqa: B018
     with pytest.raises(AttributeError, match="encode_example"):
-        tf.train.Example  # noqa: B018
+        tf.train.SequenceExample  # noqa: B018
+    ex = tf.train.Example(features=tf.train.Features(feature={
+        "b": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"x"])),
+        "f": tf.train.Feature(float_list=tf.train.FloatList(value=[])),
+        "i": tf.train.Feature(int64_list=tf.train.Int64List(value=[1, 2]))}))
+    assert ex.SerializeToString() == nd.io.encode_example(
+        {"b": [b"x"], "f": {"kind": "float_list", "value": []}, "i": [1, 2]})
     assert tf.train.shuffle_batch is nd.train.shuffle_batch
     assert tf.add is ops.add and tf.io is nd.io and tf.image is nd.image
     with pytest.raises(AttributeError, match="tf.strings.to_number is not part"):

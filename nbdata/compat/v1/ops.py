@@ -1421,6 +1421,9 @@ class _TrainModule(types.ModuleType):
     AttributeError."""
 
     def __getattr__(self, name: str):
+        if name in ("Example", "Features", "Feature", "BytesList", "FloatList", "Int64List"):
+            from nbdata.compat.v1 import protos
+            return getattr(protos, name)
         try:
             return getattr(_nd.train, name)
         except AttributeError:
