@@ -200,9 +200,24 @@ class Session:
         it is: ``pipe.stats()`` and ``nd.train.explain`` report what nbdata measures."""
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session.")
+        from nbdata.iterator import Initializer
         targets: list = []
-        structure = _walk(fetches, lambda fetch: targets.append(self._fetch(fetch)))
-        values = iter(self._execute(targets, feed_dict, options))
+        starts: list = []   # eager iterators' initializers (it.initializer outside a graph)
+
+        def add(fetch):
+            if isinstance(fetch, Initializer):
+                starts.append(fetch)
+                targets.append(None)
+            else:
+                targets.append(self._fetch(fetch))
+        structure = _walk(fetches, add)
+        if starts:   # run as TF1 runs an initializer: its placeholders fed from feed_dict
+            from nbdata.trace.placeholder import Placeholder
+            feeds = {k: v for k, v in (feed_dict or {}).items() if isinstance(k, Placeholder)}
+            for start in starts:
+                start.run(feeds or None)
+        computed = iter(self._execute([t for t in targets if t is not None], feed_dict, options))
+        values = iter([None if t is None else next(computed) for t in targets])
         return _walk(structure, lambda _: next(values))
 
     def make_callable(self, fetches: Any, feed_list: list | None = None) -> Callable:

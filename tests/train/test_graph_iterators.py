@@ -156,3 +156,15 @@ def test_fetching_a_value_is_a_clear_type_error():
     with nd.Session() as sess:
         with pytest.raises(TypeError, match=r"Can not convert a int64 into a Tensor"):
             sess.run(np.int64(0))
+
+
+def test_a_session_runs_the_initializer_of_an_eager_iterator():
+    # An initializable iterator made outside a graph is eager; sess.run(it.initializer,
+    # feed_dict=...) still starts it with its placeholders fed, as TF1 code does.
+    n = nd.placeholder(np.int64, shape=[])
+    it = nd.Dataset.range(n).make_initializable_iterator()
+    with nd.Session() as sess:
+        assert sess.run(it.initializer, feed_dict={n: 3}) is None
+        assert [int(x) for x in it] == [0, 1, 2]
+        assert sess.run([it.initializer, nd.constant(5)], feed_dict={n: 1})[1] == 5
+        assert [int(x) for x in it] == [0]
