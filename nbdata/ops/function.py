@@ -11,7 +11,7 @@ from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.spec import DatasetSpec, TensorSpec, flatten, is_dataset, pack_as, spec_of_value
 from nbdata.trace.abstract import TracedFunction, canonical_output, spec_of_results
 from nbdata.trace.function import FunctionGraph, record_function, recording_failed
-from nbdata.trace.graph import Tensor, TraceError, eager_calls
+from nbdata.trace.graph import Tensor, TraceError, enter_eager_calls, leave_eager_calls
 
 
 def graph_output_spec(graph: FunctionGraph, op: str, fname: str) -> Any:
@@ -134,8 +134,11 @@ class UserFunction(TracedFunction):
     def call_raw(self, element: Any) -> Any:
         # On a real element the function computes values, also while a session runs the
         # pipeline (a tf.random_uniform in it draws, it records no graph op).
-        with eager_calls():
+        depth = enter_eager_calls()
+        try:
             return super().call_raw(element)
+        finally:
+            leave_eager_calls(depth)
 
     def __call__(self, element: Any) -> Any:
         if self._predicate and not self._symbolic_spec():
