@@ -135,7 +135,7 @@ class DeviceArray:
         """A NumPy copy of the array (after the work that produces it)."""
         out = np.empty(self.shape, self.dtype)
         be = self._backend
-        stream = be.stream() if be.name == "cuda" else None
+        stream = be.transfer_stream()
         be.wait(stream, self.ready)
         if self.nbytes:
             be.copy_d2h(out, self._region(), self.nbytes, stream)
@@ -204,11 +204,20 @@ class DeviceArray:
         return out if dtype is None else out.astype(dtype)
 
 
+_CU_STREAM_LEGACY = 1
+_CU_STREAM_PER_THREAD = 2
+
+
 def _order_after(be, stream, event) -> None:
     """Make the consumer's stream (a DLPack stream number) wait for ``event``."""
     from cuda.bindings import driver
     be.bind()
-    handle = {None: 0, 1: 0, 2: 2}.get(stream, stream)   # 2: CU_STREAM_PER_THREAD
+    # DLPack's stream numbers: None and 1 are the legacy default stream, 2 the per-thread
+    # default stream; the driver's handles for them are CU_STREAM_LEGACY (1) and
+    # CU_STREAM_PER_THREAD (2). (Handle 0 would be the default stream as the calling
+    # thread's compilation mode picks it, not necessarily the consumer's.)
+    handle = {None: _CU_STREAM_LEGACY, 1: _CU_STREAM_LEGACY, 2: _CU_STREAM_PER_THREAD}.get(
+        stream, stream)
     (err,) = driver.cuStreamWaitEvent(handle, int(event.handle), 0)
     if int(err) != 0:
         event.sync()

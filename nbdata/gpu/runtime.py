@@ -113,8 +113,8 @@ class Backend:
     def stream(self) -> Any:
         raise NotImplementedError
 
-    def event(self, stream) -> Any:
-        """An event recorded now on ``stream``."""
+    def event(self, stream, timing: bool = False) -> Any:
+        """An event recorded now on ``stream`` (``timing``: one elapsed time is read from)."""
         raise NotImplementedError
 
 
@@ -144,7 +144,10 @@ class SimBackend(Backend):
     def stream(self):
         return None
 
-    def event(self, stream):
+    def event(self, stream, timing: bool = False):
+        return None
+
+    def transfer_stream(self):
         return None
 
     def wait(self, stream, event) -> None:
@@ -211,9 +214,20 @@ class CudaBackend(Backend):
         self.bind()
         return self.device.create_stream(options=self.core.StreamOptions(nonblocking=True))
 
-    def event(self, stream):
+    def event(self, stream, timing: bool = False):
+        """An event recorded now on ``stream``; ``timing`` only where elapsed time is
+        reported (a timing event is slower to record and wait on)."""
         self.bind()
-        return stream.record(options=self.core.EventOptions(timing_enabled=True))
+        return stream.record(options=self.core.EventOptions(timing_enabled=bool(timing)))
+
+    def transfer_stream(self):
+        """This thread's stream for synchronous copies (``copy_to_host``), made once per
+        thread instead of once per copy."""
+        self.bind()
+        stream = getattr(self.local, "transfer", None)
+        if stream is None:
+            stream = self.local.transfer = self.stream()
+        return stream
 
     def wait(self, stream, event) -> None:
         if event is not None:

@@ -130,11 +130,11 @@ class Stager:
         from nbdata.gpu.array import DeviceArray
         be = self.backend
         out = DeviceArray.empty(array.shape, array.dtype, self.stream)
-        start = be.event(self.stream)
+        start = be.event(self.stream, timing=True)   # copy times are in stats()
         if _pinned(array) and array.flags.c_contiguous:
             if array.nbytes:
                 be.copy_h2d(out.buffer, array, self.stream)
-            out.ready = be.event(self.stream)
+            out.ready = be.event(self.stream, timing=True)
             # The host array (and so its pinned block) lives until its copy is done.
             self.in_flight = [(e, a) for e, a in self.in_flight if not _done(be, e)]
             self.in_flight.append((out.ready, array))
@@ -149,10 +149,10 @@ class Stager:
                 slot[0], slot[1] = be.pinned(max(array.nbytes, 1))
             staged = slot[1][:array.nbytes]
             staged[:] = array.reshape(-1).view(np.uint8)
-            start = be.event(self.stream)
+            start = be.event(self.stream, timing=True)
             if array.nbytes:
                 be.copy_h2d(out.buffer, staged, self.stream)
-            slot[2] = out.ready = be.event(self.stream)
+            slot[2] = out.ready = be.event(self.stream, timing=True)
             self._count("staged copies", start, out.ready)
         out.stream = self.stream
         return out

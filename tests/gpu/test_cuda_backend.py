@@ -53,15 +53,19 @@ class FakeBuffer:
 class FakeEvent:
     count = 0
 
-    def __init__(self):
+    def __init__(self, timing: bool = False):
         FakeEvent.count += 1
         self.handle = 1000 + FakeEvent.count
         self.is_done = True
+        self.timing = timing
 
     def sync(self):
         pass
 
     def __sub__(self, other):
+        # As cuEventElapsedTime: both events must have been made with timing enabled.
+        if not (self.timing and other.timing):
+            raise RuntimeError("CUDA_ERROR_INVALID_HANDLE: elapsed time of a non-timing event")
         return 0.25
 
 
@@ -72,8 +76,7 @@ class FakeStream:
 
     def record(self, event=None, options=None):
         _needs_context("Stream.record")
-        assert options is None or options.timing_enabled
-        return event or FakeEvent()
+        return event or FakeEvent(bool(options is not None and options.timing_enabled))
 
     def wait(self, event):
         _needs_context("Stream.wait")
@@ -85,12 +88,14 @@ class FakeStream:
 
 class FakeDevice:
     device_id = 0
+    streams_made = 0
 
     def set_current(self):
         _current.device = self
 
     def create_stream(self, obj=None, options=None):
         _needs_context("Device.create_stream")
+        FakeDevice.streams_made += 1
         return FakeStream()
 
 
@@ -212,3 +217,37 @@ def test_every_thread_that_calls_cuda_makes_the_device_current(cuda_backend):
     t.start()
     t.join()
     assert probe == [None]   # the fake's rule holds: a fresh thread has no context
+
+
+def test_ready_events_do_not_time_and_copy_times_do(cuda_backend):
+    # Timing events are slower to record and wait on: only the staging copies that
+    # stats() reports are timed.
+    from nbdata.gpu.array import DeviceArray
+    from nbdata.ops.prefetch_to_device import Stager
+    d = DeviceArray.from_host(np.arange(5, dtype=np.int32))
+    assert d.ready is not None and not d.ready.timing
+    staged = Stager(0, 2).to_device(np.arange(5, dtype=np.int32))
+    assert staged.ready.timing
+
+
+def test_copy_to_host_reuses_one_stream_per_thread(cuda_backend):
+    from nbdata.gpu.array import DeviceArray
+    d = DeviceArray.from_host(np.arange(8, dtype=np.int64))
+    d.copy_to_host()
+    before = FakeDevice.streams_made
+    for _ in range(3):
+        np.testing.assert_array_equal(d.copy_to_host(), np.arange(8))
+    assert FakeDevice.streams_made == before
+
+
+def test_dlpack_stream_numbers_map_to_the_driver_s_default_streams(cuda_backend, monkeypatch):
+    # DLPack: None and 1 are the legacy default stream (CU_STREAM_LEGACY = 1), 2 the
+    # per-thread one (CU_STREAM_PER_THREAD = 2), others a cudaStream_t.
+    from nbdata.gpu import array
+    waits = []
+    monkeypatch.setattr(driver, "cuStreamWaitEvent",
+                        lambda handle, event, flags: waits.append(int(handle)) or (0,))
+    event = FakeEvent()
+    for stream in (None, 1, 2, 12345):
+        array._order_after(cuda_backend, stream, event)
+    assert waits == [1, 1, 2, 12345]
