@@ -86,6 +86,13 @@ class GraphIterator:
     def __repr__(self) -> str:
         return f"<nd.Iterator (graph) {self.name} element_spec={self._spec}>"
 
+    def __iter__(self):
+        raise TypeError(
+            f"{self.name} is a graph-mode iterator (made inside a graph or a session's block, "
+            "after disable_eager_execution, or from nbdata.compat.v1): fetch its elements with "
+            "sess.run(iterator.get_next()), or make the iterator outside a graph to iterate "
+            "it in Python")
+
     # -------------------------------------------------------------- runtime
     def runtime(self, session) -> eager.Iterator:
         """This iterator's state in ``session`` (an eager iterator, made on first use)."""

@@ -168,3 +168,10 @@ def test_a_session_runs_the_initializer_of_an_eager_iterator():
         assert [int(x) for x in it] == [0, 1, 2]
         assert sess.run([it.initializer, nd.constant(5)], feed_dict={n: 1})[1] == 5
         assert [int(x) for x in it] == [0]
+
+
+def test_iterating_a_graph_iterator_in_python_says_how_to_fetch():
+    with nd.Graph().as_default():
+        it = nd.Dataset.range(2).make_one_shot_iterator()
+        with pytest.raises(TypeError, match=r"graph-mode iterator.*sess.run\(iterator.get_next\(\)\)"):
+            list(it)
