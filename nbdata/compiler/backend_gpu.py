@@ -243,7 +243,7 @@ class _Raw:
 
     def __init__(self, array):
         self.array = array
-        self.__cuda_array_interface__ = dict(array.__cuda_array_interface__, stream=None,
+        self.__cuda_array_interface__ = dict(array.interface(), stream=None,
                                              shape=(array.size,))
 
 

@@ -162,7 +162,15 @@ class DeviceArray:
     def __cuda_array_interface__(self) -> dict:
         """CUDA Array Interface v3. ``stream`` is the stream that wrote the array (its
         consumers synchronize on it or queue their work after it), or None when the data
-        is complete."""
+        is complete. A consumer of the interface does not say its own stream, so the
+        memory's release waits for the legacy default stream (where PyTorch and CuPy
+        queue work unless told otherwise)."""
+        self._consumed_on(_CU_STREAM_LEGACY)
+        return self.interface()
+
+    def interface(self) -> dict:
+        """The CUDA Array Interface for nbdata's own kernels (ordered by nbdata: no
+        consumer stream to wait for at release)."""
         stream = None
         if self.ready is not None and self._backend.name == "cuda" and not self.ready.is_done:
             stream = int(self.stream.handle)
@@ -190,12 +198,19 @@ class DeviceArray:
             raise BufferError(f"DeviceArray lives on {self.__dlpack_device__()}, not {dl_device}")
         if stream != -1 and self.ready is not None:
             _order_after(be, stream, self.ready)
+        self._consumed_on(_DLPACK_STREAMS.get(stream, stream))
         from cuda.core.utils import StridedMemoryView
         buf = be.core.Buffer.from_handle(self.pointer, max(1, self.nbytes), owner=self)
         view = StridedMemoryView.from_buffer(buf, self.shape, None, dtype=self.dtype)
         if max_version is None or tuple(max_version) < (1, 0):
             return view.__dlpack__()
         return view.__dlpack__(max_version=(1, 0))
+
+    def _consumed_on(self, stream_handle) -> None:
+        """Note that a consumer's stream uses the memory (its release waits for it)."""
+        used_on = getattr(self.buffer, "used_on", None)
+        if used_on is not None and stream_handle not in (None, -1):
+            used_on(stream_handle)
 
     def __array__(self, dtype=None, copy=None):
         if copy is False:
@@ -206,6 +221,7 @@ class DeviceArray:
 
 _CU_STREAM_LEGACY = 1
 _CU_STREAM_PER_THREAD = 2
+_DLPACK_STREAMS = {None: _CU_STREAM_LEGACY, 1: _CU_STREAM_LEGACY, 2: _CU_STREAM_PER_THREAD}
 
 
 def _order_after(be, stream, event) -> None:
@@ -216,8 +232,7 @@ def _order_after(be, stream, event) -> None:
     # default stream; the driver's handles for them are CU_STREAM_LEGACY (1) and
     # CU_STREAM_PER_THREAD (2). (Handle 0 would be the default stream as the calling
     # thread's compilation mode picks it, not necessarily the consumer's.)
-    handle = {None: _CU_STREAM_LEGACY, 1: _CU_STREAM_LEGACY, 2: _CU_STREAM_PER_THREAD}.get(
-        stream, stream)
+    handle = _DLPACK_STREAMS.get(stream, stream)
     (err,) = driver.cuStreamWaitEvent(handle, int(event.handle), 0)
     if int(err) != 0:
         event.sync()

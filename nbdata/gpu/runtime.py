@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -189,9 +190,10 @@ class CudaBackend(Backend):
             self.device.set_current()
             self.local.bound = True
 
-    def alloc(self, nbytes: int, stream=None):
+    def alloc(self, nbytes: int, stream=None) -> "Memory":
         self.bind()
-        return self.pool.allocate(max(1, nbytes), stream=stream or self.default)
+        stream = stream or self.default
+        return Memory(self, self.pool.allocate(max(1, nbytes), stream=stream), stream)
 
     def pinned(self, nbytes: int):
         self.bind()
@@ -244,6 +246,49 @@ class CudaBackend(Backend):
 
     def pointer(self, buf) -> int:
         return int(buf.handle)
+
+
+class Memory:
+    """Device memory from the pool, released in stream order after every consumer.
+
+    The pool frees a block on its allocation stream; a consumer that took the memory
+    (a DLPack tensor on its own stream, a CUDA array interface user) may still have
+    kernels queued that read it when it drops it. So each consumer's stream is noted
+    (:meth:`used_on`) and the release records an event on each of them that the
+    allocation stream waits on before the free (what torch's ``record_stream`` does):
+    the next allocation of the block cannot overwrite data a consumer still reads."""
+
+    def __init__(self, backend: "CudaBackend", buffer, stream):
+        self.buffer = buffer
+        self.handle = buffer.handle
+        self.size = getattr(buffer, "size", None)
+        self.consumers: set = set()
+        weakref.finalize(self, _release, backend, buffer, stream, self.consumers)
+
+    def used_on(self, stream_handle: int) -> None:
+        """Order the release after the work queued on ``stream_handle`` (a driver handle:
+        1 the legacy default stream, 2 the per-thread one, else a ``CUstream``)."""
+        self.consumers.add(int(stream_handle))
+
+
+def _release(backend: "CudaBackend", buffer, stream, consumers: set) -> None:
+    """Free ``buffer`` on ``stream`` after the work queued so far on each consumer stream
+    (runs when the last reference goes, on whichever thread that is)."""
+    try:
+        backend.bind()
+        if consumers:
+            from cuda.bindings import driver
+            for handle in consumers:
+                err, event = driver.cuEventCreate(0x2)   # CU_EVENT_DISABLE_TIMING
+                if int(err) != 0:
+                    stream.sync()   # no event: wait for everything before reusing the block
+                    continue
+                driver.cuEventRecord(event, handle)
+                driver.cuStreamWaitEvent(int(stream.handle), event, 0)
+                driver.cuEventDestroy(event)
+        buffer.close(stream)
+    except Exception:  # noqa: BLE001 - at interpreter exit the driver may be gone
+        pass
 
 
 def _driver(name: str, *args) -> None:

@@ -251,3 +251,39 @@ def test_dlpack_stream_numbers_map_to_the_driver_s_default_streams(cuda_backend,
     for stream in (None, 1, 2, 12345):
         array._order_after(cuda_backend, stream, event)
     assert waits == [1, 1, 2, 12345]
+
+
+def test_memory_is_freed_after_the_work_its_consumers_queued(cuda_backend, monkeypatch):
+    # A consumer (a DLPack tensor on its stream, a CUDA array interface user on the legacy
+    # stream) may still have kernels queued that read a batch when it drops it: the
+    # free waits for an event recorded on each consumer stream (record_stream style),
+    # and only the last view's release frees.
+    import gc
+    from nbdata.gpu.array import DeviceArray
+    log = []
+    monkeypatch.setattr(driver, "cuEventCreate", lambda flags: (0, "event"))
+    monkeypatch.setattr(driver, "cuEventRecord", lambda ev, h: log.append(("record", int(h))) or (0,))
+    monkeypatch.setattr(driver, "cuStreamWaitEvent",
+                        lambda h, ev, flags: log.append(("wait", int(h))) or (0,))
+    monkeypatch.setattr(driver, "cuEventDestroy", lambda ev: (0,))
+    d = DeviceArray.from_host(np.arange(4, dtype=np.float32))
+    d.buffer.buffer.close = lambda stream: log.append(("free", stream.handle))
+    d._consumed_on(555)              # what __dlpack__(stream=555) notes
+    d.__cuda_array_interface__       # noqa: B018 - a CUDA array interface consumer
+    view = d[1:]
+    del d
+    gc.collect()
+    assert log == []                 # the view still holds the memory
+    del view
+    gc.collect()
+    assert log[-1] == ("free", 77)
+    pairs = [(log[k], log[k + 1]) for k in range(0, len(log) - 1, 2)]
+    assert sorted(pairs) == [(("record", 1), ("wait", 77)), (("record", 555), ("wait", 77))]
+
+
+def test_kernels_of_nbdata_do_not_count_as_consumers(cuda_backend):
+    from nbdata.compiler.backend_gpu import _Raw
+    from nbdata.gpu.array import DeviceArray
+    d = DeviceArray.from_host(np.arange(4, dtype=np.float32))
+    _Raw(d)
+    assert d.buffer.consumers == set()
