@@ -185,7 +185,9 @@ def _run_segment(chain: Chain, x, seed_base: int):
     be = runtime.backend()
     be.bind()
     n = x.shape[0]
-    out = DeviceArray.empty((n,) + chain.out_shape, chain.out_dtype, x.stream)
+    # Kernels run on this thread's compute stream (not the batch's staging stream, where
+    # the next batches' copies are queued); their outputs are allocated there too.
+    out = DeviceArray.empty((n,) + chain.out_shape, chain.out_dtype, be.compute_stream())
     total = n * int(np.prod(chain.out_shape, dtype=np.int64))
     if total == 0:
         return out
@@ -205,21 +207,28 @@ def _run_segment(chain: Chain, x, seed_base: int):
     return out
 
 
+def runtime_backend():
+    from nbdata.gpu import runtime
+    return runtime.backend()
+
+
 def _means(x, n: int, shape: tuple, dtype, scale: float):
     """Each image's channel means of a batch (a device array of n * C float32)."""
     from nbdata.gpu.array import DeviceArray
     h, w, c = shape
-    means = DeviceArray.empty((n * c,), np.float32, x.stream)
-    scratch = DeviceArray.empty((n * c * h * w,), np.float32, x.stream)
+    stream = runtime_backend().compute_stream()
+    means = DeviceArray.empty((n * c,), np.float32, stream)
+    scratch = DeviceArray.empty((n * c * h * w,), np.float32, stream)
     _launch(_means_kernel(float(np.float32(scale))), n * c, x, means, n,
             [scratch, np.int64(h * w), np.int64(c)], scalars=2)
     return means
 
 
 def _launch(kernel, total: int, x, out, n: int, params: list, scalars: int = 0) -> None:
-    """``kernel[blocks, threads](src, out, n, *params)`` on the batch's stream, after its
-    data is ready; host arrays among ``params`` are copied to the device first (the last
-    ``scalars`` are passed as they are)."""
+    """``kernel[blocks, threads](src, out, n, *params)`` on this thread's compute stream,
+    after the batch's data is ready (its event, not its whole stream); host arrays among
+    ``params`` are copied to the device first (the last ``scalars`` are passed as they
+    are). The batch's memory is released only after the kernel (a consumer stream)."""
     from nbdata.gpu import runtime
     from nbdata.gpu.array import DeviceArray
     be = runtime.backend()
@@ -230,8 +239,9 @@ def _launch(kernel, total: int, x, out, n: int, params: list, scalars: int = 0) 
         kernel[blocks, _THREADS](x.host_view().reshape(-1), out.host_view().reshape(-1), n,
                                  *views, *rest)
         return
-    stream = x.stream if x.stream is not None else be.default
+    stream = be.compute_stream()
     be.wait(stream, x.ready)
+    x._consumed_on(int(stream.handle))
     device = [p if isinstance(p, DeviceArray) else
               DeviceArray.from_host(np.ascontiguousarray(p), stream) for p in arrays]
     kernel[blocks, _THREADS, stream](_Raw(x), _Raw(out), n, *[_Raw(p) for p in device], *rest)

@@ -151,6 +151,9 @@ class SimBackend(Backend):
     def transfer_stream(self):
         return None
 
+    def compute_stream(self):
+        return None
+
     def wait(self, stream, event) -> None:
         pass
 
@@ -229,6 +232,16 @@ class CudaBackend(Backend):
         stream = getattr(self.local, "transfer", None)
         if stream is None:
             stream = self.local.transfer = self.stream()
+        return stream
+
+    def compute_stream(self):
+        """This thread's stream for nbdata's kernels: not the staging stream, whose queue
+        holds the next batches' copies, so kernels and copies overlap (a kernel waits
+        only for its own batch's event)."""
+        self.bind()
+        stream = getattr(self.local, "compute", None)
+        if stream is None:
+            stream = self.local.compute = self.stream()
         return stream
 
     def wait(self, stream, event) -> None:

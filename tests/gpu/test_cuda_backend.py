@@ -70,8 +70,11 @@ class FakeEvent:
 
 
 class FakeStream:
+    made = 0
+
     def __init__(self):
-        self.handle = 77
+        FakeStream.made += 1
+        self.handle = 76 + FakeStream.made   # each stream its own handle
         self.waited = []
 
     def record(self, event=None, options=None):
@@ -159,7 +162,7 @@ def test_array_interface_names_the_stream_while_the_copy_runs(cuda_backend):
     from nbdata.gpu.array import DeviceArray
     d = DeviceArray.from_host(np.ones(4, np.int32))
     d.ready.is_done = False
-    assert d.__cuda_array_interface__["stream"] == 77
+    assert d.__cuda_array_interface__["stream"] == d.stream.handle == cuda_backend.default.handle
 
 
 def test_staging_copies_direct_and_through_pinned_buffers(cuda_backend):
@@ -276,9 +279,10 @@ def test_memory_is_freed_after_the_work_its_consumers_queued(cuda_backend, monke
     assert log == []                 # the view still holds the memory
     del view
     gc.collect()
-    assert log[-1] == ("free", 77)
+    alloc = cuda_backend.default.handle   # from_host allocates on the default stream
+    assert log[-1] == ("free", alloc)
     pairs = [(log[k], log[k + 1]) for k in range(0, len(log) - 1, 2)]
-    assert sorted(pairs) == [(("record", 1), ("wait", 77)), (("record", 555), ("wait", 77))]
+    assert sorted(pairs) == [(("record", 1), ("wait", alloc)), (("record", 555), ("wait", alloc))]
 
 
 def test_kernels_of_nbdata_do_not_count_as_consumers(cuda_backend):
@@ -287,3 +291,28 @@ def test_kernels_of_nbdata_do_not_count_as_consumers(cuda_backend):
     d = DeviceArray.from_host(np.arange(4, dtype=np.float32))
     _Raw(d)
     assert d.buffer.consumers == set()
+
+
+def test_kernels_run_on_a_compute_stream_after_their_batch_s_event(cuda_backend):
+    # Not on the batch's staging stream, where the next batches' copies are queued: the
+    # compute stream waits for this batch's event only, and the batch's memory is
+    # released after the kernel.
+    from nbdata.compiler import backend_gpu
+    from nbdata.ops.prefetch_to_device import Stager
+    x = Stager(0, 2).to_device(np.arange(6, dtype=np.float32))
+    staging = x.stream
+    launched = []
+
+    class Kernel:
+        def __getitem__(self, config):
+            def launch(*args):
+                launched.append(config[2])
+            return launch
+    compute = cuda_backend.compute_stream()
+    from nbdata.gpu.array import DeviceArray
+    out = DeviceArray.empty((6,), np.float32, compute)
+    backend_gpu._launch(Kernel(), 6, x, out, 6, [])
+    assert launched == [compute] and compute is not staging
+    assert x.ready in compute.waited and out.stream is compute
+    assert compute.handle in x.buffer.consumers
+    assert cuda_backend.compute_stream() is compute   # one per thread
