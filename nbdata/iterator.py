@@ -51,6 +51,12 @@ def flatten_shapes_up_to(structure: Any, shapes: Any) -> list:
     return out
 
 
+def same_types(a: Any, b: Any) -> bool:
+    """Whether two element specs have the same structure and the same dtypes (what an
+    iterator and a dataset it is bound to, or an iterator behind a handle, must share)."""
+    return same_structure(a, b) and all(x.dtype == y.dtype for x, y in zip(flatten(a), flatten(b)))
+
+
 class Initializer:
     """Binds an iterator to a dataset; ``run(feed_dict)`` (or calling it) (re)starts it.
 
@@ -243,8 +249,7 @@ class Iterator:
         10
         """
         spec = dataset.element_spec
-        if not same_structure(self._spec, spec) or not all(
-                a.dtype == b.dtype for a, b in zip(flatten(self._spec), flatten(spec))):
+        if not same_types(self._spec, spec):
             raise TypeError(
                 f"make_initializer: the dataset's element spec {spec} is incompatible with "
                 f"the iterator's {self._spec} (structures and dtypes must match)")

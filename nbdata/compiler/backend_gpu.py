@@ -207,16 +207,12 @@ def _run_segment(chain: Chain, x, seed_base: int):
     return out
 
 
-def runtime_backend():
-    from nbdata.gpu import runtime
-    return runtime.backend()
-
-
 def _means(x, n: int, shape: tuple, dtype, scale: float):
     """Each image's channel means of a batch (a device array of n * C float32)."""
+    from nbdata.gpu import runtime
     from nbdata.gpu.array import DeviceArray
     h, w, c = shape
-    stream = runtime_backend().compute_stream()
+    stream = runtime.backend().compute_stream()
     means = DeviceArray.empty((n * c,), np.float32, stream)
     scratch = DeviceArray.empty((n * c * h * w,), np.float32, stream)
     _launch(_means_kernel(float(np.float32(scale))), n * c, x, means, n,

@@ -228,20 +228,20 @@ class CudaBackend(Backend):
     def transfer_stream(self):
         """This thread's stream for synchronous copies (``copy_to_host``), made once per
         thread instead of once per copy."""
-        self.bind()
-        stream = getattr(self.local, "transfer", None)
-        if stream is None:
-            stream = self.local.transfer = self.stream()
-        return stream
+        return self._thread_stream("transfer")
 
     def compute_stream(self):
         """This thread's stream for nbdata's kernels: not the staging stream, whose queue
         holds the next batches' copies, so kernels and copies overlap (a kernel waits
         only for its own batch's event)."""
+        return self._thread_stream("compute")
+
+    def _thread_stream(self, role: str):
         self.bind()
-        stream = getattr(self.local, "compute", None)
+        stream = getattr(self.local, role, None)
         if stream is None:
-            stream = self.local.compute = self.stream()
+            stream = self.stream()
+            setattr(self.local, role, stream)
         return stream
 
     def wait(self, stream, event) -> None:

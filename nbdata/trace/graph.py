@@ -212,16 +212,19 @@ _eager = [True]
 def executing_eagerly() -> bool:
     """Whether Dataset iterators and ops run eagerly here (``get_next()`` gives values):
     not inside ``with graph.as_default():`` and not after ``disable_eager_execution()``,
-    or inside :func:`eager_calls` (a pipeline calling a user function on real
-    elements). In graph mode they are graph operations run by ``Session.run``."""
+    or between :func:`enter_eager_calls` and :func:`leave_eager_calls` (a pipeline
+    calling a user function on real elements: it computes values, a
+    ``tf.random_uniform`` in it draws one, even while a session of a graph runs the
+    pipeline). In graph mode they are graph operations run by ``Session.run``."""
     if getattr(_local, "eager_calls", 0):
         return True
     return _eager[0] and not _default_stack()
 
 
 def enter_eager_calls() -> int:
-    """:func:`eager_calls` without a context manager (per element, it costs a tenth):
-    returns what :func:`leave_eager_calls` takes."""
+    """This thread runs ops eagerly until :func:`leave_eager_calls` (a pair of calls, not a
+    context manager: per element, a context manager cost ten times as much); returns
+    what :func:`leave_eager_calls` takes."""
     depth = getattr(_local, "eager_calls", 0)
     _local.eager_calls = depth + 1
     return depth
@@ -229,18 +232,6 @@ def enter_eager_calls() -> int:
 
 def leave_eager_calls(depth: int) -> None:
     _local.eager_calls = depth
-
-
-@contextlib.contextmanager
-def eager_calls():
-    """Within the block (this thread), ops run eagerly: a user function a pipeline
-    calls on real elements computes values (a ``tf.random_uniform`` in it draws one),
-    even while a session of a graph runs the pipeline."""
-    _local.eager_calls = getattr(_local, "eager_calls", 0) + 1
-    try:
-        yield
-    finally:
-        _local.eager_calls -= 1
 
 
 def disable_eager_execution() -> None:
@@ -726,7 +717,7 @@ def _trace_op(call: Callable, specs: list, op_type: str):
 
 
 __all__ = ["Graph", "Operation", "Symbolic", "TraceError", "Tensor", "as_tensor", "astype", "constant",
-           "disable_eager_execution", "eager_calls", "enable_eager_execution", "enter_eager_calls",
+           "disable_eager_execution", "enable_eager_execution", "enter_eager_calls",
            "executing_eagerly", "leave_eager_calls",
            "get_default_graph", "getitem", "is_symbolic", "name_scope", "output_leaves", "record",
            "upstream",

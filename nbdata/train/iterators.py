@@ -27,8 +27,7 @@ from typing import Any
 from nbdata import iterator as eager
 from nbdata.errors import FailedPreconditionError, InvalidArgumentError
 from nbdata.spec import (DatasetSpec, TensorSpec, flatten, legacy_classes, legacy_shapes,
-                         legacy_types, pack_as, same_structure, specs_compatible, string,
-                         structure_repr)
+                         legacy_types, pack_as, specs_compatible, string, structure_repr)
 from nbdata.trace.graph import Operation, Tensor, get_default_graph
 from nbdata.trace.placeholder import Placeholder
 
@@ -130,8 +129,7 @@ class GraphIterator:
         if target is None:
             raise InvalidArgumentError(f"no iterator has the string handle {handle!r}",
                                        "IteratorFromStringHandle")
-        if not same_structure(self._spec, target._spec) or not all(
-                a.dtype == b.dtype for a, b in zip(flatten(self._spec), flatten(target._spec))):
+        if not eager.same_types(self._spec, target._spec):
             raise InvalidArgumentError(
                 f"the iterator behind handle {handle!r} yields {structure_repr(target._spec)}, "
                 f"this one {structure_repr(self._spec)}", "IteratorFromStringHandle")
@@ -150,8 +148,7 @@ class GraphIterator:
         """An operation that (re)starts this iterator on ``dataset`` (same structure and
         dtypes); placeholders of the dataset are fed through the run's ``feed_dict``."""
         spec = dataset.element_spec
-        if not same_structure(self._spec, spec) or not all(
-                a.dtype == b.dtype for a, b in zip(flatten(self._spec), flatten(spec))):
+        if not eager.same_types(self._spec, spec):
             raise TypeError(f"Expected output types {legacy_types(self._spec)} but got "
                             f"dataset with output types {legacy_types(spec)}.")
         if not specs_compatible(self._spec, spec):

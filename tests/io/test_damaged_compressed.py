@@ -19,8 +19,11 @@ import numpy as np
 import pytest
 
 import nbdata as nd
-from nbdata.kernels import files
 from nbdata.kernels.records import frame_tfrecord
+
+import inflaters
+
+inflater = inflaters.inflater   # the fixture (tests/io/inflaters.py)
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 _spec = importlib.util.spec_from_file_location("make_damaged_compressed",
@@ -34,26 +37,6 @@ try:
     import tensorflow as _tf
 except ImportError:
     _tf = None
-
-
-def _inflaters():
-    out = [pytest.param(zlib, id="zlib")]
-    try:
-        from isal import isal_zlib
-        out.append(pytest.param(isal_zlib, id="isal"))
-    except ImportError:
-        pass
-    return out
-
-
-@pytest.fixture(params=_inflaters())
-def inflater(request, monkeypatch):
-    """Reads with the standard zlib, then with isal's (the [gzip] extra) when installed."""
-    module = request.param
-    monkeypatch.setattr(files, "INFLATE", module)
-    monkeypatch.setattr(files, "INFLATE_ERRORS",
-                        (zlib.error, getattr(module, "error", zlib.error)))
-    return module
 
 
 def read(ds):
