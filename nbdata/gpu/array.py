@@ -199,9 +199,8 @@ class DeviceArray:
         if stream != -1 and self.ready is not None:
             _order_after(be, stream, self.ready)
         self._consumed_on(_DLPACK_STREAMS.get(stream, stream))
-        from cuda.core.utils import StridedMemoryView
         buf = be.core.Buffer.from_handle(self.pointer, max(1, self.nbytes), owner=self)
-        view = StridedMemoryView.from_buffer(buf, self.shape, None, dtype=self.dtype)
+        view = be.core.utils.StridedMemoryView.from_buffer(buf, self.shape, None, dtype=self.dtype)
         if max_version is None or tuple(max_version) < (1, 0):
             return view.__dlpack__()
         return view.__dlpack__(max_version=(1, 0))
@@ -226,14 +225,13 @@ _DLPACK_STREAMS = {None: _CU_STREAM_LEGACY, 1: _CU_STREAM_LEGACY, 2: _CU_STREAM_
 
 def _order_after(be, stream, event) -> None:
     """Make the consumer's stream (a DLPack stream number) wait for ``event``."""
-    from cuda.bindings import driver
     be.bind()
     # DLPack's stream numbers: None and 1 are the legacy default stream, 2 the per-thread
     # default stream; the driver's handles for them are CU_STREAM_LEGACY (1) and
     # CU_STREAM_PER_THREAD (2). (Handle 0 would be the default stream as the calling
     # thread's compilation mode picks it, not necessarily the consumer's.)
     handle = _DLPACK_STREAMS.get(stream, stream)
-    (err,) = driver.cuStreamWaitEvent(handle, int(event.handle), 0)
+    (err,) = be.driver.cuStreamWaitEvent(handle, int(event.handle), 0)
     if int(err) != 0:
         event.sync()
 

@@ -100,8 +100,8 @@ _lock = threading.Lock()
 
 
 def _decoder(nvimgcodec, be):
-    """One nvImageCodec decoder per device (the CPU backend under the simulator)."""
-    key = (be.name, be.device_id)
+    """One nvImageCodec decoder per backend (the CPU backend under the simulator)."""
+    key = (id(nvimgcodec), id(be))
     with _lock:
         if key not in _decoders:
             if be.name == "sim":

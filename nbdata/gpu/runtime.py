@@ -55,6 +55,8 @@ def _backend() -> "Backend":
         return SimBackend(cuda)
     try:
         import cuda.core as core
+        import cuda.core.utils  # noqa: F401 - StridedMemoryView for DLPack exports
+        from cuda.bindings import driver
     except ImportError as e:
         raise UnavailableError(f"nbdata.gpu needs cuda-python's cuda.core ({_INSTALL}): {e}") from None
     try:
@@ -62,7 +64,7 @@ def _backend() -> "Backend":
         device.set_current()
     except Exception as e:  # noqa: BLE001 - no driver, no GPU: cuda.core raises several types
         raise UnavailableError(f"nbdata.gpu: no usable CUDA GPU ({type(e).__name__}: {e})") from None
-    return CudaBackend(cuda, core, device)
+    return CudaBackend(cuda, core, device, driver)
 
 
 def _numpy_names_for_numba_cuda() -> None:
@@ -172,12 +174,15 @@ class SimBackend(Backend):
 
 
 class CudaBackend(Backend):
-    """A real GPU through cuda.core (memory, streams, events) and numba-cuda (kernels)."""
+    """A real GPU through cuda.core (memory, streams, events), the driver's calls of
+    cuda-bindings (``driver``: copies, raw events and waits) and numba-cuda (kernels).
+    The three are passed in, so tests can run the same code against a stand-in that
+    enforces CUDA's rules (tests/gpu/cuda_rules.py)."""
 
     name = "cuda"
 
-    def __init__(self, cuda, core, device):
-        self.cuda, self.core, self.device = cuda, core, device
+    def __init__(self, cuda, core, device, driver):
+        self.cuda, self.core, self.device, self.driver = cuda, core, device, driver
         self.device_id = int(device.device_id)
         self.local = threading.local()
         self.pool = core.DeviceMemoryResource(device)
@@ -207,12 +212,12 @@ class CudaBackend(Backend):
 
     def copy_h2d(self, dst, src: np.ndarray, stream) -> None:
         self.bind()
-        _driver("cuMemcpyHtoDAsync", int(dst.handle), int(src.ctypes.data), src.nbytes,
+        self.call("cuMemcpyHtoDAsync", int(dst.handle), int(src.ctypes.data), src.nbytes,
                 int(stream.handle))
 
     def copy_d2h(self, dst: np.ndarray, src, nbytes: int, stream) -> None:
         self.bind()
-        _driver("cuMemcpyDtoHAsync", int(dst.ctypes.data), int(src.handle), nbytes,
+        self.call("cuMemcpyDtoHAsync", int(dst.ctypes.data), int(src.handle), nbytes,
                 int(stream.handle))
 
     def stream(self):
@@ -260,6 +265,13 @@ class CudaBackend(Backend):
     def pointer(self, buf) -> int:
         return int(buf.handle)
 
+    def call(self, name: str, *args) -> None:
+        """Calls the CUDA driver's function ``name``; InternalError when it fails."""
+        (err,) = getattr(self.driver, name)(*args)
+        if int(err) != 0:
+            from nbdata.errors import InternalError
+            raise InternalError(f"{name} failed: CUresult {int(err)}")
+
 
 class Memory:
     """Device memory from the pool, released in stream order after every consumer.
@@ -290,7 +302,7 @@ def _release(backend: "CudaBackend", buffer, stream, consumers: set) -> None:
     try:
         backend.bind()
         if consumers:
-            from cuda.bindings import driver
+            driver = backend.driver
             for handle in consumers:
                 err, event = driver.cuEventCreate(0x2)   # CU_EVENT_DISABLE_TIMING
                 if int(err) != 0:
@@ -302,15 +314,6 @@ def _release(backend: "CudaBackend", buffer, stream, consumers: set) -> None:
         buffer.close(stream)
     except Exception:  # noqa: BLE001 - at interpreter exit the driver may be gone
         pass
-
-
-def _driver(name: str, *args) -> None:
-    """Calls the CUDA driver's function ``name``; InternalError when it fails."""
-    from cuda.bindings import driver
-    (err,) = getattr(driver, name)(*args)
-    if int(err) != 0:
-        from nbdata.errors import InternalError
-        raise InternalError(f"{name} failed: CUresult {int(err)}")
 
 
 __all__ = ["Backend", "available", "backend", "device_index", "simulated"]

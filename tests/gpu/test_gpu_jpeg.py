@@ -31,13 +31,14 @@ def blobs():
 
 
 @pytest.fixture(params=["codec", "library"])
-def decoder(request, monkeypatch):
-    """Both decoders of the simulator: nvImageCodec's CPU backend and the fallback."""
+def decoder(request, monkeypatch, gpu_backend):
+    """Both decoders of the simulator: nvImageCodec's CPU backend and the fallback (on the
+    CUDA-rules double, its stand-in of nvImageCodec's GPU decoder)."""
     if request.param == "codec":
         if jpeg._codec() is None:
             pytest.skip("nvImageCodec is not installed")
-    elif ON_DEVICE:
-        pytest.skip("a real GPU always decodes with nvImageCodec")
+    elif ON_DEVICE or gpu_backend is not None:
+        pytest.skip("a GPU always decodes with nvImageCodec")
     else:
         monkeypatch.setattr(jpeg, "_codec", lambda: None)
     return request.param
