@@ -42,6 +42,32 @@ def demo(rows: int) -> None:
         print(f"{title:40s} {rows / best / 1e6:8.2f} M elements/s  ({kept:,} kept, {best * 1e3:.0f} ms)")
 
 
+def profile_script(script: str, args: list[str], output: str | None) -> int:
+    """Runs ``script`` as ``__main__`` (with ``args``) while a trace records, then writes
+    the trace and says where; the exit status is the script's."""
+    import os
+    import runpy
+
+    from nbdata import profiler
+    output = output or os.path.splitext(os.path.basename(script))[0] + ".trace.json"
+    status = 0
+    saved = sys.argv
+    sys.argv = [script] + list(args)
+    trace = profiler.start(output)
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.argv = saved
+        profiler.stop()
+    slices = sum(1 for e in trace.events if e["ph"] == "X")
+    print(f"nbdata profile: {slices:,} slices on {len(trace.threads)} threads, consumers "
+          f"waited {trace.waits():.3f} s for input; trace written to {output} (open it in "
+          f"ui.perfetto.dev or chrome://tracing)", file=sys.stderr)
+    return status
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m nbdata")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -56,10 +82,19 @@ def main(argv: list[str] | None = None) -> None:
                       help="default: tfrecord when the first record's length checksum holds, "
                            "text when the first bytes are text, else an error")
     look.add_argument("--records", type=int, default=3, help="how many records to show")
+    prof = sub.add_parser("profile", help="run a Python script and write a trace of what its "
+                                         "pipelines did (Chrome trace-event JSON for "
+                                         "Perfetto / chrome://tracing)")
+    prof.add_argument("-o", "--output", default=None,
+                      help="the trace file (default: the script's name with .trace.json)")
+    prof.add_argument("script")
+    prof.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     fz = sub.add_parser("fuzz", help="mutation-fuzz the readers and decoders")
     fz.add_argument("--cases", type=int, default=100_000)
     fz.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.command == "profile":
+        raise SystemExit(profile_script(args.script, args.args, args.output))
     if args.command == "fuzz":
         from nbdata.io.fuzz import fuzz
         raise SystemExit(1 if fuzz(args.cases, args.seed) else 0)

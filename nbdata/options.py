@@ -204,6 +204,9 @@ class Options(_OptionGroup):
         threading: :class:`ThreadingOptions`.
         autotune: :class:`AutotuneOptions`.
         optimization: :class:`OptimizationOptions`, one switch per rewrite pass.
+        profile: a file path (default None): the pipeline's iterations record a trace
+            of what its stages and threads did (:mod:`nbdata.profiler`), written there
+            as Chrome trace-event JSON when an iteration ends and at exit.
 
     >>> import nbdata as nd
     >>> opts = nd.Options()
@@ -221,6 +224,7 @@ class Options(_OptionGroup):
         "threading": ThreadingOptions,
         "autotune": AutotuneOptions,
         "optimization": OptimizationOptions,
+        "profile": None,
     }
 
     def __getattr__(self, name):

@@ -13,6 +13,7 @@ import numpy as np
 import time
 from typing import Any, Callable
 
+from nbdata import profiler
 from nbdata.chunks import col_row, max_chunk_rows
 from nbdata.kernels.threads import ThreadBudget, kernel_section
 from nbdata.ops.runtime import skip_rows
@@ -124,6 +125,8 @@ class StageStats:
         self.fallback_rows = 0
         self.fallback_reasons: list[str] = []
         self.chosen: dict[str, Any] = {}
+        self.why: dict[str, str] = {}     # why AUTOTUNE chose each value of ``chosen``
+        self.category: str | None = None  # the profiler's: "stage", or "python" per element
         self.path = "chunks"
         self._lock = threading.Lock()
 
@@ -165,7 +168,8 @@ class StageStats:
         if self.wait_seconds:
             text += f"; consumer waited {self.wait_seconds:.3f} s"
         if self.chosen:
-            text += "; " + ", ".join(f"{k}={v}" for k, v in self.chosen.items())
+            text += "; " + ", ".join(f"{k}={v}" + (f" ({self.why[k]})" if k in self.why else "")
+                                     for k, v in self.chosen.items())
         if self.kernel_chunks or self.fallback_chunks:
             text += (f"; kernel: {self.kernel_rows:,} rows in {self.kernel_chunks:,} chunks, "
                      f"{self.fallback_rows:,} rows in {self.fallback_chunks:,} chunks re-run on "
@@ -175,6 +179,26 @@ class StageStats:
         if self.compile_seconds:
             text += f"; compile {self.compile_seconds:.3f} s"
         return text
+
+
+class ConsumerStats:
+    """The consumer's side of a pipeline's iterations: the seconds it spent waiting for
+    input (inside the iterator's pulls of chunks) and the seconds it iterated, from its
+    first pull to its last (its own work between elements included)."""
+
+    def __init__(self):
+        self.input_seconds = 0.0
+        self.wall_seconds = 0.0
+        self.pulls = 0
+        self._lock = threading.Lock()
+
+    def pulled(self, began: float, ended: float, wall: float) -> None:
+        """A pull that waited ``ended - began`` s; ``wall``: the iteration's wall time
+        added since its last pull."""
+        with self._lock:
+            self.pulls += 1
+            self.input_seconds += ended - began
+            self.wall_seconds += wall
 
 
 class TimedChunks:
@@ -189,7 +213,16 @@ class TimedChunks:
     def next(self, want: int):
         started = time.perf_counter()
         chunk = self.it.next(want)
-        self.stats.produced(chunk.n if chunk is not None else 0, time.perf_counter() - started)
+        ended = time.perf_counter()
+        rows = chunk.n if chunk is not None else 0
+        self.stats.produced(rows, ended - started)
+        if profiler._current is not None:
+            stats = self.stats
+            if stats.category is None:
+                node = stats.node
+                per_element = getattr(node, "per_element", None)
+                stats.category = "python" if per_element is not None and per_element() else "stage"
+            profiler.slice_(stats.title, stats.category, started, ended, {"rows": rows, "want": want})
         return chunk
 
     def save(self) -> dict:
@@ -281,6 +314,13 @@ class ExecContext:
     def resource(self, key: int, factory: Callable[[], Any]) -> Any:
         return self.state.resource(key, factory)
 
+    def consumer_stats(self) -> ConsumerStats:
+        """The pipeline's consumer-side counters (one object for all its iterations)."""
+        found = self._stats.get("consumer")
+        if found is None:
+            found = self._stats.setdefault("consumer", ConsumerStats())
+        return found
+
     def stats(self, node, kind: type = StageStats) -> StageStats:
         """The node's counters (made as ``kind``, a StageStats class, at first use)."""
         found = self._stats.get(id(node))
@@ -341,6 +381,11 @@ class ChunkedRun:
     def __init__(self, ctx: ExecContext, root, spec, state: dict | None = None):
         self.ctx = ctx
         self.root = root
+        self.consumer = ctx.consumer_stats()
+        self.started: float | None = None   # the first pull of this iteration
+        self.last_pull: float | None = None
+        if ctx.options.profile:
+            profiler.record_to(ctx.options.profile)
         self.pack = packer(spec)
         self.limit = ctx.max_rows(spec)
         self.want = 1
@@ -384,6 +429,9 @@ class ChunkedRun:
         self.before = self.it.save()
         self.base = 0
         self._hand_out(None)
+        began = time.perf_counter()
+        if self.started is None:
+            self.started = began
         try:
             chunk = self.it.next(self.want)
         except KeyboardInterrupt:
@@ -396,8 +444,13 @@ class ChunkedRun:
             self.close()
             raise
         self.want = min(self.want * 2, self.limit)
+        ended = time.perf_counter()
+        self.consumer.pulled(began, ended, ended - (self.last_pull or self.started))
+        self.last_pull = ended
         if chunk is None:
             self.ended = True
+            if self.ctx.options.profile:
+                profiler.save_to(self.ctx.options.profile)
             return False
         self._hand_out(chunk)
         return True

@@ -17,6 +17,7 @@ import numba
 import numpy as np
 from numba import types
 
+from nbdata import profiler
 from nbdata.chunks import Chunk, RowList, chunk_from_elements, col_row
 from nbdata.compiler.kernel_cache import compile_kernel
 from nbdata.kernels.threads import kernel_section
@@ -258,6 +259,7 @@ class FusedChunks(ChunkIter):
         outs = ([o[:k] for o in self.row_outputs] if stage.compacts else
                 [self.ctx.host_empty((k,) + sp.shape, sp.dtype) for sp in stage.out_specs])
         start = self.position
+        began = time.perf_counter()
         try:
             with kernel_section(self.ctx.budget.kernel_threads()):
                 bad_row, done, n = stage.kernel(np.int64(kernel_lo), np.int64(k), *args,
@@ -272,6 +274,8 @@ class FusedChunks(ChunkIter):
                       f"returned a value that does not fit its column")
         except Exception as e:  # noqa: BLE001 - the reference re-run reports it precisely
             bad_row, reason = 0, f"the kernel raised {type(e).__name__}: {e}"
+        profiler.slice_(f"kernel: {self.stats.title}", "kernel", began, time.perf_counter(),
+                        {"rows": int(k), "kept": int(n) if bad_row < 0 else None})
         if bad_row >= 0:
             self.state[:] = saved
             self.stats.fallback(k, reason)
@@ -289,6 +293,7 @@ class FusedChunks(ChunkIter):
         the first error (raised once the rows before it are delivered)."""
         elements = []
         done = 0
+        began = time.perf_counter()
         try:
             for r in range(lo, lo + k):
                 if self.finished:
@@ -302,6 +307,8 @@ class FusedChunks(ChunkIter):
         else:
             error = None
         self.position += done if error is not None else k
+        profiler.slice_(f"python (reference path): {self.stats.title}", "python", began,
+                        time.perf_counter(), {"rows": done})
         specs_of = self.plan.steps[-1].out_spec if self.plan.steps else self.structure
         if elements:
             self._accept(chunk_from_elements(elements, specs_of))

@@ -211,6 +211,19 @@ class Pipeline:
         """The compiled fused stages of the physical plan, sink first."""
         return [n for n in _walk(self.physical) if n.op == "fused_stage"]
 
+    def profile(self, path: str | None = None):
+        """A context manager recording a trace of what this process's pipelines do
+        while the block runs (stages, kernel runs, Python fallbacks, waits, copies to
+        the GPU, on each thread), written to ``path`` as Chrome trace-event JSON that
+        Perfetto and chrome://tracing open (:mod:`nbdata.profiler`)::
+
+            with pipe.profile("trace.json"):
+                for batch in pipe:
+                    train_step(batch)
+        """
+        from nbdata import profiler
+        return profiler.profile(path)
+
     def stats(self) -> "PipelineStats":
         """What each stage did over every iteration so far: rows and chunks, time (its
         inputs' included) and rows/s, what AUTOTUNE chose, how long a prefetch's consumer
@@ -232,7 +245,7 @@ class Pipeline:
                 found = StageStats(node.title(), node)
             if found is not None:
                 stages.append(found)
-        return PipelineStats(stages)
+        return PipelineStats(stages, self._stats.get("consumer"))
 
     def explain(self, stats: bool = False) -> PlanText:
         """The physical plan: stages from sink to source, fused stages with their ops,
@@ -309,10 +322,61 @@ class Pipeline:
 
 
 class PipelineStats:
-    """Per stage counters (:class:`nbdata.compiler.executor.StageStats`), sink first."""
+    """Per stage counters (:class:`nbdata.compiler.executor.StageStats`), sink first,
+    and the consumer's (:class:`nbdata.compiler.executor.ConsumerStats`): ``summary()``
+    says whether the consumer is input-bound, which stage bounds the throughput and what
+    AUTOTUNE chose and why."""
 
-    def __init__(self, stages: list):
+    def __init__(self, stages: list, consumer=None):
         self.stages = stages
+        self.consumer = consumer
+
+    @property
+    def input_share(self) -> float | None:
+        """The share of the consumer's iteration time spent waiting for input (None
+        before any iteration)."""
+        c = self.consumer
+        if c is None or c.wall_seconds <= 0:
+            return None
+        return min(1.0, c.input_seconds / c.wall_seconds)
+
+    def own_seconds(self, stage) -> float:
+        """A stage's time less its direct inputs' (what it spent itself). A stage whose
+        input runs on a thread of its own (a prefetch) spent its time handing over and
+        waiting: its own time is the hand-over."""
+        node = stage.node
+        if stage.wait_seconds or getattr(node, "op", None) == "prefetch":
+            return max(0.0, stage.seconds - stage.wait_seconds)
+        inputs = [s for s in self.stages if node is not None and s.node in node.inputs]
+        return max(0.0, stage.seconds - sum(s.seconds for s in inputs))
+
+    def bounding_stage(self):
+        """The stage that spent the most time of its own (the one to speed up)."""
+        timed = [s for s in self.stages if s.seconds > 0]
+        return max(timed, key=self.own_seconds) if timed else None
+
+    def summary(self) -> str:
+        """The input-bound summary: the consumer's wait for input, the bounding stage,
+        what AUTOTUNE chose and why."""
+        lines = []
+        share, c = self.input_share, self.consumer
+        if share is not None:
+            verdict = ("input-bound: speed up the pipeline" if share >= 0.5 else
+                       "input waits are a minor part: the consumer's own work dominates")
+            lines.append(f"input: the consumer waited for input {share:.0%} of the "
+                         f"{c.wall_seconds:.3f} s it iterated ({c.input_seconds:.3f} s in "
+                         f"{c.pulls:,} pulls) -> {verdict}")
+        bound = self.bounding_stage()
+        if bound is not None:
+            total = sum(self.own_seconds(s) for s in self.stages) or 1.0
+            lines.append(f"bounding stage: {bound.title} ({self.own_seconds(bound):.3f} s of "
+                         f"its own, {self.own_seconds(bound) / total:.0%} of the stages' time)")
+        for s in self.stages:
+            for k, v in s.chosen.items():
+                if k in ("buffer rows", "parallelism"):
+                    why = s.why.get(k, "its initial value")
+                    lines.append(f"autotune: {s.title}: {k}={v} ({why})")
+        return "\n".join(lines) or "no iteration has run"
 
     @property
     def kernel_rows(self) -> int:
@@ -323,4 +387,5 @@ class PipelineStats:
         return sum(s.fallback_rows for s in self.stages)
 
     def __repr__(self) -> str:
-        return "\n".join(s.line() for s in self.stages) or "no stages have run"
+        text = "\n".join(s.line() for s in self.stages) or "no stages have run"
+        return text + ("\n" + self.summary() if self.consumer is not None else "")

@@ -140,7 +140,10 @@ def fuzz(cases: int, seed: int = 0, out=print) -> list[str]:
     with tempfile.TemporaryDirectory() as workdir:
         targets = _targets(workdir)
         started = time.perf_counter()
+        from nbdata.progress import Progress
+        progress = Progress("fuzz", cases, "cases")
         for k in range(cases):
+            progress.update()
             target = targets[k % len(targets)]
             data = mutate(target.seed, rng)
             try:
@@ -152,6 +155,7 @@ def fuzz(cases: int, seed: int = 0, out=print) -> list[str]:
                                 + "".join(traceback.format_exception(e)[-3:]))
                 if len(findings) >= 20:
                     break
+        progress.close()
         spent = time.perf_counter() - started
     out(f"fuzz: {cases:,} cases over {len(targets)} targets in {spent:.1f} s: "
         f"{len(findings)} findings")

@@ -12,6 +12,7 @@ file and the offset; the command prints it as one line on stderr and exits with 
 
 from __future__ import annotations
 
+import os
 import zlib
 from typing import Any
 
@@ -220,13 +221,18 @@ def inspect_file(path: str, compression: str | None = None, fmt: str | None = No
           else TextLineDataset(path, compression_type=compression))
     count, first = 0, []
     error = None
-    try:
-        for record in ds:
-            if len(first) < show:
-                first.append(record)
-            count += 1
-    except OpError as e:
-        error = e
+    from nbdata.progress import Progress
+    with Progress(f"{os.path.basename(path)}", unit="records") as progress:
+        try:
+            for record in ds:
+                if len(first) < show:
+                    first.append(record)
+                count += 1
+                if not count & 1023:
+                    progress.update(1024)
+        except OpError as e:
+            error = e
+        progress.update(count & 1023)
     out(f"{path}: {fmt} file{', ' + compression if compression else ''}, {count:,} records"
         + (f" before a {type(error).__name__}" if error is not None else ""))
     if fmt != "tfrecord":

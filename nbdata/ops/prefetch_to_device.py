@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 import weakref
 from typing import Any
 
 import numpy as np
 
+from nbdata import profiler
 from nbdata.chunks import Chunk, RowList, col_row
 from nbdata.ops.node import UnaryNode, arg_field
 from nbdata.ops.runtime import BackgroundChunks, ChunkIter, RowReader
@@ -127,6 +129,13 @@ class Stager:
                 self.stats.chosen["copy ms"] = round(self.copy_ms, 3)
 
     def to_device(self, array: np.ndarray):
+        began = time.perf_counter()
+        out = self._to_device(array)
+        profiler.slice_("copy to device", "copy", began, time.perf_counter(),
+                        {"bytes": int(array.nbytes)})
+        return out
+
+    def _to_device(self, array: np.ndarray):
         from nbdata.gpu.array import DeviceArray
         be = self.backend
         out = DeviceArray.empty(array.shape, array.dtype, self.stream)

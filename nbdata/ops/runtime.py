@@ -23,6 +23,7 @@ import threading
 import time
 from typing import Any
 
+from nbdata import profiler
 from nbdata.chunks import Chunk, chunk_from_elements, col_row, concat_chunks, row_bytes
 from nbdata.errors import CancelledError, OpError
 from nbdata.spec import packer
@@ -253,6 +254,8 @@ class Tuner:
         self.value = 1
         self.best = 0.0
         self.settled = self.limit == 1
+        self.why = ("the thread budget is one thread" if self.settled else
+                    "measuring one thread")
         self._rows = 0
         self._seconds = 0.0
 
@@ -269,11 +272,15 @@ class Tuner:
             self.best = rate
             if self.value < self.limit:
                 self.value += 1
+                self.why = f"measuring {self.value} threads ({rate:,.0f} rows/s with one fewer)"
             else:
                 self.settled = True
+                self.why = f"the thread budget ({self.limit}), {rate:,.0f} rows/s"
         else:
             self.value = max(1, self.value - 1)
             self.settled = True
+            self.why = (f"one more thread did not add 10% ({rate:,.0f} rows/s against "
+                        f"{self.best:,.0f})")
 
 
 class PerElement(ChunkIter):
@@ -379,6 +386,7 @@ class PerElement(ChunkIter):
                 if self.tuner is not None:
                     self.tuner.report(len(results), time.perf_counter() - started)
                     self.stats.chosen["parallelism"] = self.tuner.value
+                    self.stats.why["parallelism"] = self.tuner.why
             good = 0
             while good < len(results) and results[good][0]:
                 good += 1
@@ -553,10 +561,17 @@ class BackgroundChunks(ChunkIter):
                 started = time.perf_counter()
                 while not p.items and not p.stopped:
                     p.cond.wait()
-                self.stats.waited(time.perf_counter() - started)
+                ended = time.perf_counter()
+                self.stats.waited(ended - started)
+                profiler.slice_(f"wait for {self.stats.title}", "wait", started, ended,
+                                {"want": want})
                 if self.autotune and p.capacity * self.row_bytes * 2 <= self.ram_budget:
                     p.capacity *= 2
                     self.stats.chosen["buffer rows"] = p.capacity
+                    self.stats.why["buffer rows"] = "doubled each time its consumer waited"
+                elif self.autotune:
+                    self.stats.why["buffer rows"] = (f"held at the RAM budget "
+                                                     f"({self.ram_budget:,} bytes)")
             if not p.items:
                 return None
             item = p.items[0]
