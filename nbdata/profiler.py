@@ -2,7 +2,8 @@
 
 While a trace records (``with pipe.profile("trace.json"):``, ``Options().profile``, or
 ``python -m nbdata profile script.py``), every stage's chunks, the kernel runs of fused
-stages, the rows re-run on the reference path (Python), the time a consumer waited on
+stages, record decoders' runs (``decode``: JPEG, Example parsing, CSV), the rows re-run
+on the reference path (Python), the time a consumer waited on
 a background producer (``prefetch``, parallel maps), and copies to the GPU are
 recorded with the thread that did them. The file is Chrome's trace-event format (JSON):
 Perfetto (ui.perfetto.dev, "Open trace file") and chrome://tracing open it; each

@@ -11,7 +11,9 @@ kernel call over ``k * B`` records, straight from the reader's column.
 from __future__ import annotations
 
 import dataclasses
+import time
 
+from nbdata import profiler
 from nbdata.chunks import MAX_CHUNK_ROWS, Chunk, StringColumn, col_values, concat_chunks
 from nbdata.kernels.threads import kernel_section
 from nbdata.primitives.decoder import Decoder, RowError, leaf_output_spec
@@ -69,10 +71,31 @@ class Decode(UnaryNode):
                     f"{self.input.describe()} of records decoded in the same call")
         return f"{self.decoder.describe()} kernel over each chunk's column of records"
 
+    # Rows of decoded images a decode-ahead thread keeps ready (two batches of 64).
+    AHEAD_ROWS = 128
+
+    def decodes_images(self) -> bool:
+        """Whether the decoder makes images (uint8 leaves of shape (H, W, C) with sizes
+        known only from the data): the decoders whose cost is worth a thread of their own."""
+        from nbdata.spec import flatten
+        leaves = flatten(self.decoder.output_spec)
+        return any(isinstance(s, TensorSpec) and s.dtype == "uint8" and s.shape is not None
+                   and len(s.shape) == 3 and s.shape[0] is None for s in leaves)
+
     def open_chunks(self, ctx, state=None):
-        if self.reads_batches():
-            return BatchDecodeChunks(self, ctx, state)
-        return DecodeChunks(self, ctx, state)
+        def open_decoder(s):
+            if self.reads_batches():
+                return BatchDecodeChunks(self, ctx, s)
+            return DecodeChunks(self, ctx, s)
+        if not self.decodes_images():
+            return open_decoder(state)
+        # Images are decoded ahead on a thread of their own, so decoding the next chunk
+        # overlaps the kernel that crops and resizes this one (instead of alternating
+        # with it in one thread). Its state is the decoder's before the rows not yet
+        # handed out: what was decoded ahead is decoded again after a restore.
+        from nbdata.ops.runtime import BackgroundChunks
+        return BackgroundChunks(ctx, open_decoder, self.spec, state, self.AHEAD_ROWS,
+                                ctx.stats(self), f"{self.op}-ahead")
 
 
 class DecodeChunks(ChunkIter):
@@ -87,6 +110,14 @@ class DecodeChunks(ChunkIter):
         self.reader = RowReader(ctx, node.input, state, MAX_CHUNK_ROWS)
 
     def _decode(self, chunk: Chunk) -> list:
+        began = time.perf_counter()
+        try:
+            return self._decode_columns(chunk)
+        finally:
+            profiler.slice_(self.node.decoder.describe(), "decode", began, time.perf_counter(),
+                            {"rows": chunk.n})
+
+    def _decode_columns(self, chunk: Chunk) -> list:
         decoder, leaf = self.node.decoder, self.node.leaf
         with kernel_section(self.ctx.budget.kernel_threads()):
             if leaf >= 0:   # one string component decoded, the others passed on
@@ -147,6 +178,14 @@ class BatchDecodeChunks(InputChunks):
         self.ended = False if state is None else bool(state["ended"])
 
     def _decode(self, rows: Chunk, count: int, size: int) -> list:
+        began = time.perf_counter()
+        try:
+            return self._decode_columns(rows, count, size)
+        finally:
+            profiler.slice_(self.node.decoder.describe(), "decode", began, time.perf_counter(),
+                            {"rows": rows.n})
+
+    def _decode_columns(self, rows: Chunk, count: int, size: int) -> list:
         decoder = self.node.decoder
         with kernel_section(self.ctx.budget.kernel_threads()):
             columns = decoder.decode_rows(string_column(rows.columns[0]), rows.n, batch=size)

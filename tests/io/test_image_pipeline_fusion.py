@@ -179,3 +179,24 @@ def test_packed_rows_slice_and_pack_without_copies():
     np.testing.assert_array_equal(plain[2], [[1, 2, 1], [3, 1, 1]])
     uniform = pack_ragged(np.zeros((2, 2, 3, 1), np.uint8), spec)
     assert uniform[1].tolist() == [0, 6, 12] and uniform[2].tolist() == [[2, 3, 1]] * 2
+
+
+def test_images_are_decoded_ahead_on_a_thread_of_their_own(tmp_path):
+    # Decoding the next chunk overlaps the kernel that crops this one: the decode runs on
+    # its own thread (seen in a trace), the fused kernel on the consumer's.
+    import json
+
+    from nbdata import profiler
+    path = str(tmp_path / "images.tfrecord")
+    _write(path, 40)
+    pipe = _pipeline(path, batch=4).compile()
+    trace = str(tmp_path / "trace.json")
+    with profiler.profile(trace):
+        got = [y for _, y in pipe]
+    np.testing.assert_array_equal(np.concatenate(got), np.arange(40))
+    doc = json.loads(open(trace).read())["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in doc if e["ph"] == "M" and e["name"] == "thread_name"}
+    decodes = {names[e["tid"]] for e in doc if e["ph"] == "X" and e["cat"] == "decode"
+               and e["name"].startswith("decode_jpeg")}
+    kernels = {names[e["tid"]] for e in doc if e["ph"] == "X" and e["cat"] == "kernel"}
+    assert decodes == {"nbdata-decode-ahead"} and kernels and "nbdata-decode-ahead" not in kernels
