@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import resource
 import time
 from dataclasses import dataclass, field
@@ -65,6 +66,9 @@ class Workload:
     baseline_label: str = "vs kernel"
     # Print each row's peak RSS growth over its timed epochs (a column).
     report_memory: bool = False
+    # Print each row's CPU time (user + system, all its threads) per unit of the best
+    # epoch (a column): how much of the machine a row's rate costs.
+    report_cpu: bool = False
     # (workload, row index, column label): another table's row whose rate the
     # nbdata rows are also divided by, e.g. ("w1", 0, "vs w1 nbdata fused").
     compare_to: Optional[tuple] = None
@@ -83,6 +87,15 @@ class Measurement:
     # Peak resident memory over the timed epochs minus the resident memory
     # before them, in MB; None where not measured.
     peak_rss_mb: Optional[float] = None
+    # CPU seconds (user + system of the process, every thread) of each timed epoch.
+    cpu_times: list = field(default_factory=list)
+
+    @property
+    def cpu_ms_per_row(self) -> Optional[float]:
+        """CPU milliseconds per source row in the epoch with the best wall time."""
+        if not self.cpu_times or not self.times:
+            return None
+        return self.cpu_times[self.times.index(min(self.times))] * 1e3 / self.rows
 
     @property
     def best_s(self) -> float:
@@ -178,9 +191,12 @@ def measure(impl: Implementation, workload: Workload, repeats: int) -> Measureme
                or (sum(result.times) < MIN_TIMED_S and len(result.times) < MAX_REPEATS)):
             if result.times and sum(result.times) > MAX_TIMED_S:
                 break
+            cpu = os.times()
             start = time.perf_counter()
             consume(epoch())
             result.times.append(time.perf_counter() - start)
+            after = os.times()
+            result.cpu_times.append(after.user + after.system - cpu.user - cpu.system)
     notes = []
     if workload.report_memory:
         peak = _status_kb("VmHWM")  # the same counters as VmRSS; ru_maxrss where absent
@@ -259,6 +275,9 @@ def format_table(workload: Workload, header: str, results: list[Measurement],
     if workload.report_memory:
         cols.append("peak RSS +MB")
         align.append(">")
+    if workload.report_cpu:
+        cols.append(f"CPU ms/{workload.unit[:-1] if workload.unit.endswith('s') else workload.unit}")
+        align.append(">")
     cols.append("note")
     align.append("<")
     body = []
@@ -272,6 +291,9 @@ def format_table(workload: Workload, header: str, results: list[Measurement],
             row.append(_ratio(r.rate, other) if r.group == "nbdata" and not r.skipped else "-")
         if workload.report_memory:
             row.append("-" if r.peak_rss_mb is None else f"{r.peak_rss_mb:.1f}")
+        if workload.report_cpu:
+            cpu = None if r.skipped else r.cpu_ms_per_row
+            row.append("-" if cpu is None else f"{cpu:.2f}")
         row.append(r.note)
         body.append(tuple(row))
     widths = [max(len(c), *(len(row[i]) for row in body)) for i, c in enumerate(cols)]
