@@ -6,10 +6,12 @@ import collections
 import dataclasses
 from typing import Any
 
+import numpy as np
+
 from nbdata.chunks import concat_chunks
 from nbdata.ops.function import UserFunction
 from nbdata.ops.node import AUTOTUNE, UNKNOWN, UnaryNode, arg_field
-from nbdata.ops.runtime import BackgroundChunks, ChunkIter, RowReader
+from nbdata.ops.runtime import BackgroundChunks, ChunkIter, RowReader, skip_rows
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -49,8 +51,14 @@ class InterleaveChunks(ChunkIter):
     its own background thread (the order stays tf.data's); ``deterministic=False``
     lets a slot whose rows are not ready yet give its turn to the next one.
 
+    Each slot's rows are pulled a chunk at a time and kept until their turn; while every
+    slot of the cycle holds rows, whole rounds of the cycle (``block_length`` rows from
+    each slot in turn) are cut out with one gather, not a block at a time.
+
     State: the input's state, and for each open slot the input's state before its
-    element and its dataset's iterator state (restoring reads the elements again).
+    element and its dataset's iterator state (restoring reads the elements again); for a
+    slot holding rows pulled but not handed out, the iterator's state before them and
+    how many of them went out.
     """
 
     def __init__(self, node: Interleave, ctx, state):
@@ -62,9 +70,15 @@ class InterleaveChunks(ChunkIter):
         if self.parallel:
             ctx.stats(node).chosen["parallel slots"] = node.cycle(ctx)
         self.limit = ctx.max_rows(node.input.spec)
+        self.rows_ahead = max(self.block, ctx.max_rows(node.spec))
         self.reader = RowReader(ctx, node.input, None if state is None else state["input"], self.limit)
         cycle = node.cycle(ctx)
         self.slots: list = [None] * cycle          # (state before element, chunk iterator)
+        # Rows pulled from a slot's dataset, not handed out yet: [the iterator's state
+        # before them (or None: not known, see save), chunk, rows used, rows skipped
+        # before the chunk since that state]; ``ended``: the slot's dataset is exhausted.
+        self.pending: list = [None] * cycle
+        self.ended: list = [False] * cycle
         # With parallel reads, the datasets of the next input elements are opened (and
         # start reading) before their turn: (state before element, chunk iterator).
         self.future: collections.deque = collections.deque()
@@ -79,14 +93,27 @@ class InterleaveChunks(ChunkIter):
                     ok, element = reader.next_element()
                     reader.close()
                     if ok:
-                        self.slots[i] = (element_state, self._open(element, inner))
+                        self._restore_slot(i, element_state, element, inner)
+
+    def _restore_slot(self, i: int, element_state, element, inner) -> None:
+        if isinstance(inner, dict) and "pending_before" in inner:
+            it = self._open(element, inner["pending_before"])
+            skip = int(inner["skip"])
+            rest, dropped = skip_rows(it, skip)
+            self.slots[i] = (element_state, it)
+            if rest is not None:
+                self.pending[i] = [inner["pending_before"], rest, 0, skip]
+            elif dropped < skip:
+                self.ended[i] = True
+            return
+        self.slots[i] = (element_state, self._open(element, inner))
 
     def _open(self, element, state=None):
         ds = self.node.fn(element)
         if self.parallel:
             ctx = self.ctx
             return BackgroundChunks(ctx, lambda s: ctx.open_dataset_chunks(ds, s), ds.element_spec,
-                                    state, self.block, ctx.stats(self.node), self.node.label,
+                                    state, self.rows_ahead, ctx.stats(self.node), self.node.label,
                                     start=True)
         return self.ctx.open_dataset_chunks(ds, state)
 
@@ -111,12 +138,86 @@ class InterleaveChunks(ChunkIter):
         self.block_index = 0
         self.cycle_index = (self.cycle_index + 1) % len(self.slots)
 
+    # ------------------------------------------------------------ slot rows
+    def _available(self, i: int, want: int) -> int:
+        """Rows slot ``i`` holds (pulling a chunk of about ``want`` when it holds none);
+        -1 when its dataset is exhausted."""
+        p = self.pending[i]
+        if p is not None and p[2] < p[1].n:
+            return p[1].n - p[2]
+        if self.ended[i]:
+            return -1
+        it = self.slots[i][1]
+        before = it.save()
+        chunk = it.next(max(1, want))
+        if chunk is None:
+            self.ended[i] = True
+            self.pending[i] = None
+            return -1
+        self.pending[i] = [before, chunk, 0, 0]
+        return chunk.n
+
+    def _take(self, i: int, k: int):
+        """Up to ``k`` of slot ``i``'s rows (None: its dataset is exhausted)."""
+        if self._available(i, max(k, self.rows_ahead if not self.parallel else k)) < 0:
+            return None
+        p = self.pending[i]
+        a = p[2]
+        p[2] = b = min(p[1].n, a + k)
+        return p[1].slice(a, b)
+
+    def _ready(self, i: int) -> bool:
+        p = self.pending[i]
+        return (p is not None and p[2] < p[1].n) or self.ended[i] or self.slots[i][1].ready()
+
+    def _close_slot(self, i: int) -> None:
+        self.slots[i][1].close()
+        self.slots[i] = None
+        self.pending[i] = None
+        self.ended[i] = False
+
+    def _rounds(self, want: int):
+        """Whole rounds of the cycle from the slots' rows (at most ``want`` rows), as one
+        chunk; None when not one round fits in ``want``, a slot is not open or holds less
+        than a block."""
+        n_slots, block = len(self.slots), self.block
+        if want < n_slots * block or any(s is None for s in self.slots):
+            return None
+        per = -(-max(want, 1) // (n_slots * block)) * block   # rows per slot
+        counts = []
+        for k in range(n_slots):
+            i = (self.cycle_index + k) % n_slots
+            got = self._available(i, per)
+            if got < block:
+                return None
+            counts.append(got)
+        rounds = min(min(counts) // block, want // (n_slots * block))
+        rows = rounds * block
+        parts = []
+        for k in range(n_slots):
+            i = (self.cycle_index + k) % n_slots
+            p = self.pending[i]
+            parts.append(p[1].slice(p[2], p[2] + rows))
+            p[2] += rows
+        # Row r of the output: round r // (n * block), slot (r // block) % n, row of block.
+        r = np.arange(rounds, dtype=np.int64)[:, None, None]
+        j = np.arange(n_slots, dtype=np.int64)[None, :, None]
+        b = np.arange(block, dtype=np.int64)[None, None, :]
+        order = (j * rows + r * block + b).reshape(-1)
+        return concat_chunks(parts).take(order)
+
     def next(self, want: int):
         parts, have = [], 0
         skipped = 0
         while have < want:
             if self.end_of_input and not self.future and all(s is None for s in self.slots):
                 break
+            if self.block_index == 0 and (self.deterministic or not self.parallel):
+                rounds = self._rounds(want - have)
+                if rounds is not None:
+                    parts.append(rounds)
+                    have += rounds.n
+                    continue
             slot = self.slots[self.cycle_index]
             if slot is None:
                 if self.end_of_input and not self.future:
@@ -127,16 +228,17 @@ class InterleaveChunks(ChunkIter):
                     self.end_of_input = True
                     continue
                 self.slots[self.cycle_index] = opened
+                self.pending[self.cycle_index] = None
+                self.ended[self.cycle_index] = False
                 continue
-            if (self.parallel and not self.deterministic and parts and not slot[1].ready()
-                    and skipped < len(self.slots)):
+            if (self.parallel and not self.deterministic and parts
+                    and not self._ready(self.cycle_index) and skipped < len(self.slots)):
                 skipped += 1
                 self._advance()
                 continue
-            chunk = slot[1].next(min(self.block - self.block_index, want - have))
+            chunk = self._take(self.cycle_index, min(self.block - self.block_index, want - have))
             if chunk is None:
-                slot[1].close()
-                self.slots[self.cycle_index] = None
+                self._close_slot(self.cycle_index)
                 self._advance()
                 continue
             if chunk.n:
@@ -147,13 +249,20 @@ class InterleaveChunks(ChunkIter):
                 self._advance()
         return concat_chunks(parts) if parts else None
 
+    def _slot_state(self, i: int):
+        p = self.pending[i]
+        if p is not None and p[2] < p[1].n:
+            return {"pending_before": p[0], "skip": p[3] + p[2]}
+        return self.slots[i][1].save()
+
     def save(self) -> dict:
         # datasets opened ahead are not part of the state: their elements are read again
         reader = self.future[0][0] if self.future else self.reader.save()
         return {"input": reader, "cycle_index": self.cycle_index,
                 "block_index": self.block_index,
                 "end_of_input": self.end_of_input and not self.future,
-                "slots": [None if s is None else (s[0], s[1].save()) for s in self.slots]}
+                "slots": [None if s is None else (s[0], self._slot_state(i))
+                          for i, s in enumerate(self.slots)]}
 
     def close(self) -> None:
         for s in list(self.slots) + list(self.future):

@@ -270,3 +270,51 @@ def test_exception_in_function_is_chained():
     with pytest.raises(nd.errors.OpError, match="interleave") as info:
         list(nd.Dataset.range(4).interleave(f, cycle_length=2))
     assert info.value.__cause__ is boom
+
+
+def _model(lengths, cycle, block):
+    """tf.data's interleave rule, element by element (the module docstring's)."""
+    pending = list(lengths)
+    slots = [None] * cycle
+    out, i, live = [], 0, True
+    while live:
+        live = False
+        if slots[i] is None and pending:
+            n = pending.pop(0)
+            slots[i] = iter(range(10 * n, 10 * n + n))
+        if slots[i] is not None:
+            taken = 0
+            while taken < block:
+                v = next(slots[i], None)
+                if v is None:
+                    slots[i] = None
+                    break
+                out.append(v)
+                taken += 1
+        live = bool(pending) or any(s is not None for s in slots)
+        i = (i + 1) % cycle
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_whole_rounds_and_block_steps_give_tf_data_s_order_and_resume(seed):
+    # Rows are cut out a whole round of the cycle at a time while every slot holds rows,
+    # block by block otherwise: the order is tf.data's either way, and a state saved at
+    # any point (slots holding rows pulled but not handed out) resumes it exactly.
+    rng = np.random.default_rng(seed)
+    lengths = [int(v) for v in rng.integers(0, 40, rng.integers(1, 9))]
+    cycle, block = int(rng.integers(1, 5)), int(rng.integers(1, 4))
+    parallel = None if seed % 2 else 2
+    batch = int(rng.integers(1, 30))
+    ds = _sized(lengths).interleave(_tagged_range, cycle_length=cycle, block_length=block,
+                                    num_parallel_calls=parallel).batch(batch)
+    want = _model(lengths, cycle, block)
+    got = [int(v) for b in ds for v in b]
+    assert got == want
+    it = iter(ds)
+    stop = int(rng.integers(0, -(-len(want) // batch) + 1))
+    head = [int(v) for _, b in zip(range(stop), it) for v in b]
+    state = it.save()
+    again = iter(ds)
+    again.restore(state)
+    assert head + [int(v) for b in again for v in b] == want
