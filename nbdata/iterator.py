@@ -366,6 +366,12 @@ class Iterator:
         return self
 
     def __next__(self) -> Any:
+        raw = self._raw
+        if raw is not None and not self._finished and self._handle_placeholder is None:
+            try:   # the common case in one step; the end and the rest go through get_next
+                return next(raw)
+            except StopIteration:
+                pass
         try:
             return self.get_next()
         except OutOfRangeError:

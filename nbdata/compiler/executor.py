@@ -11,10 +11,11 @@ import threading
 
 import numpy as np
 import time
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from nbdata import profiler
-from nbdata.chunks import col_row, max_chunk_rows
+from nbdata.chunks import RowList, col_row, max_chunk_rows
 from nbdata.kernels.threads import ThreadBudget, kernel_section
 from nbdata.ops.runtime import skip_rows
 from nbdata.errors import FailedPreconditionError, InvalidArgumentError, OpError
@@ -387,6 +388,7 @@ class ChunkedRun:
         if ctx.options.profile:
             profiler.record_to(ctx.options.profile)
         self.pack = packer(spec)
+        self.single = not isinstance(spec, (tuple, Mapping))   # an element is its one leaf
         self.limit = ctx.max_rows(spec)
         self.want = 1
         self.lock = threading.RLock()   # taken to read a chunk and to save, not per row
@@ -412,10 +414,14 @@ class ChunkedRun:
         iterator (one step of C code under the GIL): threads sharing this iterator get
         disjoint rows without a lock per row."""
         if chunk is None:
-            self.current = (iter(()), 0, (), True)
+            self.current = (iter(()), 0, (), True, None)
         else:
-            dense = all(type(c) is np.ndarray for c in chunk.columns)
-            self.current = (iter(range(chunk.n)), chunk.n, chunk.columns, dense)
+            columns = chunk.columns
+            # A chunk of whole elements (batches: one list of arrays) is handed out as it is.
+            whole = (columns[0] if self.single and len(columns) == 1 and type(columns[0]) in
+                     (list, RowList) else None)
+            dense = all(type(c) is np.ndarray for c in columns)
+            self.current = (iter(range(chunk.n)), chunk.n, columns, dense, whole)
 
     def _pull(self) -> bool:
         if self.interrupted is not None:   # resumed after Ctrl-C: the run opens again
@@ -461,9 +467,11 @@ class ChunkedRun:
     def __next__(self):
         while True:
             current = self.current
-            claims, n, columns, dense = current
+            claims, n, columns, dense, whole = current
             j = next(claims, n)
             if j < n:
+                if whole is not None:
+                    return whole[j]
                 if dense:
                     return self.pack([c[j] for c in columns])
                 return self.pack([col_row(c, j) for c in columns])

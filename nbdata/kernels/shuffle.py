@@ -1,8 +1,12 @@
 """Index plans of tf.data's buffer shuffle: which buffer slot each output comes from.
 
-Draw ``k`` over a buffer of ``n`` slots picks slot ``(bits(key, k) * n) >> 64``. The
-plans only move row numbers; the caller gathers the rows of every column with them,
-so one plan serves elements of any structure.
+Draw ``k`` over a buffer of ``n`` slots picks slot ``(draw(key, k) * n) >> 64``, where
+``draw(key, k)`` is SplitMix64's output function of ``key + (k + 1) * 0x9E3779B97F4A7C15``
+(the SplitMix64 stream seeded with ``key``, read at position ``k``): counter-based, so
+any draw is computed on its own, at about a nanosecond (the key itself, one per epoch,
+comes from Philox: ``nbdata.random.key``). The plans only move row numbers; the caller
+gathers the rows of every column with them, so one plan serves elements of any
+structure.
 """
 
 from __future__ import annotations
@@ -10,7 +14,26 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from nbdata.random import _bits, _mulhilo
+from nbdata.random import _mul128
+
+_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def draw(key, k):
+    """64 random bits of draw ``k`` (``key``, ``k``: uint64)."""
+    z = key + (k + np.uint64(1)) * _GAMMA
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _slot(key, k, n):
+    """The slot of draw ``k`` among ``n``: the high word of ``draw(key, k) * n``."""
+    return np.int64(_mul128(draw(key, k), np.uint64(n))[0])
 
 
 @numba.njit(nogil=True, cache=True)
@@ -25,7 +48,7 @@ def replace_plan(key, start, m, owner):
     src = np.empty(m, np.int64)
     size = np.uint64(n)
     for t in range(m):
-        s = np.int64(_mulhilo(_bits(key, start + np.uint64(t)), size)[0])
+        s = _slot(key, start + np.uint64(t), size)
         src[t] = owner[s]
         owner[s] = n + t
     return src
@@ -39,7 +62,7 @@ def drain_plan(key, start, m, order, length):
     src = np.empty(m, np.int64)
     for t in range(m):
         left = length - t
-        s = np.int64(_mulhilo(_bits(key, start + np.uint64(t)), np.uint64(left))[0])
+        s = _slot(key, start + np.uint64(t), np.uint64(left))
         src[t] = order[s]
         order[s] = order[left - 1]
     return src
@@ -52,7 +75,7 @@ def draw_slots(key, start, m, n):
     slots = np.empty(m, np.int64)
     size = np.uint64(n)
     for t in numba.prange(m):
-        slots[t] = np.int64(_mulhilo(_bits(key, start + np.uint64(t)), size)[0])
+        slots[t] = _slot(key, start + np.uint64(t), size)
     return slots
 
 
@@ -66,3 +89,15 @@ def swap_rows(store, incoming, slots, out):
         for q in range(width):
             out[t, q] = store[s, q]
             store[s, q] = incoming[t, q]
+
+
+@numba.njit(nogil=True, cache=True)
+def replace_values(key, start, store, incoming, out):
+    """``draw_slots`` and ``swap_rows`` in one pass for a buffer of single values (a
+    shuffle of row numbers): incoming value ``t`` takes the place of the value drawn
+    by draw ``start + t``, which goes to ``out[t]``."""
+    size = np.uint64(len(store))
+    for t in range(len(incoming)):
+        s = _slot(key, start + np.uint64(t), size)
+        out[t] = store[s]
+        store[s] = incoming[t]

@@ -91,5 +91,6 @@ class RangeChunks(PositionChunks):
         self.start, self.step, self.dtype = start, step, dtype
 
     def rows(self, lo: int, hi: int) -> Chunk:
-        values = np.arange(lo, hi, dtype=np.int64) * self.step + self.start
+        first = self.start + lo * self.step
+        values = np.arange(first, first + (hi - lo) * self.step, self.step, dtype=np.int64)
         return Chunk([values.astype(self.dtype, copy=False)], hi - lo)

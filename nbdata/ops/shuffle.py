@@ -11,7 +11,7 @@ import numpy as np
 from nbdata import random as nd_random
 from nbdata.chunks import Chunk, RowList, StringColumn
 from nbdata.errors import InvalidArgumentError
-from nbdata.kernels.shuffle import drain_plan, draw_slots, replace_plan, swap_rows
+from nbdata.kernels.shuffle import drain_plan, draw_slots, replace_plan, replace_values, swap_rows
 from nbdata.ops.fusion import IndexedSource
 from nbdata.ops.node import NotFusable, UnaryNode, arg_field, new_resource_key
 from nbdata.ops.runtime import ChunkIter, InputChunks, PositionChunks
@@ -42,7 +42,8 @@ class EpochCounter:
 class Shuffle(UnaryNode):
     """Fills a buffer of ``buffer_size`` elements, then repeatedly outputs a random
     buffer slot and refills it with the next input element. Draw ``k`` of epoch ``e``
-    picks slot ``(bits(key(seed, SHUFFLE_STREAM, e), k) * len(buffer)) >> 64``."""
+    picks slot ``(draw(key(seed, SHUFFLE_STREAM, e), k) * len(buffer)) >> 64``
+    (``nbdata/kernels/shuffle.py``: a SplitMix64 stream keyed by the epoch's key)."""
 
     buffer_size: Any = arg_field()
     seed: Any = arg_field()       # None: derived from the pipeline seed at run time
@@ -195,6 +196,10 @@ class ShuffleChunks(InputChunks):
         start = np.uint64(self.draws)
         self.draws += m
         out, plan = [], None
+        if len(self.store) == 1 and self.store[0].ndim == 1 and self.store[0].dtype != object:
+            o = np.empty(m, self.store[0].dtype)   # one column of single values (row numbers)
+            replace_values(self.key, start, self.store[0], np.ascontiguousarray(incoming[0]), o)
+            return self._output([o])
         for buf, col in zip(self.store, incoming):
             if buf.dtype != object:
                 width = int(np.prod(buf.shape[1:]))
