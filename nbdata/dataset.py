@@ -24,6 +24,7 @@ from nbdata.ops.from_tensors import FromTensors
 from nbdata.ops.function import UserFunction, check_dataset_spec, check_predicate_spec
 from nbdata.ops.ignore_errors import IgnoreErrors
 from nbdata.ops.interleave import Interleave
+from nbdata.ops.lazy_array import LazyArray
 from nbdata.ops.list_files import match_files
 from nbdata.ops.map import Map
 from nbdata.ops.node import AUTOTUNE, INFINITE, UNKNOWN, Node
@@ -84,14 +85,16 @@ def _parallel_calls(value: Any, op: str) -> Any:
     return _int_arg(value, op, "num_parallel_calls", minimum=1, allow=(AUTOTUNE,), placeholder=False)
 
 
-def _source_structure(value: Any, op: str) -> Any:
-    """Canonicalise source data: tuples/dicts are structure; lists, scalars, strings are tensors."""
+def _source_structure(value: Any, op: str, lazy: bool = False) -> Any:
+    """Canonicalise source data: tuples/dicts are structure; lists, scalars, strings are
+    tensors; with ``lazy``, arrays read as they go (memory maps, HDF5, Zarr) stay so."""
     def leaf(v):
         if isinstance(v, Placeholder):
             return v
         if is_dataset(v):
             raise TypeError(f"{op}: got a Dataset where tensors were expected")
-        return to_leaf(v, op)
+        found = LazyArray.of(v) if lazy else None
+        return found if found is not None else to_leaf(v, op)
     return map_nest(leaf, value)
 
 
@@ -186,14 +189,62 @@ class Dataset(DatasetBase):
         Tuples, dicts and namedtuples are structure (sliced leaf by leaf); every
         leaf must have the same leading size.
 
+        Arrays of numbers that live outside memory are read as they go, never whole: an
+        ``np.memmap`` (also what ``np.load(path, mmap_mode="r")`` returns), an
+        ``h5py.Dataset`` and a ``zarr.Array``. Iteration reads a block of rows at a time
+        (a whole number of the array's storage chunks, about 8 MiB of rows or
+        ``Options().chunk_rows``), and the pages of a memory map already read are given
+        back to the system, so memory holds about one block of the array; a map, filter
+        and batch chain over them still runs as one fused kernel, over each block.
+        ``shuffle`` over such an array reads it in order, a block at a time, and mixes
+        rows in its buffer: reads stay sequential and cheap, but rows move no further
+        than ``buffer_size`` from where they were (data stored sorted stays nearly so
+        unless the buffer is large); ``nd.experimental.global_shuffle`` gives a uniform
+        permutation but reads the rows at random (each read of HDF5 or Zarr decodes the
+        storage chunks the rows fall in). Other arrays (in memory) are sliced in place.
+
         >>> import numpy as np, nbdata as nd
         >>> ds = nd.Dataset.from_tensor_slices((np.arange(3), np.array([b"a", b"b", b"c"])))
         >>> [(int(x), s) for x, s in ds]
         [(0, b'a'), (1, b'b'), (2, b'c')]
         """
-        value = _source_structure(tensors, "from_tensor_slices")
+        value = _source_structure(tensors, "from_tensor_slices", lazy=True)
         check_sliceable(value, "from_tensor_slices")
         return Dataset(FromTensorSlices(value, name=name))
+
+    @staticmethod
+    def from_arrow(data: Any, columns: Any = None, null_values: Any = None,
+                   num_parallel_reads: Any = None, name: str | None = None) -> "Dataset":
+        """One element per row of Arrow data, as a dict ``{column name: value}`` (the
+        optional ``[arrow]`` extra: pyarrow).
+
+        ``data`` is a ``pyarrow.Table`` or ``RecordBatch`` (rows read where they are:
+        random access, shuffles over row numbers, a fused kernel reading a one-batch
+        table in place), a ``pyarrow.RecordBatchReader`` (read once, in order) or a
+        ``pyarrow.dataset.Dataset`` (read a Parquet row group, or a file, at a time;
+        see ``nd.io.ParquetDataset``). Numbers are zero-copy views of Arrow's buffers,
+        strings and binaries string columns over its data and offsets, fixed-size
+        lists leaves of a fixed shape. A null raises InvalidArgumentError naming the
+        column and the row when iteration reaches it, unless ``null_values`` maps the
+        column to a fill value.
+
+        Args:
+            data: the Arrow data.
+            columns: the columns to read (default: all), names in a list.
+            null_values: ``{column: fill}``: the value a null of that column becomes.
+            num_parallel_reads: read this many units (record batches, row groups) at
+                once on threads, ahead of use (order unchanged); ``nd.AUTOTUNE``: one
+                per core; None reads them one after the other.
+            name: an optional name for the op.
+
+        >>> import pyarrow as pa, nbdata as nd
+        >>> table = pa.table({"x": [1.5, 2.5], "word": ["a", "bc"]})
+        >>> [(float(e["x"]), e["word"]) for e in nd.Dataset.from_arrow(table)]
+        [(1.5, b'a'), (2.5, b'bc')]
+        """
+        from nbdata.ops.arrow_source import arrow_rows, source_node
+        rows = arrow_rows(data, "from_arrow")
+        return Dataset(source_node(rows, columns, null_values, num_parallel_reads, "from_arrow", name))
 
     @staticmethod
     def range(*args: Any, output_type: Any = np.int64, dtype: Any = None,
@@ -729,10 +780,14 @@ class Dataset(DatasetBase):
             job_name: consumers giving the same name share one job (each element goes
                 to one of them).
             consumer_index, num_consumers: coordinated reads of a shared job: round
-                ``r`` comes from worker ``r % num_workers``, one element per consumer.
+                ``r`` comes from worker ``r % num_workers``, one element per consumer
+                (a finite ``distributed_epoch`` too: its last elements are dealt out
+                one per consumer).
 
-        ``save()``/``restore()`` of an iterator capture each worker's position (not for
-        shared jobs). Example::
+        ``save()``/``restore()`` of an iterator capture a position of the global stream
+        (not for a first-come first-served shared job): a ``distributed_epoch``
+        restores on any ``num_workers`` (and, read in coordinated rounds, any
+        ``num_consumers``), each remaining element once. Example::
 
             ds = nd.Dataset.range(1000).map(f).batch(32)
             for batch in ds.distribute("distributed_epoch", num_workers=4):

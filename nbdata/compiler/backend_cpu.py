@@ -219,9 +219,10 @@ def build_stage(plan, options: Options) -> FusedStage:
     if not plan.lazy_rows:
         # ``compile()``, not the first batch, pays for compiling the kernel.
         if plan.source.stream is not None:
-            # One row of each leaf (a row of unknown dims, as ragged leaves have, of size 1).
+            # One row of each leaf (a row of unknown dims, as ragged leaves have, of size 1;
+            # none for a string leaf the kernel does not read).
             args = stream_args(Chunk([np.zeros((1,) + tuple(d or 1 for d in leaf.spec.shape),
-                                               leaf.spec.dtype)
+                                               leaf.spec.dtype) if leaf.arg_count else None
                                       for leaf in plan.source.leaves], 1), plan.source.leaves)
         else:
             reader = plan.source.open(ExecContext(options))

@@ -10,6 +10,7 @@ _NAMES = {
     "TFRecordDataset": "nbdata.io.datasets",
     "TextLineDataset": "nbdata.io.datasets",
     "FixedLengthRecordDataset": "nbdata.io.datasets",
+    "ParquetDataset": "nbdata.io.arrow",
     "TFRecordWriter": "nbdata.io.writer",
     "TFRecordOptions": "nbdata.io.writer",
     "FixedLenFeature": "nbdata.primitives.example",

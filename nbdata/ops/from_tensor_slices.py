@@ -1,4 +1,5 @@
-"""``from_tensor_slices``: one element per row of the leading dimension, as zero-copy views."""
+"""``from_tensor_slices``: one element per row of the leading dimension, as zero-copy views
+(arrays read as they go, :mod:`nbdata.ops.lazy_array`, a block of rows at a time)."""
 
 from __future__ import annotations
 
@@ -13,17 +14,24 @@ from nbdata.ops.from_tensors import leaf_spec, resolve_structure
 from nbdata.chunks import Chunk
 from nbdata.kernels.compact import compact
 from nbdata.ops.fusion import ChunkSource, SourceReader, StreamLeaf, numba_dtype
+from nbdata.ops.lazy_array import BlockReader, LazyArray
 from nbdata.ops.runtime import PositionChunks
 from nbdata.ops.node import UNKNOWN, Node, NotFusable
 from nbdata.trace.placeholder import Placeholder
 from nbdata.spec import TensorSpec, flatten, pack_as, string
 
 
+def slice_leaf_spec(leaf):
+    """Spec of a source leaf of ``from_tensor_slices``: an array, a placeholder or an
+    array read as it goes."""
+    return leaf.spec if isinstance(leaf, LazyArray) else leaf_spec(leaf)
+
+
 def check_sliceable(value: Any, op: str) -> int | None:
     """Leading-dimension length shared by every leaf (None when a placeholder hides it)."""
     n = None
     for leaf in flatten(value):
-        spec = leaf_spec(leaf)
+        spec = slice_leaf_spec(leaf)
         if not isinstance(spec, TensorSpec):
             raise TypeError(f"{op}: cannot slice a {type(leaf).__name__}")
         if spec.shape is not None and len(spec.shape) == 0:
@@ -70,7 +78,7 @@ class FromTensorSlices(Node):
     @property
     def spec(self):
         def sliced(leaf):
-            s = leaf_spec(leaf)
+            s = slice_leaf_spec(leaf)
             return TensorSpec(None if s.shape is None else s.shape[1:], s.dtype)
         return pack_as(self.value, [sliced(v) for v in flatten(self.value)])
 
@@ -78,15 +86,32 @@ class FromTensorSlices(Node):
         n = check_sliceable(self.value, self.op)
         return UNKNOWN if n is None else n
 
+    @property
+    def lazy(self) -> bool:
+        """Whether a leaf is an array read as it goes (a memory map, HDF5, Zarr)."""
+        return any(isinstance(v, LazyArray) for v in flatten(self.value))
+
+    def describe(self) -> str:
+        lazy = [v.label for v in flatten(self.value) if isinstance(v, LazyArray)]
+        if not lazy:
+            return super().describe()
+        return f"{self.label}({', '.join(lazy)}, read a block at a time)"
+
     def columns(self, ctx) -> list:
-        """The resolved leaf arrays, checked to share their leading dimension."""
+        """The resolved leaf arrays, checked to share their leading dimension (arrays
+        read as they go: :class:`BlockReader`s of a chunk's worth of rows a read)."""
         value = resolve_structure(self.value, ctx)
         leaves = flatten(value)
         check_sliceable(value, self.op)
+        out = []
         for leaf in leaves:
+            if isinstance(leaf, LazyArray):
+                out.append(leaf.reader(ctx.max_rows(self.spec)))
+                continue
             if not isinstance(leaf, np.ndarray) or leaf.ndim == 0:
                 raise InvalidArgumentError(f"{self.op}: cannot slice a scalar component", self.op)
-        return leaves
+            out.append(leaf)
+        return out
 
     def open_chunks(self, ctx, state=None):
         return SliceChunks(self.columns(ctx), state)
@@ -95,19 +120,28 @@ class FromTensorSlices(Node):
         return None if self.cardinality() >= 0 else "from_tensor_slices of placeholders"
 
     def cheap_gather(self) -> bool:
-        return self.random_access() is None
+        # A shuffle of arrays read as they go keeps its buffer of rows and reads the
+        # arrays in blocks, in order (see Dataset.from_tensor_slices).
+        return self.random_access() is None and not self.lazy
 
     def gather(self, ctx, rows: np.ndarray) -> Chunk:
         """The rows at ``rows`` (random access, for shuffles over indices): a parallel
-        gather where a column's rows are contiguous, NumPy's indexing elsewhere."""
+        gather where a column's rows are contiguous, NumPy's indexing elsewhere; arrays
+        read as they go read those rows only."""
         out = []
         with ctx.kernels():
             for c in self.columns(ctx):
+                if isinstance(c, BlockReader):
+                    out.append(c.take(rows))
+                    continue
                 flat = flat_rows(c) if c.ndim > 1 else c.reshape(len(c), 1)
                 out.append(compact(c, rows, flat) if flat is not None else c[rows])
         return Chunk(out, len(rows))
 
     def fusion_source(self, planner) -> ChunkSource:
+        if self.lazy:
+            # Read a block at a time, the rows reach the fused stage as chunks.
+            raise NotFusable("an array read as it goes is a stream of blocks")
         leaves = []
         for v in flatten(self.value):
             if isinstance(v, Placeholder):
@@ -147,12 +181,19 @@ class FromTensorSlices(Node):
 
 
 class SliceChunks(PositionChunks):
-    """Consecutive rows of the arrays, as views. State: the next row."""
+    """Consecutive rows of the arrays, as views (arrays read as they go: a block of
+    rows at a time, at most a block per chunk). State: the next row."""
 
     def __init__(self, columns: list, state):
         super().__init__(len(columns[0]) if columns else 0,
                          0 if state is None else int(state["pos"]))
         self.columns = columns
+        readers = [c for c in columns if isinstance(c, BlockReader)]
+        self.limit = min(r.limit for r in readers) if readers else None
+
+    def next(self, want: int) -> Chunk | None:
+        return super().next(want if self.limit is None else min(want, self.limit))
 
     def rows(self, lo: int, hi: int) -> Chunk:
-        return Chunk([c[lo:hi] for c in self.columns], hi - lo)
+        return Chunk([c.rows(lo, hi) if isinstance(c, BlockReader) else c[lo:hi]
+                      for c in self.columns], hi - lo)
