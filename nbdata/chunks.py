@@ -184,6 +184,11 @@ class PackedRows(RowList):
         offsets = packed_offsets(shapes)
         return cls(np.empty(int(offsets[-1]), dtype), offsets, shapes)
 
+    @property
+    def nbytes(self) -> int:
+        data, offsets, shapes = self.packed
+        return int(offsets[-1] - offsets[0]) * data.itemsize + 8 * (len(offsets) + shapes.size)
+
     def slice(self, a: int, b: int) -> "PackedRows":
         data, offsets, shapes = self.packed
         return PackedRows(data[offsets[a]:offsets[b]], offsets[a:b + 1] - offsets[a], shapes[a:b])

@@ -10,12 +10,15 @@ nothing on disk. It holds the generated fused-stage kernels
 (``nbdata/compiler/kernel_cache.py``) and, under ``numba/``, the machine code of
 nbdata's own ``@njit(cache=True)`` kernels: importing nbdata (this module is its
 first import) puts a Numba cache locator in front of Numba's for the package's
-source files, so an installed package's directory is never written to.
+source files, so an installed package's directory is never written to. Both caches are
+keyed by the content of the sources, not by where the package is installed or when its
+files were written: a reinstall of the same sources finds what was compiled before.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import os
 import shutil
@@ -46,25 +49,139 @@ def _scratch_dir() -> str:
     return _scratch[0]
 
 
+@functools.cache
+def _file_hash(path: str, mtime_ns: int, size: int) -> str:
+    """SHA-256 of a source file's bytes (memoized while its mtime and size stay)."""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def source_hash(path: str) -> str:
+    """The content hash of the source file ``path``."""
+    st = os.stat(path)
+    return _file_hash(path, st.st_mtime_ns, st.st_size)
+
+
+def _inside_package(path) -> bool:
+    return isinstance(path, str) and os.path.abspath(path).startswith(_PACKAGE + os.sep)
+
+
+def _code_names(code) -> set:
+    names = set(code.co_names) | set(code.co_freevars)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _code_names(const)
+    return names
+
+
+def kernel_sources(py_func) -> list:
+    """The package's source files whose code Numba may compile into ``py_func``: its own
+    file and, transitively, the files of the package's functions, kernels, intrinsics and
+    modules that its code names (through globals or closures)."""
+    files, seen, todo = set(), set(), [py_func]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        fn = getattr(obj, "py_func", None) or getattr(obj, "_defn", None) or obj
+        code = getattr(fn, "__code__", None)
+        if code is None or not _inside_package(code.co_filename):
+            continue
+        files.add(os.path.abspath(code.co_filename))
+        names = _code_names(code)
+        values = [fn.__globals__[n] for n in names if n in getattr(fn, "__globals__", {})]
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                values.append(cell.cell_contents)
+            except ValueError:           # a variable of the enclosing function, unset
+                pass
+        for value in values:
+            if isinstance(value, type(os)):          # a module: its file and what is named
+                if _inside_package(getattr(value, "__file__", None)):
+                    files.add(os.path.abspath(value.__file__))
+                    todo.extend(getattr(value, n) for n in names if hasattr(value, n))
+            else:
+                todo.append(value)
+    return sorted(files)
+
+
+class _SourcesStamp:
+    """The freshness stamp of a kernel's cache entry: the content hashes of
+    :func:`kernel_sources` (paths relative to the package), so an entry is reused after a
+    reinstall of the same sources and dropped when the kernel or any package code it
+    calls changes. Computed when Numba first compares or saves it: when the kernel is
+    decorated, the modules it calls into may not be imported yet."""
+
+    __slots__ = ("_func", "_value")
+
+    def __init__(self, py_func):
+        self._func = py_func
+        self._value = None
+
+    def value(self) -> str:
+        if self._value is None:
+            h = hashlib.sha256()
+            for path in kernel_sources(self._func):
+                h.update(f"{os.path.relpath(path, _PACKAGE)}:{source_hash(path)};".encode())
+            self._value = h.hexdigest()
+        return self._value
+
+    def __eq__(self, other):
+        return self.value() == (other.value() if isinstance(other, _SourcesStamp) else other)
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash(self.value())
+
+    def __reduce__(self):                # stored in the index as the plain string
+        return (str, (self.value(),))
+
+
+_writable: set = set()
+
+
 class _PackageCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
     """Numba's cache of a function defined in nbdata's own source files: under
-    ``<cache dir>/numba/<package path hash>/<folder in the package>``."""
+    ``<cache dir>/numba/<folder in the package>``, in files named after the function and
+    its source file's content hash, with a :class:`_SourcesStamp`. Nothing depends on
+    where the package is installed, so a reinstall of the same sources (another virtual
+    environment, a rebuilt image) loads the kernels compiled before."""
 
     def __init__(self, py_func, py_file):
         self._py_file = py_file
+        self._py_func = py_func
         self._lineno = py_func.__code__.co_firstlineno
         root = cache_dir()
         root = os.path.join(root, "numba") if root is not None else _scratch_dir()
-        package = hashlib.sha1(_PACKAGE.encode()).hexdigest()[:16]
         folder = os.path.relpath(os.path.dirname(os.path.abspath(py_file)), _PACKAGE)
-        self._cache_path = os.path.normpath(os.path.join(root, package, folder))
+        self._cache_path = os.path.normpath(os.path.join(root, folder))
 
     def get_cache_path(self) -> str:
         return self._cache_path
 
+    def get_source_stamp(self):
+        return _SourcesStamp(self._py_func)
+
+    def get_disambiguator(self) -> str:
+        # Different sources of the same file (two checkouts sharing the cache) use
+        # different index and data files instead of overwriting each other's.
+        return f"{self._lineno}-{source_hash(self._py_file)[:12]}"
+
+    def ensure_cache_path(self):
+        # Numba asks for every kernel defined (at import) and saved; the folder is made
+        # each time, its write test (a temporary file) runs once per folder and process.
+        if self._cache_path in _writable:
+            os.makedirs(self._cache_path, exist_ok=True)
+        else:
+            super().ensure_cache_path()
+            _writable.add(self._cache_path)
+
     @classmethod
     def from_function(cls, py_func, py_file):
-        if not os.path.abspath(py_file).startswith(_PACKAGE + os.sep):
+        if not _inside_package(py_file):
             return None
         return super().from_function(py_func, py_file)
 
@@ -204,6 +321,9 @@ class Options(_OptionGroup):
         threading: :class:`ThreadingOptions`.
         autotune: :class:`AutotuneOptions`.
         optimization: :class:`OptimizationOptions`, one switch per rewrite pass.
+        memory_budget: bytes (default 0: half of the machine's physical memory) that
+            the buffers of a pipeline (shuffle buffers, prefetch queues, read-ahead,
+            memory caches, pinned staging) may hold together (:mod:`nbdata.memory`).
         profile: a file path (default None): the pipeline's iterations record a trace
             of what its stages and threads did (:mod:`nbdata.profiler`), written there
             as Chrome trace-event JSON when an iteration ends and at exit.
@@ -225,6 +345,7 @@ class Options(_OptionGroup):
         "autotune": AutotuneOptions,
         "optimization": OptimizationOptions,
         "profile": None,
+        "memory_budget": 0,
     }
 
     def __getattr__(self, name):

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any, Callable
 
 from nbdata import profiler
+from nbdata.memory import MemoryBudget
 from nbdata.chunks import RowList, col_row, max_chunk_rows
 from nbdata.kernels.threads import ThreadBudget, kernel_section
 from nbdata.ops.runtime import skip_rows
@@ -127,6 +128,8 @@ class StageStats:
         self.fallback_reasons: list[str] = []
         self.chosen: dict[str, Any] = {}
         self.why: dict[str, str] = {}     # why AUTOTUNE chose each value of ``chosen``
+        self.bytes_held = 0               # bytes its buffers hold now (nbdata/memory.py)
+        self.peak_bytes = 0
         self.category: str | None = None  # the profiler's: "stage", or "python" per element
         self.path = "chunks"
         self._lock = threading.Lock()
@@ -177,6 +180,9 @@ class StageStats:
                      f"the reference path")
         if self.fallback_reasons:
             text += " (" + "; ".join(self.fallback_reasons) + ")"
+        if self.peak_bytes:
+            text += (f"; holds {self.bytes_held / 2**20:,.1f} MiB (peak "
+                     f"{self.peak_bytes / 2**20:,.1f} MiB)")
         if self.compile_seconds:
             text += f"; compile {self.compile_seconds:.3f} s"
         return text
@@ -249,8 +255,11 @@ class ExecContext:
                  stats: dict | None = None, make_dataset: Callable | None = None,
                  budget: ThreadBudget | None = None, op_index: dict | None = None,
                  epochs: dict | None = None, path: tuple = (), host_empty: Callable | None = None,
-                 cancelled: threading.Event | None = None):
+                 cancelled: threading.Event | None = None, memory: MemoryBudget | None = None):
         self.options = options
+        # The bytes the run's buffers hold, against Options().memory_budget (one budget
+        # for every iteration of a pipeline: nbdata/memory.py).
+        self.memory = memory if memory is not None else MemoryBudget(options.memory_budget)
         # Set when the run is interrupted (Ctrl-C): background producers and per-element
         # Python calls of this run stop at the next element instead of finishing a chunk.
         self.cancelled = cancelled if cancelled is not None else threading.Event()
@@ -271,18 +280,19 @@ class ExecContext:
         """This context for epoch ``epoch`` of a ``repeat`` (random ops below it draw anew)."""
         return ExecContext(self.options, self.feed, self.state, self._stats, self._make_dataset,
                            self.budget, self.op_index, self.epochs, self.path + (epoch,),
-                           self.host_empty, self.cancelled)
+                           self.host_empty, self.cancelled, self.memory)
 
     def with_host_allocator(self, host_empty: Callable) -> "ExecContext":
         """This context with fused stages' outputs allocated by ``host_empty``."""
         return ExecContext(self.options, self.feed, self.state, self._stats, self._make_dataset,
                            self.budget, self.op_index, self.epochs, self.path, host_empty,
-                           self.cancelled)
+                           self.cancelled, self.memory)
 
     def renewed(self) -> "ExecContext":
         """This context with a new cancellation (for a run resumed after an interrupt)."""
         return ExecContext(self.options, self.feed, self.state, self._stats, self._make_dataset,
-                           self.budget, self.op_index, self.epochs, self.path, self.host_empty)
+                           self.budget, self.op_index, self.epochs, self.path, self.host_empty,
+                           memory=self.memory)
 
     def epoch(self, node, reshuffle: bool) -> int:
         """The epoch a random op's draws are keyed on: the iteration of the pipeline this

@@ -13,6 +13,7 @@ from nbdata.compiler.lowering import plan
 from nbdata.compiler.passes import run_passes
 from nbdata.compiler.plan import plan_lines
 from nbdata.kernels.threads import ThreadBudget, serialises_kernels, tune_allocator
+from nbdata.memory import MemoryBudget
 from nbdata.compiler.plan_identity import entries_fingerprint, mismatch, op_entries, stage_shapes
 from nbdata.errors import DataLossError, InvalidArgumentError
 from nbdata.iterator import Iterator
@@ -69,6 +70,7 @@ class Pipeline:
         self.state = state if state is not None else RunState()
         self._make_dataset = make_dataset
         self._stats: dict = {}
+        self.memory = MemoryBudget(options.memory_budget)   # every iteration's buffers
         tune_allocator()
         self.optimized, self.passes = run_passes(logical, options)
         planned, self.notes = plan(self.optimized, options, CpuTyper())
@@ -105,7 +107,8 @@ class Pipeline:
             by_index = {index: key for key, index in self.op_index.items()}
             bases = {by_index[int(i)]: int(e) for i, e in epochs.items() if int(i) in by_index}
         return ExecContext(self.options, feed, self.state, self._stats, self._make_dataset,
-                           ThreadBudget(self.options), self.op_index, bases, cancelled=cancelled)
+                           ThreadBudget(self.options), self.op_index, bases, cancelled=cancelled,
+                           memory=self.memory)
 
     def _epochs_by_index(self, ctx: ExecContext) -> dict:
         return {index: ctx.epochs.get(key, 0) for key, index in self.op_index.items()}
@@ -245,7 +248,7 @@ class Pipeline:
                 found = StageStats(node.title(), node)
             if found is not None:
                 stages.append(found)
-        return PipelineStats(stages, self._stats.get("consumer"))
+        return PipelineStats(stages, self._stats.get("consumer"), self.memory)
 
     def explain(self, stats: bool = False) -> PlanText:
         """The physical plan: stages from sink to source, fused stages with their ops,
@@ -327,9 +330,10 @@ class PipelineStats:
     says whether the consumer is input-bound, which stage bounds the throughput and what
     AUTOTUNE chose and why."""
 
-    def __init__(self, stages: list, consumer=None):
+    def __init__(self, stages: list, consumer=None, memory=None):
         self.stages = stages
         self.consumer = consumer
+        self.memory = memory
 
     @property
     def input_share(self) -> float | None:
@@ -371,6 +375,9 @@ class PipelineStats:
             total = sum(self.own_seconds(s) for s in self.stages) or 1.0
             lines.append(f"bounding stage: {bound.title} ({self.own_seconds(bound):.3f} s of "
                          f"its own, {self.own_seconds(bound) / total:.0%} of the stages' time)")
+        if self.memory is not None and self.memory.peak:
+            lines.append(f"memory: the buffers held at most {self.memory.peak / 2**20:,.1f} MiB "
+                         f"together (budget {self.memory.limit / 2**20:,.0f} MiB)")
         for s in self.stages:
             for k, v in s.chosen.items():
                 if k in ("buffer rows", "parallelism"):

@@ -79,17 +79,28 @@ class Cache(UnaryNode):
             return MemoryChunks(chunks, start, 0 if state is None else int(state["pos"]))
         if mode == "read":  # a complete cache of another process: rebuild it, then go on
             state = {"mode": "write", "start": state["start"], "rows": state["pos"]}
-        return CacheWriterChunks(ctx, self, MemoryWriterSink(store), state)
+        return CacheWriterChunks(ctx, self, MemoryWriterSink(store, ctx.memory, ctx.stats(self),
+                                                             self.label), state)
 
 
 class MemoryWriterSink:
-    """Where a memory cache being filled keeps its chunks."""
+    """Where a memory cache being filled keeps its chunks; their bytes count in the
+    pipeline's memory budget (a cache that cannot fit raises ResourceExhaustedError
+    naming the cache, which ``cache(filename)`` avoids)."""
 
-    def __init__(self, store: MemoryStore):
+    def __init__(self, store: MemoryStore, memory=None, stats=None, label: str = "cache"):
         self.store = store
         self.chunks: list = []
+        self.memory, self.stats, self.label = memory, stats, label
+        self.held = 0
 
     def write(self, chunk: Chunk) -> None:
+        if self.memory is not None:
+            nbytes = chunk.nbytes
+            self.memory.need("cache", self.label, nbytes,
+                             f"the in-memory cache, at {self.held + nbytes:,} bytes so far,")
+            self.memory.hold(self.stats, nbytes)
+            self.held += nbytes
         self.chunks.append(chunk)
 
     def finish(self, start) -> None:
@@ -97,6 +108,9 @@ class MemoryWriterSink:
 
     def abandon(self) -> None:
         self.chunks = []
+        if self.memory is not None:
+            self.memory.release(self.stats, self.held)
+            self.held = 0
 
 
 class WriterLock:

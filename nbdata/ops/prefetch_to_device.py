@@ -56,7 +56,7 @@ class PrefetchToDevice(UnaryNode):
 
     def open_chunks(self, ctx, state=None):
         from nbdata.gpu import runtime
-        pool = PinnedPool(runtime.backend())
+        pool = PinnedPool(runtime.backend(), ctx.memory, ctx.stats(self))
         inner = ctx.with_host_allocator(pool.empty)
         return BackgroundChunks(ctx, lambda s: ToDeviceChunks(self, inner, s, ctx.stats(self)),
                                 self.spec, state, self.buffer_size, ctx.stats(self), self.label)
@@ -195,10 +195,11 @@ class PinnedPool:
 
     MIN_BYTES = 1 << 12
 
-    def __init__(self, backend):
+    def __init__(self, backend, memory=None, stats=None):
         self.backend = backend
         self.free: dict[int, list] = {}
         self.lock = threading.Lock()
+        self.memory, self.stats = memory, stats   # pinned blocks count in the memory budget
 
     def empty(self, shape: tuple, dtype) -> np.ndarray:
         dtype = np.dtype(dtype)
@@ -212,6 +213,8 @@ class PinnedPool:
             block = blocks.pop() if blocks else None
         if block is None:
             block = self.backend.pinned(size)
+            if self.memory is not None:
+                self.memory.hold(self.stats, size)
         lease = _Lease(block, shape, dtype)
         weakref.finalize(lease, self._release, size, block)
         return np.asarray(lease)

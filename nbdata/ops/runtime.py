@@ -427,8 +427,13 @@ class _Producer:
     SLOW_PULL = 0.2
 
     def __init__(self, it, capacity: int, pull_rows: int, budget, label: str, skip: int, before,
-                 cancelled: threading.Event | None = None):
+                 cancelled: threading.Event | None = None, memory=None, stats=None,
+                 row_bytes: int = 1):
         self.it = it
+        self.memory = memory         # the pipeline's MemoryBudget (None: unbounded)
+        self.stats = stats
+        self.row_bytes = max(1, row_bytes)
+        self.held = 0                # bytes of the queued chunks, held in the budget
         self.capacity = capacity
         self.pull_rows = pull_rows
         self.want = FIRST_WANT     # the next pull's size, grown by how fast pulls are
@@ -449,6 +454,32 @@ class _Producer:
         self.thread = threading.Thread(target=self.run, name=f"nbdata-{self.label}", daemon=True)
         self.thread.start()
 
+    def _fits(self) -> bool:
+        """Whether the next pull (about ``want`` rows) fits in the memory budget."""
+        if self.memory is None:
+            return True
+        return self.memory.fits(self.row_bytes * max(1, min(self.want, self.pull_rows)))
+
+    def handed_out(self, item: list, rows: int) -> None:
+        """``rows`` of ``item``'s chunk went to the consumer: their bytes leave the
+        budget (the consumer holds them now). Called with ``cond`` held."""
+        chunk, nbytes = item[2], item[4]
+        if not nbytes:
+            return
+        part = nbytes if chunk is None or rows >= chunk.n else nbytes * rows // max(1, chunk.n)
+        item[4] = nbytes - part
+        self.held -= part
+        self.memory.release(self.stats, part)
+
+    def release_all(self) -> None:
+        """The queue dropped (stop): its bytes leave the budget."""
+        with self.cond:
+            if self.held and self.memory is not None:
+                self.memory.release(self.stats, self.held)
+            self.held = 0
+            for item in self.items:
+                item[4] = 0
+
     def _size(self, seconds: float) -> None:
         """Grows or shrinks the next pull from how long the last one took."""
         if seconds < self.FAST_PULL:
@@ -460,12 +491,15 @@ class _Producer:
         try:
             while True:
                 with self.cond:
-                    while not self.stopped and self.items and self.rows >= self.capacity:
+                    while not self.stopped and self.items and (
+                            self.rows >= self.capacity or not self._fits()):
                         self.cond.wait()
                     if self.stopped:
                         return
                     before = self.after
                     want = min(self.pull_rows, max(self.want, self.demand))
+                    if self.memory is not None:   # a pull that fits what the budget has left
+                        want = max(1, min(want, self.memory.free // self.row_bytes))
                 offset, error, chunk = 0, None, None
                 started = time.perf_counter()
                 try:
@@ -487,7 +521,11 @@ class _Producer:
                 with self.cond:
                     if self.stopped:
                         return
-                    self.items.append([before, offset, chunk, error])
+                    nbytes = chunk.nbytes if chunk is not None and self.memory is not None else 0
+                    if nbytes:
+                        self.memory.hold(self.stats, nbytes)
+                        self.held += nbytes
+                    self.items.append([before, offset, chunk, error, nbytes])
                     self.rows += chunk.n if chunk is not None else 0
                     self.after = after
                     if chunk is None and error is None:
@@ -538,7 +576,7 @@ class BackgroundChunks(ChunkIter):
         self.ram_budget = ram_budget or (256 << 20)
         self.producer = _Producer(it, max(1, capacity), self.pull_rows, ctx.budget, label,
                                   0 if state is None else int(state["skip"]), before,
-                                  ctx.cancelled)
+                                  ctx.cancelled, ctx.memory, stats, self.row_bytes)
         if autotune:
             stats.chosen["buffer rows"] = self.producer.capacity
         if start:
@@ -584,9 +622,11 @@ class BackgroundChunks(ChunkIter):
                 return None
             if chunk.n <= want:
                 p.items.popleft()
+                p.handed_out(item, chunk.n)
                 p.rows -= chunk.n
                 p.cond.notify_all()
                 return chunk
+            p.handed_out(item, want)
             item[2] = chunk.slice(want, chunk.n)
             item[1] += want
             p.rows -= want
@@ -610,9 +650,11 @@ class BackgroundChunks(ChunkIter):
 
     def close(self) -> None:
         self.producer.stop()
+        self.producer.release_all()
 
     def __del__(self):
         try:
             self.producer.stop()
+            self.producer.release_all()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass

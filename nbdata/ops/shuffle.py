@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from nbdata import random as nd_random
-from nbdata.chunks import Chunk, RowList, StringColumn
+from nbdata.chunks import Chunk, RowList, StringColumn, row_bytes
 from nbdata.errors import InvalidArgumentError
 from nbdata.kernels.shuffle import drain_plan, draw_slots, replace_plan, replace_values, swap_rows
 from nbdata.ops.fusion import IndexedSource
@@ -109,6 +109,17 @@ class ShuffleChunks(InputChunks):
         self.filled, self.draws = int(saved["filled"]), int(saved["draws"])
         self.ended = bool(saved["ended"])
         self.store: list | None = None   # per leaf: array of capacity ``size``
+        # The buffer's bytes in the pipeline's memory budget: all ``size`` rows at the
+        # start when they have a fixed size (ResourceExhaustedError when they cannot fit),
+        # else as it fills.
+        self.memory, self.stats, self.label = ctx.memory, ctx.stats(node), node.label
+        self.held = 0
+        fixed = all(k == "dense" for k in self.kinds)
+        if fixed:
+            need = self.size * row_bytes(node.spec if spec is None else spec)
+            self.memory.need(node.op, node.label, need, f"a buffer of {self.size:,} rows")
+            self._hold(need)
+        self.fixed = fixed
         if state is not None:
             self._check_state(node, state)
         if saved["store"] is not None:
@@ -146,6 +157,15 @@ class ShuffleChunks(InputChunks):
     def _allocate(self, like: list) -> None:
         self.store = [np.empty((self.size,) + np.shape(c)[1:], np.asarray(c).dtype) for c in like]
 
+    def _hold(self, nbytes: int) -> None:
+        self.memory.hold(self.stats, nbytes)
+        self.held += nbytes
+
+    def close(self) -> None:
+        self.memory.release(self.stats, self.held)
+        self.held = 0
+        self.it.close()
+
     def save(self) -> dict:
         store = None if self.store is None else [b[:self.filled].copy() for b in self.store]
         return {"epoch": self.epoch, "size": self.size, "draws": self.draws,
@@ -169,6 +189,11 @@ class ShuffleChunks(InputChunks):
             if chunk.n == 0:
                 continue
             cols = [_as_store(c, k) for c, k in zip(chunk.columns, self.kinds)]
+            if not self.fixed:   # rows of their own sizes: counted as they come
+                nbytes = chunk.nbytes
+                self.memory.need("shuffle", self.label, nbytes,
+                                 f"its buffer, filled to {self.filled + chunk.n:,} rows,")
+                self._hold(nbytes)
             if self.store is None:
                 self._allocate(cols)
             for buf, col in zip(self.store, cols):
@@ -279,6 +304,9 @@ class IndexShuffleChunks(ChunkIter):
 
     def save(self) -> dict:
         return self.order.save()
+
+    def close(self) -> None:
+        self.order.close()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
