@@ -6,11 +6,14 @@ from nbdata.primitives.image import (adjust_brightness, adjust_contrast, adjust_
                                      flip_left_right, hwc_to_chw, normalize, random_brightness,
                                      random_contrast, random_crop, random_flip_left_right,
                                      random_resized_crop, random_resized_crop_window, resize,
-                                     rgb_to_grayscale, transpose)
+                                     rgb_to_grayscale, sample_distorted_bounding_box, transpose)
 from nbdata.primitives.codecs import decode_bmp, decode_gif, decode_image, decode_png
-from nbdata.primitives.jpeg import decode_jpeg, encode_jpeg
+from nbdata.primitives.jpeg import (decode_and_crop_jpeg, decode_jpeg, encode_jpeg,
+                                    extract_jpeg_shape)
 
-__all__ = ["adjust_brightness", "adjust_contrast", "adjust_saturation", "cast", "decode_bmp",
-           "decode_gif", "decode_image", "decode_jpeg", "decode_png", "encode_jpeg",
-           "flip_left_right", "hwc_to_chw", "normalize", "random_brightness", "random_contrast", "random_crop", "random_flip_left_right", "random_resized_crop",
-           "random_resized_crop_window", "resize", "rgb_to_grayscale", "transpose"]
+__all__ = ["adjust_brightness", "adjust_contrast", "adjust_saturation", "cast",
+           "decode_and_crop_jpeg", "decode_bmp", "decode_gif", "decode_image", "decode_jpeg",
+           "decode_png", "encode_jpeg", "extract_jpeg_shape", "flip_left_right", "hwc_to_chw",
+           "normalize", "random_brightness", "random_contrast", "random_crop",
+           "random_flip_left_right", "random_resized_crop", "random_resized_crop_window",
+           "resize", "rgb_to_grayscale", "sample_distorted_bounding_box", "transpose"]

@@ -21,6 +21,8 @@ _NAMES = {
     "decode_csv": "nbdata.primitives.csv",
     "decode_raw": "nbdata.primitives.raw",
     "decode_jpeg": "nbdata.primitives.jpeg",
+    "decode_and_crop_jpeg": "nbdata.primitives.jpeg",
+    "extract_jpeg_shape": "nbdata.primitives.jpeg",
     "decode_png": "nbdata.primitives.codecs",
     "decode_gif": "nbdata.primitives.codecs",
     "decode_bmp": "nbdata.primitives.codecs",
