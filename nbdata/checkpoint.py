@@ -25,8 +25,14 @@ import numpy as np
 from nbdata.chunks import Chunk, RowList, StringColumn
 from nbdata.errors import (DataLossError, InvalidArgumentError, NotFoundError, OpError,
                            UnimplementedError)
-from nbdata.kernels.crc32c import crc32c_bytes as _crc
 from nbdata.spec import is_dataset
+
+
+def _crc(b) -> int:
+    """CRC32C of ``b`` (the kernel module is imported by the first checkpoint)."""
+    from nbdata.kernels.crc32c import crc32c_bytes
+    return crc32c_bytes(b)
+
 
 MAGIC = b"NBSTATE"
 VERSION = b"2"

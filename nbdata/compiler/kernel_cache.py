@@ -4,9 +4,11 @@ A kernel's generated source is written to ``<cache dir>/kernels/stage_<hash>.py`
 and compiled with Numba's ``cache=True``, which stores the machine code beside it.
 The hash covers the source text and a fingerprint of every user function the
 kernel calls: bytecode, constants, closure values and the globals it reads (arrays
-by content), plus the versions of nbdata, Numba, NumPy and Python. A function
-whose fingerprint cannot be taken (it reads an object of unknown kind) makes the
-kernel compile in memory only, never from a possibly stale cache.
+by content), plus the versions of Numba, NumPy and Python and the content of nbdata's
+source files (not where or when they were installed: a reinstall of the same sources
+finds its kernels). A function whose fingerprint cannot be taken (it reads an object
+of unknown kind) makes the kernel compile in memory only, never from a possibly stale
+cache.
 
 The directory is :func:`nbdata.options.cache_dir` (``$NBDATA_CACHE_DIR``, ...);
 ``NBDATA_CACHE_DIR=""`` turns the disk cache off.
@@ -24,7 +26,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from nbdata.options import cache_dir
+from nbdata.options import cache_dir, source_hash
 
 MAX_DEPTH = 4
 
@@ -34,12 +36,13 @@ class Unfingerprintable(Exception):
 
 
 def _package_stamp() -> str:
-    """Changes whenever a source file of nbdata changes (its functions get inlined)."""
+    """Changes whenever a source file of nbdata changes (its functions get inlined); the
+    same for the same sources wherever and whenever they were installed (file contents,
+    not paths or modification times)."""
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha1()
     for path in sorted(root.rglob("*.py")):
-        st = path.stat()
-        h.update(f"{path.relative_to(root)}:{st.st_size}:{st.st_mtime_ns};".encode())
+        h.update(f"{path.relative_to(root).as_posix()}:{source_hash(str(path))};".encode())
     return h.hexdigest()
 
 

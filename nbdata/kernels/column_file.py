@@ -32,8 +32,14 @@ import numpy as np
 from nbdata.chunks import RowList, StringColumn
 from nbdata.errors import DataLossError, InvalidArgumentError, NotFoundError
 from nbdata.kernels.batching import object_rows
-from nbdata.kernels.crc32c import crc32c_bytes
 from nbdata.spec import TensorSpec, dtype_name, shapes_compatible, string
+
+
+def crc32c_bytes(b) -> int:
+    """CRC32C of ``b`` (the kernel module is imported by the first cache file)."""
+    from nbdata.kernels.crc32c import crc32c_bytes as crc
+    return crc(b)
+
 
 MAGIC = b"NBCOLS\x00\x02"
 VERSION = 2

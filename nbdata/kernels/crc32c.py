@@ -22,6 +22,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from nbdata.kernels import HELPER
+
 _POLY = 0x82F63B78
 _MASK_DELTA = 0xA282EAD8
 
@@ -55,7 +57,7 @@ def _has_sse42() -> bool:
 HARDWARE = _has_sse42()
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, no_cfunc_wrapper=True)
 def crc32c_update_table(crc, data, start, end):
     """The raw CRC register after ``data[start:end]`` (slicing-by-8 tables); ``crc`` is
     the register before (``0xFFFFFFFF`` to begin)."""
@@ -75,7 +77,7 @@ def crc32c_update_table(crc, data, start, end):
     return c
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(**HELPER)
 def mask(crc):
     """TFRecord's masking of a CRC: rotate right by 15 bits, add a constant."""
     c = np.uint64(crc)
@@ -127,7 +129,7 @@ if HARDWARE:
             return context.get_dummy_value()
         return sig, codegen
 
-    @numba.njit(nogil=True, cache=True)
+    @numba.njit(nogil=True, cache=True, no_cfunc_wrapper=True)
     def masked_crc32c_copy(src, start, end, dst, at):
         """Copies ``src[start:end]`` to ``dst[at:]`` and returns the masked CRC32C of
         the bytes, in one pass over them."""
@@ -154,24 +156,39 @@ if HARDWARE:
     # zero bytes is a linear map of it, tabulated per byte in _SHIFT.
     LANE = 8192
 
+    def _apply(linear: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """A linear map of CRC registers (``linear[i]``: the image of bit ``i``) applied
+        to each register of ``values``."""
+        bits = (values[:, None] >> np.arange(32, dtype=np.uint32)) & np.uint32(1)
+        return np.bitwise_xor.reduce(np.where(bits != 0, linear, np.uint32(0)), axis=1)
+
     def _shift_tables() -> np.ndarray:
-        zeros = np.zeros(LANE, np.uint8)
-        out = np.zeros((4, 256), np.uint32)
-        for k in range(4):
-            for b in range(256):
-                out[k, b] = crc32c_update_table(np.uint32(b << (8 * k)), zeros, 0, LANE)
-        return out
+        """``_SHIFT[k, b]``: the register ``b << 8k`` after LANE zero bytes. Computed with
+        NumPy (no kernel runs at import): one zero byte is a linear map of the register,
+        raised to the power LANE by squaring."""
+        basis = np.uint32(1) << np.arange(32, dtype=np.uint32)
+        step = _T[0, basis & np.uint32(0xFF)] ^ (basis >> np.uint32(8))
+        shift = basis
+        n = LANE
+        while n:
+            if n & 1:
+                shift = _apply(step, shift)
+            step = _apply(step, step)
+            n >>= 1
+        registers = (np.arange(256, dtype=np.uint32)[None, :]
+                     << (np.uint32(8) * np.arange(4, dtype=np.uint32))[:, None])
+        return _apply(shift, registers.reshape(-1)).reshape(4, 256)
 
     _SHIFT = _shift_tables()
 
-    @numba.njit(nogil=True, cache=True)
+    @numba.njit(**HELPER)
     def _shift(c):
         s = _SHIFT
         return np.uint64(s[0, c & np.uint64(0xFF)] ^ s[1, (c >> np.uint64(8)) & np.uint64(0xFF)]
                          ^ s[2, (c >> np.uint64(16)) & np.uint64(0xFF)]
                          ^ s[3, (c >> np.uint64(24)) & np.uint64(0xFF)])
 
-    @numba.njit(nogil=True, cache=True)
+    @numba.njit(nogil=True, cache=True, no_cfunc_wrapper=True)
     def crc32c_update_hw(crc, data, start, end):
         """The raw CRC register after ``data[start:end]`` (the ``crc32`` instruction)."""
         c = np.uint64(crc)
@@ -196,25 +213,40 @@ if HARDWARE:
         return c32
 
     crc32c_update = crc32c_update_hw
+
+    @numba.njit(**HELPER)
+    def masked_crc32c_u64(data, start):
+        """:func:`masked_crc32c` of the eight bytes at ``data[start]`` (a TFRecord
+        length): one ``crc32`` instruction, for the record scanner."""
+        c = _crc32_u64(np.uint64(0xFFFFFFFF), _load_u64(data, start))
+        return mask(np.uint32(c) ^ np.uint32(0xFFFFFFFF))
 else:
     crc32c_update = crc32c_update_table
 
-    @numba.njit(nogil=True, cache=True)
+    @numba.njit(nogil=True, cache=True, no_cfunc_wrapper=True)
     def masked_crc32c_copy(src, start, end, dst, at):
         """Copies ``src[start:end]`` to ``dst[at:]`` and returns the masked CRC32C of
         the bytes."""
-        dst[at:at + end - start] = src[start:end]
+        for k in range(end - start):     # (a loop compiles faster than a slice copy)
+            dst[at + k] = src[start + k]
         c = crc32c_update_table(np.uint32(0xFFFFFFFF), src, start, end)
         return mask(c ^ np.uint32(0xFFFFFFFF))
 
+    @numba.njit(**HELPER)
+    def masked_crc32c_u64(data, start):
+        """:func:`masked_crc32c` of the eight bytes at ``data[start]`` (a TFRecord
+        length), for the record scanner."""
+        c = crc32c_update_table(np.uint32(0xFFFFFFFF), data, start, start + 8)
+        return mask(c ^ np.uint32(0xFFFFFFFF))
 
-@numba.njit(nogil=True, cache=True)
+
+@numba.njit(nogil=True, cache=True, no_cfunc_wrapper=True)
 def crc32c(data, start, end):
     """The CRC32C of ``data[start:end]`` (a uint8 array), as TensorFlow computes it."""
     return crc32c_update(np.uint32(0xFFFFFFFF), data, start, end) ^ np.uint32(0xFFFFFFFF)
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, no_cfunc_wrapper=True)
 def masked_crc32c(data, start, end):
     """The masked CRC32C that TFRecord stores for ``data[start:end]``."""
     return mask(crc32c(data, start, end))

@@ -23,8 +23,9 @@ import numpy as np
 from nbdata.chunks import MAX_CHUNK_BYTES, StringColumn
 from nbdata.errors import (DataLossError, FailedPreconditionError, InvalidArgumentError,
                            NotFoundError, OpError)
-from nbdata.kernels.records import (BAD_DATA_CRC, BAD_LENGTH_CRC, FRAME_HEADER, scan_lines,
-                                    scan_tfrecords)
+
+# The record scanners (nbdata.kernels.records, with the CRC32C kernels) and isal are
+# imported by the first read, not with the package.
 
 COMPRESSIONS = {None: "", "": "", "GZIP": "GZIP", "ZLIB": "ZLIB"}
 # Bytes read from the file at a time when the dataset gives no buffer_size.
@@ -50,8 +51,22 @@ def _inflate_module():
     return zlib
 
 
-INFLATE = _inflate_module()
-INFLATE_ERRORS = (zlib.error,) if INFLATE is zlib else (zlib.error, INFLATE.error)
+def __getattr__(name: str):
+    """``INFLATE`` (the inflate module) and ``INFLATE_ERRORS`` (its exceptions), chosen at
+    their first use."""
+    if name in ("INFLATE", "INFLATE_ERRORS"):
+        global INFLATE, INFLATE_ERRORS
+        INFLATE = _inflate_module()
+        INFLATE_ERRORS = (zlib.error,) if INFLATE is zlib else (zlib.error, INFLATE.error)
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _inflater():
+    """``(INFLATE, INFLATE_ERRORS)``, as set on this module (tests replace them)."""
+    if "INFLATE" not in globals():
+        __getattr__("INFLATE")
+    return INFLATE, INFLATE_ERRORS
 
 
 class RecordSizeError(InvalidArgumentError, DataLossError):
@@ -257,8 +272,9 @@ class _Inflater:
         the one at file offset ``start`` on (``ended`` members came before it); raises
         DataLossError where inflating fails. ``exact``: TensorFlow's reads and inflate
         calls (else the fast pass). ``stopped()`` true ends it early."""
-        module = INFLATE if module is None else module
-        failures = (zlib.error,) if module is zlib else INFLATE_ERRORS
+        default, default_errors = _inflater()
+        module = default if module is None else module
+        failures = (zlib.error,) if module is zlib else default_errors
         gzip_ = self.compression == "GZIP"
         if exact:
             read = cap = self.segment
@@ -478,6 +494,8 @@ class TFRecordReader(FormatReader):
     op = "TFRecordDataset"
 
     def next(self, want: int):
+        from nbdata.kernels.records import (BAD_DATA_CRC, BAD_LENGTH_CRC, FRAME_HEADER,
+                                            scan_tfrecords)
         w = self.window
         need = FRAME_HEADER
         while True:
@@ -535,6 +553,7 @@ class TextLineReader(FormatReader):
     one_cr = False
 
     def next(self, want: int):
+        from nbdata.kernels.records import scan_lines
         w = self.window
         while True:
             if w.hi > w.lo or w.eof:

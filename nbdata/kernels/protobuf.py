@@ -81,6 +81,8 @@ import numba
 import numpy as np
 from numba import prange
 
+from nbdata.kernels import HELPER
+
 # Feature kinds (the number in ``Feature.kind``'s oneof, minus one).
 KIND_BYTES = 0
 KIND_FLOAT = 1
@@ -150,7 +152,7 @@ class ExampleOutputs(NamedTuple):
     var_cnt: np.ndarray
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)
+@numba.njit(**HELPER, _nrt=False)
 def key_hash(data, lo, hi):
     """FNV-1a hash of ``data[lo:hi]`` (uint64)."""
     h = _FNV_OFFSET
@@ -159,7 +161,19 @@ def key_hash(data, lo, hi):
     return h
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)
+def key_hash_bytes(key: bytes) -> int:
+    """:func:`key_hash` of ``key``, in Python (building a layout compiles nothing).
+
+    >>> key_hash_bytes(b"a") == 0xAF63DC4C8601EC8C
+    True
+    """
+    h = int(_FNV_OFFSET)
+    for b in key:
+        h = ((h ^ b) * int(_FNV_PRIME)) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+@numba.njit(**HELPER, _nrt=False)
 def _varint(data, p, lim):
     """The varint at ``data[p:lim]``: ``(value as uint64, next position)``, or
     ``(0, -1)`` when it is truncated or longer than 10 bytes."""
@@ -177,20 +191,20 @@ def _varint(data, p, lim):
     return np.uint64(0), -1
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)
+@numba.njit(**HELPER, _nrt=False)
 def _varint32(data, p, lim):
     """A varint's low 32 bits as int64 (protobuf ``ReadVarint32``), or ``(0, -1)``."""
     v, p = _varint(data, p, lim)
     return np.int64(v & _U32), p
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)
+@numba.njit(**HELPER, _nrt=False)
 def _le32(data, p):
     return (np.uint32(data[p]) | (np.uint32(data[p + 1]) << np.uint32(8))
             | (np.uint32(data[p + 2]) << np.uint32(16)) | (np.uint32(data[p + 3]) << np.uint32(24)))
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)
+@numba.njit(**HELPER, _nrt=False)
 def parse_list(data, p, e, kind, cap, write, u32, i64, spos, slen, base):
     """Decode the list of a Feature whose kind byte was at ``p - 1`` and that ends at ``e``.
 
@@ -271,14 +285,12 @@ def parse_list(data, p, e, kind, cap, write, u32, i64, spos, slen, base):
     return -1
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)
-def _lookup(data, ks, ke, layout):
-    """The feature number of key ``data[ks:ke]``, or -1."""
-    table = layout.table
+@numba.njit(**HELPER, _nrt=False)
+def _lookup(data, ks, ke, table, key_data, key_off):
+    """The feature number of key ``data[ks:ke]`` (the layout's hash table and keys), or
+    -1. (It takes the three arrays, not the layout: a shorter compile.)"""
     mask = np.uint64(len(table) - 1)
     slot = key_hash(data, ks, ke) & mask
-    key_data = layout.key_data
-    key_off = layout.key_off
     n = ke - ks
     while True:
         f = table[np.int64(slot)]
@@ -296,7 +308,7 @@ def _lookup(data, ks, ke, layout):
         slot = (slot + np.uint64(1)) & mask
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)
+@numba.njit(nogil=True, cache=True, _nrt=False, no_cfunc_wrapper=True)
 def parse_record(data, lo, hi, row, nrows, layout, out, single, act_s, act_e, act_i):
     """Parse the Example ``data[lo:hi]`` as record ``row`` of ``nrows``.
 
@@ -357,7 +369,7 @@ def parse_record(data, lo, hi, row, nrows, layout, out, single, act_s, act_e, ac
                     pos += sl
                 if pos != elim:
                     return E_PARSE, -1, 0
-                f = _lookup(data, ks, ke, layout)
+                f = _lookup(data, ks, ke, layout.table, layout.key_data, layout.key_off)
                 if f >= 0:
                     if fe > fs:
                         b = data[fs]
@@ -482,7 +494,7 @@ def parse_record(data, lo, hi, row, nrows, layout, out, single, act_s, act_e, ac
     return OK, -1, 0
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, no_cfunc_wrapper=True)
 def parse_range(data, offsets, lo, hi, layout, out, single):
     """Parse records ``lo..hi-1`` (record ``i`` is ``data[offsets[i]:offsets[i + 1]]``)
     into ``out`` (sized for ``len(offsets) - 1`` records). Stops at the first failing
@@ -500,7 +512,7 @@ def parse_range(data, offsets, lo, hi, layout, out, single):
     return -1, OK, -1, 0
 
 
-@numba.njit(nogil=True, cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True, parallel=True, no_cfunc_wrapper=True)
 def parse_parallel(data, offsets, layout, out, single, nchunks):
     """:func:`parse_range` over all records in ``nchunks`` parallel chunks; reports the
     lowest failing record, as a serial parse would."""
@@ -522,7 +534,7 @@ def parse_parallel(data, offsets, layout, out, single, nchunks):
     return -1, OK, -1, 0
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)
+@numba.njit(nogil=True, cache=True, _nrt=False, no_cfunc_wrapper=True)
 def fill_varlen_range(data, lo, hi, layout, out, vstart, vu32, vi64, vspos, vslen):
     """Pass 2: write the VarLen values of records ``lo..hi-1``; feature slot ``v`` of
     record ``i`` starts at ``vstart[v, i]`` of its kind's value array."""
@@ -538,7 +550,7 @@ def fill_varlen_range(data, lo, hi, layout, out, vstart, vu32, vi64, vspos, vsle
                            np.bool_(True), vu32, vi64, vspos, vslen, vstart[v, i])
 
 
-@numba.njit(nogil=True, cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True, parallel=True, no_cfunc_wrapper=True)
 def fill_varlen_parallel(data, layout, out, vstart, vu32, vi64, vspos, vslen, nchunks):
     """:func:`fill_varlen_range` over all records in ``nchunks`` parallel chunks."""
     nrows = out.var_cnt.shape[1]

@@ -13,8 +13,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from nbdata.kernels.crc32c import (HARDWARE, masked_crc32c, masked_crc32c_bytes,
-                                   masked_crc32c_copy)
+from nbdata.kernels import HELPER
+from nbdata.kernels.crc32c import (HARDWARE, masked_crc32c_bytes, masked_crc32c_copy,
+                                   masked_crc32c_u64)
 from nbdata.kernels.protobuf import _le32
 
 # Unaligned 8-byte loads and stores (x86-64) let scan_lines copy a word at a time.
@@ -40,7 +41,7 @@ BAD_LENGTH_CRC = 1
 BAD_DATA_CRC = 2
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(**HELPER)
 def _u64(buf, i):
     value = np.uint64(0)
     for k in range(8):
@@ -48,7 +49,7 @@ def _u64(buf, i):
     return value
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, no_cfunc_wrapper=True)
 def scan_tfrecords(buf, lo, hi, max_rows, max_bytes, out, out_offsets, verify):
     """TFRecord frames of ``buf[lo:hi]``.
 
@@ -65,7 +66,7 @@ def scan_tfrecords(buf, lo, hi, max_rows, max_bytes, out, out_offsets, verify):
     while n < max_rows:
         if hi - pos < FRAME_HEADER:
             return n, pos, OK, -1
-        if verify and _le32(buf, pos + 8) != masked_crc32c(buf, pos, pos + 8):
+        if verify and _le32(buf, pos + 8) != masked_crc32c_u64(buf, pos):
             return n, pos, BAD_LENGTH_CRC, -1
         length = _u64(buf, pos)
         # Frames longer than the rest of the block: report the size needed (capped so
@@ -84,7 +85,10 @@ def scan_tfrecords(buf, lo, hi, max_rows, max_bytes, out, out_offsets, verify):
             if _le32(buf, start + size) != masked_crc32c_copy(buf, start, start + size, out, used):
                 return n, pos, BAD_DATA_CRC, -1
         else:
-            out[used:used + size] = buf[start:start + size]
+            # A loop, not a slice assignment: the same copy, without compiling Numba's
+            # shape-mismatch error path (about a second of the first compile).
+            for k in range(size):
+                out[used + k] = buf[start + k]
         used += size
         n += 1
         out_offsets[n] = used
@@ -92,7 +96,7 @@ def scan_tfrecords(buf, lo, hi, max_rows, max_bytes, out, out_offsets, verify):
     return n, pos, OK, -1
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, no_cfunc_wrapper=True)
 def scan_lines(buf, lo, hi, final, max_rows, max_bytes, out, out_offsets, one_cr=False):
     """Lines of ``buf[lo:hi]``, split at ``\n``, with every ``\r`` dropped (as
     TextLineDataset does), or with ``one_cr`` only one ``\r`` at the end of each line

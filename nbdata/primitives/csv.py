@@ -151,7 +151,9 @@ class CsvConfig:
                 r = int(bad[0])
                 raise RowError(r, (int(codes[r]), int(cols[r]), int(extras[r]), starts, ends))
         else:
-            r, code, col, extra = k.decode_rows_serial(*args)
+            # Its field scratch comes from here (no allocation to compile in the kernel).
+            scratch = np.empty((2, nout), np.int64)
+            r, code, col, extra = k.decode_rows_serial(*args, scratch[0], scratch[1])
             if r >= 0:
                 raise RowError(int(r), (int(code), int(col), int(extra), starts, ends))
         return ints, floats, floats32, starts, ends, escaped, state

@@ -306,9 +306,8 @@ class ExamplePlan:
         while size < 2 * nf:
             size *= 2
         table = np.full(size, -1, np.int64)
-        keys_ro = _readonly(key_data)
         for f in range(nf):
-            slot = int(pb.key_hash(keys_ro, key_off[f], key_off[f + 1])) & (size - 1)
+            slot = pb.key_hash_bytes(key_bytes[f]) & (size - 1)
             while table[slot] >= 0:
                 slot = (slot + 1) & (size - 1)
             table[slot] = f
