@@ -163,7 +163,7 @@ class RowEmitter:
             if image:
                 self._store_image(items)
                 continue
-            self.emit(f"for q in range({size}):")
+            self.emit(f"for q in range({self._row_width(items, size)}):")
             renderer = None
             for dest, leaf in items:
                 if leaf.expr is not None:
@@ -174,6 +174,19 @@ class RowEmitter:
                 self.emit(f"{dest} = {text}", 1)
             if renderer is not None:
                 self._bind_helpers(renderer)
+
+    @staticmethod
+    def _row_width(items: list, size: int) -> str:
+        """The bound of a loop over ``size`` positions: the width of a source column the
+        loop reads row by row when there is one (``<column>.shape[1]``, a value known
+        only at run time), else the constant. A constant bound lets LLVM unroll the
+        loop, which made gathers of rows at shuffled row numbers 1.8x slower."""
+        for _, leaf in items:
+            for base in [leaf] + list(leaf.env or ()):
+                flat = getattr(base, "flat", None)
+                if flat and flat.endswith("[r") and base.size == size:
+                    return f"{flat[:-2]}.shape[1]"
+        return str(size)
 
     @staticmethod
     def _flat_at(leaf: Leaf, index: str) -> str:
