@@ -1,70 +1,175 @@
 """The job: a Ray actor that owns a distributed dataset's workers, hands out splits,
 brokers finished chunks to consumers (first come, first served, or in coordinated
-rounds) and restarts a dead worker from the state after its last finished chunk.
+rounds) and restarts a dead worker from its position after its last finished chunk.
 
 Chunks never pass through the job: a worker's reply is two Ray objects, the chunk and
-a small note (rows, time, the worker's iterator state after the chunk, the splits it
-took); the job waits on the note and hands the consumer the chunk's object reference,
-which the consumer reads from Ray's object store.
+a small note (rows, time, the worker's positions after the chunk, the splits it took);
+the job waits on the note and hands the consumer the chunk's object reference, which
+the consumer reads from Ray's object store.
+
+A run starts from a saved position of the global stream (or from the beginning): the
+positions in flight, which the job deals out among its workers whatever their number
+(a worker given several runs all but the last only to drain them), and per epoch the
+rows no position holds, which the job cuts into splits of its own size.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import copy
 import functools
+import uuid
 from typing import Any
 
-from nbdata.distribute.worker import SplitLog, worker_class
-from nbdata.errors import InvalidArgumentError, UnavailableError
+from nbdata.distribute.splits import Pools, key_path, live_splits, plan_splits, shift_key
+from nbdata.distribute.worker import fresh_position, worker_class
+from nbdata.errors import InternalError, InvalidArgumentError, UnavailableError
 
 DEPTH = 2                 # requests in flight per worker
 START_TIMEOUT_S = 120.0   # a worker that does not start in this time fails the job
+END = ("end", None, None, None)
+
+
+def deal_positions(positions: list | None, num_workers: int, splits: bool = True,
+                   forever: bool = False, base: int = 0, workers: list | None = None) -> dict:
+    """Worker index -> the positions it runs, in order.
+
+    Without splits (parallel_epochs) worker ``i`` resumes the positions saved as worker
+    ``i``'s (``workers``; none: it starts from the beginning). Else the
+    positions holding something (a state or splits) are dealt out, position ``j`` to
+    worker ``j % num_workers``, and every worker ends with a fresh position, which takes
+    whatever rows are left (a resumed position whose ops saw their input end takes no
+    more splits). Under a forever-repeat, where a position never ends, the
+    ``num_workers`` positions of the oldest epochs go on taking splits (the rows an
+    epoch has left are taken after them), the others before them only drain; the
+    fresh positions start at epoch ``base``.
+
+    >>> slots = deal_positions([{"state": 1}, {"state": None, "log": {}}, {"state": 3}], 2)
+    >>> [[p["state"] for p in slots[i]] for i in range(2)]
+    [[1, None], [3, None]]
+    """
+    if not splits:
+        return {i: [dict(p, id=f"{i}.{j}") for j, p in
+                    enumerate(workers[i] if workers is not None else [fresh_position()])]
+                for i in range(num_workers)}
+    held = [dict(p, drain=False) for p in positions or [] if p.get("state") is not None
+            or p.get("log")]
+    slots: dict = {i: [] for i in range(num_workers)}
+    if not forever:
+        for j, p in enumerate(held):
+            slots[j % num_workers].append(p)
+    else:
+        held.sort(key=lambda p: _oldest_epoch(p))
+        going, drained = held[:num_workers], held[num_workers:]
+        for j, p in enumerate(drained):
+            slots[j % num_workers].append(dict(p, drain=True))
+        for i, p in enumerate(going):
+            slots[i].append(p)
+    for i, held_i in slots.items():
+        held_i.append(fresh_position(base if forever else 0))
+        for j, p in enumerate(held_i):
+            p["id"] = f"{i}.{j}"
+    return slots
+
+
+def _oldest_epoch(position: dict) -> tuple:
+    """The oldest epoch a position reads (positions that read none sort last)."""
+    base = int(position.get("base") or 0)
+    if position.get("state") is None:
+        return (base,)
+    live = live_splits(position["state"])
+    return min((key_path(shift_key(k, base)) for k in live), default=(float("inf"),))
+
+
+def prune_log(log: dict, kept: dict) -> None:
+    """The job's copy of a worker's split log cut as the worker cut its own (``kept``,
+    the log its last reply carried)."""
+    if not kept:
+        return
+    oldest = min(key_path(k) for k in kept)
+    for key in list(log):
+        if key in kept:
+            first, splits = log[key]
+            drop = max(0, min(len(splits), int(kept[key][0]) - first))
+            if drop:
+                log[key] = [first + drop, splits[drop:]]
+        elif key_path(key) < oldest:
+            del log[key]
 
 
 class _Run:
     """One pass of the job over its dataset (an iteration of its consumers)."""
 
-    def __init__(self, run_id: int, config: dict, num_workers: int):
+    def __init__(self, run_id: int, config: dict, job_config: dict):
+        num_workers = job_config["num_workers"]
         self.id = run_id
+        self.uid = uuid.uuid4().hex
         self.seed = int(config["seed"])
         self.iteration = int(config["iteration"])
         self.num_consumers = config["num_consumers"]
+        restore = config.get("restore")
+        self.restored = None if restore is None else restore.get("id")
         self.stopped = False
         self.queue: asyncio.Queue = asyncio.Queue(maxsize=2 * num_workers + 2)
         self.live = 0
         self.tasks: list = []
-        slots = {i: (config.get("slots") or {}).get(i) or {} for i in range(num_workers)}
-        # The state after each worker's last finished chunk, and the splits it took.
-        self.acked = {i: slot.get("state") for i, slot in slots.items()}
-        self.logs = {i: SplitLog(None, i, slot.get("log")) for i, slot in slots.items()}
-        self.assigned = collections.defaultdict(set)
-        for log in self.logs.values():
-            for key, splits in log.log.items():
-                self.assigned[key].update(splits)
+        positions = None if restore is None else restore["positions"]
+        base = int(config.get("fresh_base") or 0) if restore is not None else 0
+        rows = job_config.get("rows")
+        # Each worker's positions after its last finished chunk (the first: as dealt).
+        self.acked = deal_positions(positions, num_workers, rows is not None,
+                                    bool(config.get("forever")), base,
+                                    None if restore is None else restore.get("workers"))
+        self.initial = copy.deepcopy(self.acked)
+        self.pools = None if rows is None else Pools(rows, None if restore is None
+                                                     else restore.get("pools"))
+        self.split_size = job_config.get("split_size") or 1
         self.pending: dict = {}
-        # Coordinated reads: each worker's elements by number, and each consumer's round.
+        # Per worker and position id, the position's split log with the splits given
+        # since the worker's last finished chunk: a restarted worker replays them.
+        self.logs = {i: {p["id"]: copy.deepcopy(p.get("log") or {}) for p in held}
+                     for i, held in self.acked.items()}
+        # Coordinated reads: each worker's elements by number, the rounds dealt so far
+        # (round r: the (worker, element) of each consumer), and each consumer's round.
         self.items = {i: {} for i in range(num_workers)}
         self.produced = {i: 0 for i in range(num_workers)}
         self.ended = {i: False for i in range(num_workers)}
         self.rounds: dict = collections.defaultdict(int)
+        self.plan: dict = {}
+        self.plan_len = 0
+        self.final = False
+        self.next_k = {i: 0 for i in range(num_workers)}
+        self.last_w = -1
+        self.exhausted: set = set()
+        # What a coordinated position is made of: each worker's positions and takes
+        # after each element not yet read by every consumer, those before them folded
+        # into ``base_positions`` / ``base_pools``, and the elements of each worker read
+        # after each round.
+        self.history = {i: {} for i in range(num_workers)}
+        self.hist_start = {i: 0 for i in range(num_workers)}
+        self.base_positions = copy.deepcopy(self.acked)
+        self.base_pools = None if self.pools is None else Pools(rows, self.pools.save())
+        self.after: dict = {}
         self.changed = asyncio.Condition()
         self.error = None
 
 
 class Job:
     """The job actor (async). ``config``: ``fingerprint``, ``num_workers``, ``threads``
-    (per worker), ``splits`` (the split list of one epoch, or None in
-    parallel_epochs)."""
+    (per worker), ``rows`` (of the split source per epoch, or None in parallel_epochs)
+    and ``split_size``."""
 
     def __init__(self, payload: list, config: dict):
         self.payload = payload[0]
         self.config = config
         self.workers: dict = {}
+        self.spare: dict = {}     # workers of a larger count this job ran with before
         self.consumers: set = set()
         self.run: _Run | None = None
         self.runs = 0
         self.restarts = 0
+        self.joining = asyncio.Lock()
 
     # ------------------------------------------------------------ workers
     def _new_worker(self, index: int):
@@ -82,6 +187,8 @@ class Job:
             self.payload, index, me, self.config["threads"])
 
     async def _ensure_workers(self) -> None:
+        for i in [i for i in self.spare if i < self.config["num_workers"]]:
+            self.workers[i] = self.spare.pop(i)
         missing = [i for i in range(self.config["num_workers"]) if i not in self.workers]
         for i in missing:
             self.workers[i] = self._new_worker(i)
@@ -93,9 +200,22 @@ class Job:
                 f"distribute: {len(missing)} Ray worker(s) did not start within "
                 f"{START_TIMEOUT_S:.0f} s (does the cluster have free CPUs?)") from None
 
+    def _configure(self, wanted: dict | None) -> None:
+        """Between runs: take the worker count and split size the joining consumer's
+        dataset asks for (a job kept idle, or named, may have run with others). Workers
+        beyond the count are kept aside (with their compiled pipelines) for a later run
+        on more workers."""
+        if not wanted:
+            return
+        for key in ("num_workers", "rows", "split_size"):
+            if key in wanted:
+                self.config[key] = wanted[key]
+        for i in [i for i in self.workers if i >= self.config["num_workers"]]:
+            self.spare[i] = self.workers.pop(i)
+
     async def _restart(self, run: _Run, index: int) -> None:
-        """A new worker in place of a dead one, resumed from the state after the last
-        chunk the dead one finished, replaying the splits it took after that."""
+        """A new worker in place of a dead one, resumed from its positions after the
+        last chunk the dead one finished, replaying the splits it took after that."""
         import ray
         old = self.workers.pop(index, None)
         if old is not None:
@@ -105,38 +225,71 @@ class Job:
         await self._start(run, index)
 
     def _start(self, run: _Run, index: int):
-        """Worker ``index`` opens ``run`` from the state after its last finished chunk."""
+        """Worker ``index`` opens ``run`` from its positions after its last finished
+        chunk (its last position with every split the job gave it)."""
+        positions = copy.deepcopy(run.acked[index])
+        if run.pools is not None:
+            for p in positions:
+                if p.get("id") in run.logs[index]:
+                    p["log"] = copy.deepcopy(run.logs[index][p["id"]])
         return _wait(self.workers[index].start.remote(
-            run.id, run.seed, run.iteration, run.acked[index], run.logs[index].snapshot(),
-            run.num_consumers is not None))
+            run.id, run.seed, run.iteration, positions, run.num_consumers is not None))
 
     # ---------------------------------------------------------- consumers
     async def join(self, consumer: str, fingerprint: str, config: dict) -> dict:
         """Register a consumer; the first one of a run starts it with ``config``
-        (``seed``, ``iteration``, ``num_consumers`` and per-worker ``slots`` states)."""
+        (``seed``, ``iteration``, ``num_consumers``, the saved position to resume from,
+        ``restore``, with ``fresh_base`` and ``resplit``, and the ``job`` settings its
+        dataset asks for). Returns the run's id and each worker's first positions."""
+        async with self.joining:
+            return await self._join(consumer, fingerprint, config)
+
+    async def check(self, fingerprint: str, num_consumers: int | None) -> None:
+        """InvalidArgumentError when a consumer of another dataset, or of a running job
+        read with another ``num_consumers``, would join."""
+        name = self.config.get("job_name")
         if fingerprint != self.config["fingerprint"]:
             raise InvalidArgumentError(
-                f"distribute: job {self.config.get('job_name')!r} already runs a different "
+                f"distribute: job {name!r} already runs a different "
                 f"dataset (plan fingerprint {self.config['fingerprint']}, this one's is "
                 f"{fingerprint}); use another job_name for another dataset")
-        if self.run is not None and config["num_consumers"] != self.run.num_consumers:
+        if self.run is not None and num_consumers != self.run.num_consumers:
             raise InvalidArgumentError(
-                f"distribute: job {self.config.get('job_name')!r} is read with "
-                f"num_consumers={self.run.num_consumers}, got {config['num_consumers']}")
-        extra = [i for i in (config.get("slots") or {}) if int(i) >= self.config["num_workers"]]
-        if extra:
+                f"distribute: job {name!r} is read with "
+                f"num_consumers={self.run.num_consumers}, got {num_consumers}")
+
+    async def _join(self, consumer: str, fingerprint: str, config: dict) -> dict:
+        name = self.config.get("job_name")
+        await self.check(fingerprint, config["num_consumers"])
+        restore = config.get("restore")
+        run = self.run
+        if run is not None:
+            if restore is not None and restore.get("id") != run.restored:
+                raise InvalidArgumentError(
+                    f"restore: job {name!r} is running from another position than the "
+                    "one restored here; restore every consumer of a job from states saved "
+                    "after the same number of elements, once its earlier consumers are "
+                    "closed", "distribute")
+            self.consumers.add(consumer)
+            return {"run": run.id, "slots": run.initial, "num_workers": len(run.acked)}
+        self._configure(config.get("job"))
+        workers = self.config["num_workers"]
+        saved = None if restore is None else restore.get("workers")
+        if restore is not None and self.config.get("rows") is None and (
+                saved is None or len(saved) != workers):
+            message, op = config.get("resplit") or ("", "distribute")
+            count = len(saved or ())
             raise InvalidArgumentError(
-                f"restore: the state holds the positions of {max(extra) + 1} workers, this "
-                f"job has {self.config['num_workers']}; restore with the same num_workers")
+                f"restore: the state of distribute holds the positions of {count} workers "
+                f"and this job has {workers}: {message}; restore with num_workers={count}", op)
         self.consumers.add(consumer)
-        if self.run is None:
-            await self._ensure_workers()
-            self.runs += 1
-            run = self.run = _Run(self.runs, config, self.config["num_workers"])
-            await asyncio.gather(*[self._start(run, i) for i in self.workers])
-            run.live = len(self.workers)
-            run.tasks = [asyncio.ensure_future(self._produce(run, i)) for i in self.workers]
-        return {"run": self.run.id, "consumers": len(self.consumers)}
+        await self._ensure_workers()
+        self.runs += 1
+        run = self.run = _Run(self.runs, config, self.config)
+        await asyncio.gather(*[self._start(run, i) for i in self.workers])
+        run.live = len(self.workers)
+        run.tasks = [asyncio.ensure_future(self._produce(run, i)) for i in self.workers]
+        return {"run": run.id, "slots": run.initial, "num_workers": workers}
 
     async def leave(self, consumer: str) -> None:
         """Unregister a consumer; the last one stops the run (workers close theirs)."""
@@ -152,7 +305,7 @@ class Job:
         # Wake the requests still waiting on the run (a consumer asks one chunk ahead).
         while not run.queue.empty():
             run.queue.get_nowait()
-        run.queue.put_nowait(("end", None, None, None))
+        run.queue.put_nowait(END)
         async with run.changed:
             run.changed.notify_all()
 
@@ -161,7 +314,7 @@ class Job:
         ("error", worker, None, note) or ("end", ...)."""
         run = self.run
         if run is None:
-            return ("end", None, None, None)
+            return END
         if run.num_consumers is None:
             item = await run.queue.get()
             if item[0] == "end":
@@ -169,29 +322,126 @@ class Job:
             return item
         return await self._coordinated(run, int(index))
 
+    # -------------------------------------------------- coordinated reads
     async def _coordinated(self, run: _Run, index: int):
-        """Round ``r`` of a consumer comes from worker ``r % num_workers``: the element
-        ``(r // num_workers) * num_consumers + index`` of that worker. A round that a
-        worker cannot fill ends the job for every consumer (in step)."""
-        workers = self.config["num_workers"]
-        r = run.rounds[index]
-        w = r % workers
-        first = (r // workers) * run.num_consumers
+        """Round ``r`` of every consumer comes from one worker, ``num_consumers``
+        consecutive elements of it (worker ``r % num_workers`` while every worker has
+        elements). A worker that ends with fewer than a round left is passed over;
+        once all have ended, their last elements are dealt out one per consumer, so
+        every element of a finite dataset is read once (the last round may leave some
+        consumers one element short)."""
         async with run.changed:
             while True:
                 if run.error is not None:
                     return run.error
                 if run.stopped:
-                    return ("end", None, None, None)
-                if run.produced[w] >= first + run.num_consumers:
-                    break
-                if run.ended[w]:
-                    return ("end", None, None, None)
-                await run.changed.wait()
-            item = run.items[w].pop(first + index)
-            run.rounds[index] = r + 1
-            run.changed.notify_all()
-        return item
+                    return END
+                r = run.rounds[index]
+                if r < run.plan_len:
+                    dealt = run.plan[r]
+                    if index >= len(dealt):
+                        return END
+                    w, k = dealt[index]
+                    item = run.items[w].pop(k)
+                    run.rounds[index] = r + 1
+                    self._fold(run)
+                    run.changed.notify_all()
+                    return item
+                if run.final:
+                    return END
+                if not self._deal(run):
+                    await run.changed.wait()
+
+    def _deal(self, run: _Run) -> bool:
+        """Deal the next round if the workers allow it yet (False: wait for one)."""
+        workers, consumers = len(run.produced), run.num_consumers
+        for step in range(workers):
+            w = (run.last_w + 1 + step) % workers
+            if w in run.exhausted:
+                continue
+            need = run.next_k[w] + consumers
+            if run.produced[w] >= need:
+                self._add_round(run, [(w, run.next_k[w] + c) for c in range(consumers)])
+                run.next_k[w], run.last_w = need, w
+                return True
+            if not run.ended[w]:
+                return False
+            run.exhausted.add(w)
+        rest = [(w, k) for w in range(workers) for k in range(run.next_k[w], run.produced[w])]
+        for i in range(0, len(rest), consumers):
+            self._add_round(run, rest[i:i + consumers])
+        run.final = True
+        return True
+
+    @staticmethod
+    def _add_round(run: _Run, dealt: list) -> None:
+        after = dict(run.after[run.plan_len - 1]) if run.plan_len else {w: 0 for w in run.produced}
+        for w, k in dealt:
+            after[w] = max(after[w], k + 1)
+        run.plan[run.plan_len] = dealt
+        run.after[run.plan_len] = after
+        run.plan_len += 1
+
+    def _read_after(self, run: _Run, rounds: int) -> dict:
+        """Per worker, how many of its elements the first ``rounds`` rounds read."""
+        if rounds <= 0:
+            return {w: 0 for w in run.produced}
+        found = run.after.get(rounds - 1)
+        if found is None:
+            raise InternalError(f"distribute: round {rounds} is no longer recorded by the job",
+                                "distribute")
+        return found
+
+    def _fold(self, run: _Run) -> None:
+        """Forget what no consumer can save a position before any more: the rounds and
+        elements before the slowest consumer's last one."""
+        oldest = min(run.rounds.get(c, 0) for c in range(run.num_consumers)) - 1
+        if oldest <= 0:
+            return
+        reads = self._read_after(run, oldest)
+        for w, upto in reads.items():
+            hist = run.history[w]
+            for k in range(run.hist_start[w], upto):
+                positions, taken = hist.pop(k)
+                run.base_positions[w] = positions
+                if run.base_pools is not None:
+                    for key, split in taken:
+                        run.base_pools.assign(key, split)
+            run.hist_start[w] = max(run.hist_start[w], upto)
+        for r in [r for r in run.after if r < oldest - 1]:
+            del run.after[r]
+            run.plan.pop(r, None)
+
+    async def position(self, run_id: int, rounds: int) -> dict:
+        """The global position after ``rounds`` rounds of coordinated reads (every
+        consumer having read that many elements): the positions in flight of every
+        worker after the elements those rounds read, and the rows of each epoch no
+        position holds. The same for every consumer that saves after as many elements,
+        whatever its index; ``id`` names it."""
+        run = self.run
+        if run is None or run.id != run_id:
+            raise InvalidArgumentError("save: the job's run this iterator read has ended; "
+                                       "save a running iterator", "distribute")
+        async with run.changed:
+            reads = self._read_after(run, int(rounds))
+            pools = None if run.base_pools is None else Pools(run.base_pools.rows,
+                                                              run.base_pools.save())
+            positions, workers = [], []
+            for w in sorted(run.produced):
+                start, upto = run.hist_start[w], reads[w]
+                if upto < start:
+                    raise InternalError("distribute: a position before the slowest "
+                                        "consumer's is no longer recorded", "distribute")
+                held = run.base_positions[w] if upto == start else run.history[w][upto - 1][0]
+                positions += copy.deepcopy(held)
+                workers.append(copy.deepcopy(held))
+                if pools is not None:
+                    for k in range(start, upto):
+                        for key, split in run.history[w][k][1]:
+                            pools.assign(key, split)
+            return {"positions": positions, "workers": workers,
+                    "pools": None if pools is None else pools.save(),
+                    "id": f"{run.uid}/{int(rounds)}"}
 
     # ------------------------------------------------------------ producing
     async def _produce(self, run: _Run, index: int) -> None:
@@ -219,6 +469,14 @@ class Job:
                 if note["end"]:
                     break
                 run.acked[index] = note["state"]
+                if run.pools is not None:
+                    logs = run.logs[index]
+                    ids = {p.get("id"): p for p in note["state"]}
+                    for pid in [pid for pid in logs if pid not in ids]:
+                        del logs[pid]       # a position that ended
+                    for pid, p in ids.items():
+                        if pid in logs:
+                            prune_log(logs[pid], p.get("log") or {})
                 await self._deliver(run, index, ("chunk", index, [chunk_ref], note))
         except asyncio.CancelledError:
             return
@@ -234,39 +492,42 @@ class Job:
             else:
                 while len(run.items[index]) >= 2 * run.num_consumers and not run.stopped:
                     await run.changed.wait()
-                run.items[index][run.produced[index]] = item
-                run.produced[index] += 1
+                note = item[3]
+                k = run.produced[index]
+                run.history[index][k] = (note.pop("state"), note.pop("taken"))
+                run.items[index][k] = item
+                run.produced[index] = k + 1
             run.changed.notify_all()
 
     async def _finish(self, run: _Run, index: int) -> None:
         run.live -= 1
         if run.num_consumers is None:
             if run.live == 0:
-                await run.queue.put(("end", None, None, None))
+                await run.queue.put(END)
             return
         async with run.changed:
             run.ended[index] = True
             run.changed.notify_all()
 
     # --------------------------------------------------------------- splits
-    async def take_split(self, index: int, key: str, run_id: int):
-        """The next unassigned split of epoch ``key`` for worker ``index`` (None when
-        every split of that epoch is assigned), logged as that worker's. A worker still
-        finishing a chunk of an earlier run gets None: a split given to it would be
-        logged in this run but lost with that chunk."""
+    async def take_split(self, index: int, key: str, k: int, run_id: int, position: str):
+        """The next split of epoch ``key`` for worker ``index`` (the ``k``-th take of that
+        epoch by its position ``position``): a piece of the epoch's rows no position
+        holds, or None once there are none; logged as that position's. A worker still finishing a chunk of an earlier
+        run gets None: a split given to it would be logged in this run but lost with
+        that chunk."""
         run = self.run
-        if run is None or run.id != run_id or self.config["splits"] is None:
+        if run is None or run.id != run_id or run.pools is None:
             return None
         pending = run.pending.get(key)
         if pending is None:
-            taken = run.assigned[key]
             pending = run.pending[key] = collections.deque(
-                s for s in map(tuple, self.config["splits"]) if s not in taken)
+                plan_splits(run.pools.ranges(key), run.split_size))
         if not pending:
             return None
         split = pending.popleft()
-        run.assigned[key].add(split)
-        run.logs[index].log.setdefault(key, []).append(split)
+        log = run.logs[index].setdefault(position, {})
+        log.setdefault(key, [int(k), []])[1].append(list(split))
         return split
 
     # -------------------------------------------------------------- reports
@@ -276,7 +537,7 @@ class Job:
 
     async def info(self) -> dict:
         return {"workers": len(self.workers), "restarts": self.restarts, "runs": self.runs,
-                "consumers": len(self.consumers)}
+                "consumers": len(self.consumers), "num_workers": self.config["num_workers"]}
 
 
 async def _wait(ref) -> Any:

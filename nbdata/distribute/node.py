@@ -72,13 +72,14 @@ class Distribute(UnaryNode):
     its iteration number makes workers reshuffle each iteration."""
 
     processing_mode: str = arg_field()
-    num_workers: int | None = arg_field()
-    # Where the workers run is not part of the dataset: a saved position restores on
-    # another cluster.
+    # Where and on how many workers (and consumers) the dataset runs is not part of it:
+    # a saved position restores on another cluster, worker count or consumer count
+    # (the consumer checks what a processing mode cannot re-split).
+    num_workers: int | None = dataclasses.field(metadata={"show": True, "identity": False})
     address: str | None = dataclasses.field(metadata={"show": True, "identity": False})
     job_name: str | None = arg_field()
-    consumer_index: int | None = arg_field()
-    num_consumers: int | None = arg_field()
+    consumer_index: int | None = dataclasses.field(metadata={"show": True, "identity": False})
+    num_consumers: int | None = dataclasses.field(metadata={"show": True, "identity": False})
     options: Any = dataclasses.field(default=None, compare=False, repr=False)
     source: Node | None = dataclasses.field(default=None, compare=False, repr=False)
     seed: Any = None
@@ -176,7 +177,10 @@ def distribute_node(node: Node, options, processing_mode: str, num_workers, addr
     args = validate(processing_mode, num_workers, address, job_name, consumer_index,
                     num_consumers)
     ray_module()
-    if args["num_consumers"] is not None and node.cardinality() >= 0:
+    if (args["num_consumers"] is not None and processing_mode == PARALLEL_EPOCHS
+            and node.cardinality() >= 0):
+        # distributed_epoch reads a finite epoch in coordinated rounds too: the workers'
+        # last elements are dealt out one per consumer (see Job._coordinated).
         raise _invalid("coordinated reads (num_consumers) need an infinite dataset, so that "
                        "no worker runs out of data before the others; add .repeat()")
     source = splittable_source(node) if processing_mode == DISTRIBUTED_EPOCH else None

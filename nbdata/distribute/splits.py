@@ -50,17 +50,143 @@ def splittable_source(node: Node) -> Node:
     return cur
 
 
-def plan_splits(source: Node, num_workers: int) -> list:
-    """The splits of one epoch: ``(start, stop)`` row ranges of ``source``, about
-    ``SPLITS_PER_WORKER`` per worker so that fast workers take more of them."""
-    rows = source.cardinality()
-    size = max(1, rows // (SPLITS_PER_WORKER * num_workers))
-    return [(a, min(rows, a + size)) for a in range(0, rows, size)]
+def split_size(rows: int, num_workers: int) -> int:
+    """The rows of one split: about ``SPLITS_PER_WORKER`` splits per worker in an epoch,
+    so that fast workers take more of them."""
+    return max(1, rows // (SPLITS_PER_WORKER * max(1, num_workers)))
+
+
+def plan_splits(ranges, size: int) -> list:
+    """The splits of ``ranges`` (``[start, stop)`` row ranges, in order): pieces of
+    ``size`` rows, cut within each range (the rows of an epoch not assigned yet).
+
+    >>> plan_splits([[0, 10], [12, 15]], 4)
+    [(0, 4), (4, 8), (8, 10), (12, 15)]
+    """
+    return [(a, min(int(b), a + size)) for lo, b in ranges for a in range(int(lo), int(b), size)]
+
+
+def subtract(ranges: list, split) -> list:
+    """``ranges`` (sorted, disjoint ``[start, stop)``) without the rows of ``split``.
+
+    >>> subtract([[0, 10], [20, 30]], (5, 25))
+    [[0, 5], [25, 30]]
+    """
+    a, b = int(split[0]), int(split[1])
+    out = []
+    for lo, hi in ranges:
+        if hi <= a or lo >= b:
+            out.append([lo, hi])
+            continue
+        if lo < a:
+            out.append([lo, a])
+        if hi > b:
+            out.append([b, hi])
+    return out
+
+
+class Pools:
+    """The rows of each epoch of the split source not assigned to any saved position:
+    per epoch key, sorted ``[start, stop)`` ranges; a key not listed holds every row
+    (``[0, rows)``), except the single-repeat keys ``e<n>`` with ``n < floor``, which
+    hold none (epochs every position has moved past). This is the part of a
+    ``distributed_epoch`` position that belongs to no worker, so that it re-splits
+    among any number of workers."""
+
+    def __init__(self, rows: int, saved: dict | None = None):
+        self.rows = int(rows)
+        saved = saved or {}
+        self.floor = int(saved.get("floor", 0))
+        self.remaining = {str(k): [[int(a), int(b)] for a, b in v]
+                          for k, v in (saved.get("remaining") or {}).items()}
+
+    def ranges(self, key: str) -> list:
+        if key in self.remaining:
+            return self.remaining[key]
+        n = single_epoch(key)
+        return [] if n is not None and n < self.floor else ([[0, self.rows]] if self.rows else [])
+
+    def assign(self, key: str, split) -> None:
+        self.remaining[key] = subtract(self.ranges(key), split)
+
+    def compact(self) -> None:
+        """Drops the epochs at the floor that are fully assigned (the state stays as
+        small after many epochs of a repeat as after one)."""
+        while self.remaining.get(f"e{self.floor}") == []:
+            del self.remaining[f"e{self.floor}"]
+            self.floor += 1
+
+    def save(self) -> dict:
+        self.compact()
+        return {"floor": self.floor, "remaining": {k: [list(r) for r in v]
+                                                    for k, v in self.remaining.items()}}
 
 
 def epoch_key(path: tuple) -> str:
     """The name of the epoch a split source serves: the repeat epochs above it."""
     return "e" + ".".join(str(int(p)) for p in path)
+
+
+def key_path(key: str) -> tuple:
+    """The repeat epochs an epoch key names (keys order as these tuples).
+
+    >>> key_path("e"), key_path("e3"), key_path("e1.2")
+    ((), (3,), (1, 2))
+    """
+    return tuple(int(p) for p in key[1:].split(".")) if len(key) > 1 else ()
+
+
+def single_epoch(key: str) -> int | None:
+    """The epoch of a key under one repeat (``e<n>``), else None."""
+    path = key_path(key)
+    return path[0] if len(path) == 1 else None
+
+
+def shift_key(key: str, base: int) -> str:
+    """The key of a worker's epoch for a position that started at epoch ``base`` of a
+    single forever-repeat (a fresh worker of a resumed run joins the epoch under way)."""
+    if not base:
+        return key
+    path = key_path(key)
+    return epoch_key((path[0] + base,) + path[1:]) if path else key
+
+
+def forever_repeat(node: Node, source: Node) -> bool:
+    """Whether the ops from ``node`` down to the split ``source`` hold exactly one
+    repeat, and one that repeats forever (its epochs are the split keys ``e<n>``)."""
+    repeats = []
+    cur = node
+    while cur is not source and cur.inputs:
+        if cur.op == "repeat":
+            repeats.append(cur)
+        cur = cur.inputs[0]
+    return (len(repeats) == 1 and isinstance(repeats[0].count, int)
+            and not isinstance(repeats[0].count, bool) and repeats[0].count < 0)
+
+
+def live_splits(state) -> dict:
+    """Per epoch key, the smallest split number that the split sources in a saved
+    pipeline state will ask for again (their saved ``taken``)."""
+    found: dict = {}
+
+    def walk(x, depth=0):
+        if depth > 64:
+            return
+        if isinstance(x, dict):
+            if "split_source" in x and "taken" in x:
+                key, taken = str(x["split_source"]), int(x["taken"])
+                # The current split is re-read from the state itself; a state saved
+                # before a split was taken asks for ``taken`` again.
+                found[key] = min(found.get(key, taken), taken)
+                return
+            for v in x.values():
+                walk(v, depth + 1)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v, depth + 1)
+
+    walk(state)
+    return found
 
 
 def replace_node(node: Node, target: Node, replacement: Node) -> Node:
@@ -115,8 +241,8 @@ class SplitSource(Node):
 
 class SplitChunks(ChunkIter):
     """Rows of one split after another, gathered from the source (or, for a fused stage
-    reading the source in place, their row numbers). State: how many splits this epoch
-    took, the current split and the next row in it."""
+    reading the source in place, their row numbers). State: the epoch key, how many
+    splits this epoch took, the current split and the next row in it."""
 
     def __init__(self, node: SplitSource, ctx, state: dict | None, gather: bool = True):
         self.node, self.ctx, self.gather = node, ctx, gather
@@ -145,5 +271,5 @@ class SplitChunks(ChunkIter):
             self.split = None
 
     def save(self) -> dict:
-        return {"taken": self.taken, "split": None if self.split is None else list(self.split),
-                "pos": self.pos}
+        return {"split_source": self.key, "taken": self.taken,
+                "split": None if self.split is None else list(self.split), "pos": self.pos}

@@ -1,6 +1,12 @@
 """The worker: runs the compiled pipeline above ``distribute`` (fused kernels included)
 in a Ray actor and hands out its output a chunk of rows at a time, each with the
-iterator state after it."""
+worker's position after it.
+
+A worker's position is a list of *positions*, run one after the other: a pipeline
+state (None: from the start), the splits that position took (its log, replayed when
+it resumes), the epoch its first epoch stands for (``base``) and whether it only
+drains what it holds (``drain``: a position adopted from a saved run of more workers
+finishes its splits in flight and buffered rows but takes no new split)."""
 
 from __future__ import annotations
 
@@ -8,11 +14,12 @@ import functools
 import queue
 import threading
 import time
-from typing import Any
 
 import numpy as np
 
-from nbdata.distribute.splits import SplitSource, reseed, replace_node
+from nbdata.distribute.splits import (SplitSource, key_path, live_splits, reseed, replace_node,
+                                      shift_key)
+from nbdata.errors import InternalError
 from nbdata.random import derive_seed
 
 # A reply holds about this much data (or this much work): big enough that Ray's cost per
@@ -21,27 +28,72 @@ TARGET_BYTES = 8 << 20
 TARGET_SECONDS = 0.05
 
 
-class SplitLog:
-    """The splits a worker took, per epoch, in order; the ``k``-th take of an epoch
-    replays the log when it holds one (a worker restarted from an earlier state gets
-    the splits its predecessor took), else asks the job for a new split."""
+def fresh_position(base: int = 0) -> dict:
+    """A position that starts the pipeline from the beginning (at epoch ``base`` of a
+    forever-repeat above the split source) and takes new splits."""
+    return {"state": None, "log": {}, "base": int(base), "drain": False}
 
-    def __init__(self, job, index: int, log: dict | None):
-        self.job, self.index = job, index
-        self.log = {k: [tuple(s) for s in v] for k, v in (log or {}).items()}
+
+class SplitLog:
+    """The splits a position took, per epoch key: ``{key: [first, [split, ...]]}``, its
+    takes number ``first`` on of that epoch. The ``k``-th take of an epoch replays the
+    log when it holds it (a position resumed from an earlier state gets the splits it
+    took after that state again), else a draining position gets None and a continuing
+    one a new split from the job. Every take is also appended to ``taken``, which the
+    next reply reports (the consumer's record of the rows assigned)."""
+
+    def __init__(self, job, index: int, log: dict | None, drain: bool, taken: list,
+                 position: str | None = None):
+        self.job, self.index, self.drain, self.taken = job, index, bool(drain), taken
+        self.position = position
+        self.log = {str(k): [int(v[0]), [(int(a), int(b)) for a, b in v[1]]]
+                    for k, v in (log or {}).items()}
+        self.lock = threading.Lock()
 
     def take(self, key: str, k: int, run_id: int):
         import ray
-        taken = self.log.setdefault(key, [])
-        if k < len(taken):
-            return taken[k]
-        split = ray.get(self.job.take_split.remote(self.index, key, run_id))
-        if split is not None:
-            taken.append(tuple(split))
-        return split
+        with self.lock:
+            entry = self.log.get(key)
+            first = k if entry is None else entry[0]
+            held = 0 if entry is None else len(entry[1])
+            if k < first or k > first + held:
+                raise InternalError(
+                    f"distribute: take {k} of epoch {key} does not follow the position's "
+                    f"split log (takes {first}..{first + held - 1})", "distribute")
+            if k < first + held:
+                split = entry[1][k - first]
+            elif self.drain or self.job is None:
+                return None
+            else:
+                split = ray.get(self.job.take_split.remote(self.index, key, k, run_id, self.position))
+                if split is None:
+                    return None
+                split = (int(split[0]), int(split[1]))
+                self.log.setdefault(key, [k, []])[1].append(split)
+            self.taken.append([key, list(split)])
+            return split
+
+    def prune(self, live: dict) -> None:
+        """Drops what no take asks for again (``live``: per epoch key, the first take
+        the saved state makes): epochs before the oldest one the state reads, and within
+        an epoch the splits before that take. The log stays a few splits long however
+        far the run has gone."""
+        if not live:
+            return
+        with self.lock:
+            oldest = min(key_path(k) for k in live)
+            for key in list(self.log):
+                if key in live:
+                    first, splits = self.log[key]
+                    drop = max(0, min(len(splits), live[key] - first))
+                    if drop:
+                        self.log[key] = [first + drop, splits[drop:]]
+                elif key_path(key) < oldest:
+                    del self.log[key]
 
     def snapshot(self) -> dict:
-        return {k: [list(s) for s in v] for k, v in self.log.items()}
+        with self.lock:
+            return {k: [v[0], [list(s) for s in v[1]]] for k, v in self.log.items()}
 
 
 class Worker:
@@ -52,58 +104,64 @@ class Worker:
     def __init__(self, payload, index: int, job, threads: int):
         from nbdata.dataset import Dataset
         node, options, source = payload
-        self.index = index
-        self.log = None
+        self.index, self.job = index, job
+        self.splits = source is not None
         node = reseed(node, index)
         if source is not None:
-            self.log = SplitLog(job, index, None)
             node = replace_node(node, source, SplitSource(source, self._take_split))
         options = _worker_options(threads).merge(options)
         self.pipeline = Dataset(node, options).compile()
-        self.run = self.run_id = None
+        self.run_id = None
+        self.active = False
+        self.it = None          # the chunk iterator of the position running (queue[0])
+        self.position = None    # its SplitLog, base and drain
+        self.queue: list = []   # the positions not finished, in the order they run
+        self.taken: list = []   # the takes since the last reply
         self.want = 1
 
     def _take_split(self, key: str, k: int):
-        return self.log.take(key, k, self.run_id)
+        log, base, _ = self.position
+        return log.take(shift_key(key, base), k, self.run_id)
 
     def ready(self) -> int:
         return self.index
 
-    def start(self, run_id: int, seed: int, iteration: int, state: Any, log: dict | None,
+    def start(self, run_id: int, seed: int, iteration: int, positions: list,
               single: bool) -> None:
         """Open a run: the pipeline seed and iteration number of the consumer's run
-        (for random ops), resumed from ``state`` (and the split log it was saved with);
-        ``single``: one element per reply (coordinated reads). A thread of the worker
-        produces the replies one ahead, so the pipeline runs while Ray sends the last
-        reply."""
+        (for random ops), and the positions to run one after the other (see the module
+        docstring; none: the run ends at once); ``single``: one element per reply
+        (coordinated reads). A thread of the worker produces the replies one ahead, so
+        the pipeline runs while Ray sends the last reply."""
         self.close()
         self.pipeline.state.seed = derive_seed(seed, self.index)
-        epochs = {str(i): iteration for i in range(len(self.pipeline.op_index))}
-        if self.log is not None:
-            self.log.log = SplitLog(None, self.index, log).log
-        self.run = self.pipeline.open_chunks(state=state, epochs=epochs)
+        self.epochs = {str(i): iteration for i in range(len(self.pipeline.op_index))}
+        self.queue = [dict(p) for p in positions]
+        self.taken = []
         self.run_id = run_id  # ``want`` stays as the last run learned it
+        self.active = True
         self.replies = queue.Queue(maxsize=1)
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._produce, args=(self.run, single, self.replies,
+        self.thread = threading.Thread(target=self._produce, args=(single, self.replies,
                                                                    self.stop),
                                        name="nbdata-distribute-worker", daemon=True)
         self.thread.start()
 
     def next(self, run_id: int):
         """(chunks, reply): the next chunks of rows, together about ``TARGET_BYTES`` or
-        ``TARGET_SECONDS`` of work (one element in a ``single`` run), and the state after
-        them; no chunks at the end. An error of the pipeline travels in the reply."""
-        if run_id != self.run_id or self.run is None:
+        ``TARGET_SECONDS`` of work (one element in a ``single`` run), the worker's
+        positions after them and the splits taken for them; no chunks at the end. An
+        error of the pipeline travels in the reply."""
+        if run_id != self.run_id or not self.active:
             return [], {"end": True, "stale": True}
         item = self.replies.get()
         if item[1]["end"]:
             self.close()
         return item
 
-    def _produce(self, run, single: bool, replies: queue.Queue, stop: threading.Event) -> None:
+    def _produce(self, single: bool, replies: queue.Queue, stop: threading.Event) -> None:
         while not stop.is_set():
-            item = self._reply(run, single)
+            item = self._reply(single)
             while not stop.is_set():
                 try:
                     replies.put(item, timeout=0.1)
@@ -113,16 +171,38 @@ class Worker:
             if item[1]["end"]:
                 return
 
-    def _reply(self, run, single: bool):
+    def _open(self) -> None:
+        pos = self.queue[0]
+        log = None
+        if self.splits:
+            log = SplitLog(self.job, self.index, pos.get("log"), pos.get("drain"), self.taken,
+                           pos.get("id"))
+        self.position = (log, int(pos.get("base") or 0), bool(pos.get("drain")))
+        self.it = self.pipeline.open_chunks(state=pos.get("state"), epochs=self.epochs)
+
+    def _finish_position(self) -> None:
+        self.it.close()
+        self.it = self.position = None
+        self.queue.pop(0)
+
+    def _reply(self, single: bool):
         started = time.perf_counter()
         stats_before = self.pipeline.stats().kernel_rows
         chunks, rows, size = [], 0, 0
         try:
             while True:
+                if self.it is None:
+                    if not self.queue:
+                        break
+                    self._open()
                 t = time.perf_counter()
-                chunk = run.next(1 if single else self.want)
+                chunk = self.it.next(1 if single else self.want)
                 if chunk is None:
-                    break
+                    # This position is done: the rows sent so far end it.
+                    self._finish_position()
+                    if chunks:
+                        break
+                    continue
                 if not chunk.n:
                     continue
                 chunks.append(_own_columns(chunk))
@@ -133,25 +213,46 @@ class Worker:
                     self.want = min(self.want * 2, 1 << 20)
                 if size >= TARGET_BYTES or time.perf_counter() - started >= TARGET_SECONDS:
                     break
+            if not chunks:
+                return [], {"end": True}
+            # The positions after these chunks; a reply for the end follows them.
+            positions = self._positions()
         except Exception as e:  # noqa: BLE001 - raised again by the consumer
             return [], {"end": True, "error": e}
-        if not chunks:
-            return [], {"end": True}
-        # The state after these chunks; a reply for the end follows them.
+        taken = self.taken[:]
+        del self.taken[:]
         return chunks, {"end": False, "rows": rows, "bytes": size,
                         "seconds": time.perf_counter() - started,
                         "kernel_rows": self.pipeline.stats().kernel_rows - stats_before,
-                        "state": run.save(),
-                        "log": None if self.log is None else self.log.snapshot()}
+                        "state": positions, "taken": taken}
+
+    def _positions(self) -> list:
+        """The worker's positions now: the running one's state and (pruned) log, then
+        those not started."""
+        rest = self.queue
+        out = []
+        if self.it is not None:
+            state = self.it.save()
+            log, base, drain = self.position
+            snapshot = None
+            if log is not None:
+                log.prune({shift_key(k, base): t for k, t in live_splits(state).items()})
+                snapshot = log.snapshot()
+            out.append({"state": state, "log": snapshot, "base": base, "drain": drain,
+                        "id": self.queue[0].get("id")})
+            rest = self.queue[1:]
+        return out + [dict(p) for p in rest]
 
     def close(self) -> None:
         """End the current run: its thread stops, its replies not taken are dropped."""
-        if self.run is None:
+        if not self.active:
             return
+        self.active = False
         self.stop.set()
         self.thread.join()
-        self.run.close()
-        self.run = None
+        if self.it is not None:
+            self.it.close()
+        self.it = self.position = None
 
 
 def _worker_options(threads: int):

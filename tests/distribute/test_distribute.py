@@ -155,8 +155,7 @@ def test_consumer_restored_from_checkpoint_gets_the_rest_once():
 def test_a_saved_position_is_checked_before_it_is_used():
     """The consumer's position (each worker's state, the rows received) is part of the
     iterator's checksummed state: damaged copies are DataLossError and leave the running
-    iterator as it was; it restores with the same num_workers (named when not), wherever
-    the cluster is."""
+    iterator as it was; it restores wherever the cluster is, on any num_workers."""
     import random
 
     ds = nd.Dataset.range(400).map(slow).batch(4)
@@ -173,12 +172,10 @@ def test_a_saved_position_is_checked_before_it_is_used():
             damaged = damaged[:rng.randrange(len(state))]
         with pytest.raises(nd.errors.DataLossError):
             it.restore(bytes(damaged))
-    with pytest.raises(nd.errors.InvalidArgumentError,
-                       match=r"state of distribute \(op 4\).*num_workers 2 saved, 3 here"):
-        ds.distribute("distributed_epoch", num_workers=3).compile().read_state(state)
+    ds.distribute("distributed_epoch", num_workers=3).compile().read_state(state)
     rest = [x for b in it for x in b.tolist()]
     assert sorted(first + rest) == list(range(400))
-    elsewhere = iter(ds.distribute("distributed_epoch", num_workers=2,
+    elsewhere = iter(ds.distribute("distributed_epoch", num_workers=3,
                                    address="ray://elsewhere:10001"))   # Ray is connected
     elsewhere.restore(state)
     assert sorted(first + [x for b in elsewhere for x in b.tolist()]) == list(range(400))
