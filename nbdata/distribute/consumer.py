@@ -67,9 +67,14 @@ class Service:
         cpus = cluster.cluster_cpus()
         workers = node.num_workers or max(1, int(cpus))
         rows = None if node.source is None else int(node.source.cardinality())
+        natural = getattr(node.source, "split_boundaries", None)
+        boundaries = natural() if natural is not None else None
+        # A source with natural units (a Parquet file's row groups) is split at them,
+        # one unit a split; others in about SPLITS_PER_WORKER pieces per worker.
+        size = None if rows is None else (max(1, rows) if boundaries else split_size(rows, workers))
         return {"fingerprint": node.fingerprint(), "num_workers": workers,
                 "threads": max(1, int(cpus // workers)), "job_name": node.job_name,
-                "rows": rows, "split_size": None if rows is None else split_size(rows, workers)}
+                "rows": rows, "split_size": size, "boundaries": boundaries}
 
     def acquire(self):
         """A job for one iteration: the named one (shared), else an idle one of ours."""

@@ -125,6 +125,7 @@ class _Run:
         self.pools = None if rows is None else Pools(rows, None if restore is None
                                                      else restore.get("pools"))
         self.split_size = job_config.get("split_size") or 1
+        self.boundaries = job_config.get("boundaries")   # natural split points, or None
         self.pending: dict = {}
         # Per worker and position id, the position's split log with the splits given
         # since the worker's last finished chunk: a restarted worker replays them.
@@ -207,7 +208,7 @@ class Job:
         on more workers."""
         if not wanted:
             return
-        for key in ("num_workers", "rows", "split_size"):
+        for key in ("num_workers", "rows", "split_size", "boundaries"):
             if key in wanted:
                 self.config[key] = wanted[key]
         for i in [i for i in self.workers if i >= self.config["num_workers"]]:
@@ -522,7 +523,7 @@ class Job:
         pending = run.pending.get(key)
         if pending is None:
             pending = run.pending[key] = collections.deque(
-                plan_splits(run.pools.ranges(key), run.split_size))
+                plan_splits(run.pools.ranges(key), run.split_size, run.boundaries))
         if not pending:
             return None
         split = pending.popleft()

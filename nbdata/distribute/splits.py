@@ -56,14 +56,25 @@ def split_size(rows: int, num_workers: int) -> int:
     return max(1, rows // (SPLITS_PER_WORKER * max(1, num_workers)))
 
 
-def plan_splits(ranges, size: int) -> list:
+def plan_splits(ranges, size: int, boundaries=None) -> list:
     """The splits of ``ranges`` (``[start, stop)`` row ranges, in order): pieces of
-    ``size`` rows, cut within each range (the rows of an epoch not assigned yet).
+    ``size`` rows, cut within each range (the rows of an epoch not assigned yet), and
+    also at each of ``boundaries`` (a source's natural units: a Parquet file's row
+    groups), so that no split straddles one.
 
     >>> plan_splits([[0, 10], [12, 15]], 4)
     [(0, 4), (4, 8), (8, 10), (12, 15)]
+    >>> plan_splits([[0, 10]], 100, boundaries=[0, 3, 7])
+    [(0, 3), (3, 7), (7, 10)]
     """
-    return [(a, min(int(b), a + size)) for lo, b in ranges for a in range(int(lo), int(b), size)]
+    cuts = sorted(int(v) for v in boundaries) if boundaries else []
+    out = []
+    for lo, b in ranges:
+        lo, b = int(lo), int(b)
+        inner = [c for c in cuts if lo < c < b]
+        for start, stop in zip([lo] + inner, inner + [b]):
+            out += [(a, min(stop, a + size)) for a in range(start, stop, size)]
+    return out
 
 
 def subtract(ranges: list, split) -> list:

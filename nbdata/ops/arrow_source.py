@@ -659,6 +659,13 @@ class ParquetSource(ArrowSource):
 
     op = "ParquetDataset"
 
+    def split_boundaries(self) -> list | None:
+        """The first row of each row group: ``distribute("distributed_epoch")`` makes
+        each row group one split (a worker decodes only its own row groups)."""
+        if self.rows_from.unit_rows is None:
+            return None
+        return [int(v) for v in self.rows_from.unit_starts()[:len(self.rows_from.unit_rows)]]
+
 
 # ---------------------------------------------------------------- iteration
 

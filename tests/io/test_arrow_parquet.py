@@ -350,3 +350,19 @@ def test_record_batch_reader_is_read_once(table):
         list(ds)
     assert_same(fused(chain(nd.Dataset.from_arrow(reader()))),
                 list(reference(chain(nd.Dataset.from_arrow(table)))))
+
+
+def test_row_groups_are_the_splits_of_a_distributed_epoch(path):
+    # A Parquet source's row groups are its natural splits: the distribute job cuts the
+    # epoch's rows at them (one row group a split, so a worker decodes only its own),
+    # also for the rows left when a position is restored inside a row group.
+    from nbdata.distribute.splits import plan_splits, splittable_source
+    source = splittable_source(chain(nd.io.ParquetDataset(path))._node)
+    bounds = source.split_boundaries()
+    assert bounds == [0, GROUP, 2 * GROUP, 3 * GROUP, 4 * GROUP]
+    assert plan_splits([[0, N]], N, bounds) == [(0, 350), (350, 700), (700, 1050),
+                                               (1050, 1400), (1400, N)]
+    assert plan_splits([[100, 800], [1450, N]], N, bounds) == [(100, 350), (350, 700),
+                                                             (700, 800), (1450, N)]
+    assert not hasattr(splittable_source(chain(nd.Dataset.from_arrow(
+        make_table()))._node), "split_boundaries")   # a table in memory: any split size
