@@ -137,7 +137,11 @@ class FusedChunks(ChunkIter):
         self.finished = False if state is None else bool(state["finished"])
         self.queue = RowQueue([] if state is None else state["pending"])
         self.error: BaseException | None = None
-        self.compiled = stage.lazy_rows == 0 or (state is not None and state.get("compiled", False))
+        # A stream of unknown length runs its first ``lazy_rows`` rows on the reference
+        # path, counted over all iterations: once that many went through, every later
+        # row (in this iteration and the next ones) runs in the kernel.
+        self.compiled = (stage.lazy_rows == 0 or stage.timing.get("seen", 0) >= stage.lazy_rows
+                         or (state is not None and state.get("compiled", False)))
         self.seen = 0
         term = self.plan.terminal
         self.batch_size = batch_size_of(term.node, ctx) if term is not None else 0
@@ -234,8 +238,9 @@ class FusedChunks(ChunkIter):
             chunk, row_values = None, self.row_values
         if not self.compiled:
             self.seen += k
+            self.stage.timing["seen"] = self.stage.timing.get("seen", 0) + k
             self._reference(lo, k, row_values)
-            if self.seen >= self.stage.lazy_rows:
+            if self.stage.timing["seen"] >= self.stage.lazy_rows:
                 self.compiled = True
                 self.stats.chosen["compiled after rows"] = self.seen
             return

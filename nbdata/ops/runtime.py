@@ -18,6 +18,7 @@ for a fresh start.
 from __future__ import annotations
 
 import collections
+import contextlib
 import concurrent.futures
 import threading
 import time
@@ -428,8 +429,9 @@ class _Producer:
 
     def __init__(self, it, capacity: int, pull_rows: int, budget, label: str, skip: int, before,
                  cancelled: threading.Event | None = None, memory=None, stats=None,
-                 row_bytes: int = 1):
+                 row_bytes: int = 1, worker: bool = True):
         self.it = it
+        self.worker = worker         # counts as a busy executor thread in the thread budget
         self.memory = memory         # the pipeline's MemoryBudget (None: unbounded)
         self.stats = stats
         self.row_bytes = max(1, row_bytes)
@@ -503,7 +505,7 @@ class _Producer:
                 offset, error, chunk = 0, None, None
                 started = time.perf_counter()
                 try:
-                    with self.budget.worker():
+                    with self.budget.worker() if self.worker else contextlib.nullcontext():
                         chunk = self.it.next(want)
                         while chunk is not None and self.skip:
                             drop = min(self.skip, chunk.n)
@@ -566,7 +568,8 @@ class BackgroundChunks(ChunkIter):
     """
 
     def __init__(self, ctx, open_input, spec, state, capacity: int, stats, label: str,
-                 autotune: bool = False, ram_budget: int = 0, start: bool = False):
+                 autotune: bool = False, ram_budget: int = 0, start: bool = False,
+                 worker: bool = True):
         before = None if state is None else state["input"]
         it = open_input(before)
         self.pull_rows = ctx.max_rows(spec)
@@ -576,7 +579,7 @@ class BackgroundChunks(ChunkIter):
         self.ram_budget = ram_budget or (256 << 20)
         self.producer = _Producer(it, max(1, capacity), self.pull_rows, ctx.budget, label,
                                   0 if state is None else int(state["skip"]), before,
-                                  ctx.cancelled, ctx.memory, stats, self.row_bytes)
+                                  ctx.cancelled, ctx.memory, stats, self.row_bytes, worker)
         if autotune:
             stats.chosen["buffer rows"] = self.producer.capacity
         if start:

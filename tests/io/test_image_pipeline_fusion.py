@@ -200,3 +200,25 @@ def test_images_are_decoded_ahead_on_a_thread_of_their_own(tmp_path):
                and e["name"].startswith("decode_jpeg")}
     kernels = {names[e["tid"]] for e in doc if e["ph"] == "X" and e["cat"] == "kernel"}
     assert decodes == {"nbdata-decode-ahead"} and kernels and "nbdata-decode-ahead" not in kernels
+
+
+def test_a_short_stream_compiles_once_its_iterations_together_pass_the_threshold(tmp_path):
+    # A stream of unknown length runs on the reference path until fusion_min_rows rows
+    # went through, counted over every iteration of the pipeline: a file shorter than the
+    # threshold, iterated again and again, is compiled once they add up (it was re-run in
+    # Python every epoch), and every later epoch runs all its rows in the kernel.
+    path = str(tmp_path / "images.tfrecord")
+    _write(path, 12)
+    options = _options()
+    options.fusion_min_rows = 20
+    pipe = nd.TFRecordDataset(path).enumerate().map(_prep).batch(4).with_options(options).compile()
+    reference = [y.tolist() for _, y in _pipeline(path, fusion=False, batch=4)]
+
+    def kernel_rows():
+        return sum(s.kernel_rows for s in pipe.stats().stages)
+    epochs = []
+    for _ in range(3):
+        before = kernel_rows()
+        assert [y.tolist() for _, y in pipe] == reference
+        epochs.append(kernel_rows() - before)
+    assert epochs == [0, 4, 12]   # 12 + 8 rows on the reference path, then the kernel
