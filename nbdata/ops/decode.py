@@ -94,11 +94,8 @@ class Decode(UnaryNode):
         # with it in one thread). Its state is the decoder's before the rows not yet
         # handed out: what was decoded ahead is decoded again after a restore.
         from nbdata.ops.runtime import BackgroundChunks
-        # Decoding is most of such a pipeline's work: the thread decodes with the whole
-        # thread budget (it does not count as a busy executor thread), and the kernel
-        # after it shares the cores with it.
         return BackgroundChunks(ctx, open_decoder, self.spec, state, self.AHEAD_ROWS,
-                                ctx.stats(self), f"{self.op}-ahead", worker=False)
+                                ctx.stats(self), f"{self.op}-ahead")
 
 
 class DecodeChunks(ChunkIter):
