@@ -312,7 +312,9 @@ def test_the_state_stays_small_however_far_a_repeat_has_gone():
         assert all(sum(len(v[1]) for v in p["log"].values()) <= 2
                    for p in doc["positions"] if p["log"])
     assert doc["pools"]["floor"] >= 6
-    assert sizes[8] < 1.2 * sizes[1] + 500
+    # Not growing with the epochs (8 epochs of logs would be about 8x); what is in
+    # flight (rows received, a partial batch) varies with timing on a loaded machine.
+    assert sizes[8] < 2 * sizes[1] + 1000
     close(it)
     # The worker with no saved position starts at the oldest epoch with rows left, not
     # at epoch 0 (which would end its forever-repeat at once, its epoch being empty).
