@@ -15,19 +15,9 @@ import pytest
 import nbdata as nd
 
 ray = pytest.importorskip("ray")
+from local_ray import local_ray  # noqa: E402,F401 - the module's Ray instance
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    # Workers unpickle this module's functions by value: they cannot import it.
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 namespace="nbdata-tests")
-    yield
-    if started:
-        ray.shutdown()
 
 
 def fused(ds):

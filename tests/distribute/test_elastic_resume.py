@@ -11,7 +11,6 @@ consumer counts (slow)."""
 import collections
 import os
 import random
-import sys
 import time
 
 import numpy as np
@@ -23,21 +22,12 @@ from nbdata.distribute.consumer import _resplit_reason
 from nbdata.distribute.splits import key_path, live_splits, shift_key
 
 ray = pytest.importorskip("ray")
+from local_ray import local_ray  # noqa: E402,F401 - the module's Ray instance
 
 EXTRA = int(os.environ.get("NBDATA_RESUME_EXAMPLES", "0"))
 N = 3000
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 namespace="nbdata-tests")
-    yield
-    if started:
-        ray.shutdown()
 
 
 def f(x):

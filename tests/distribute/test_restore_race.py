@@ -8,7 +8,6 @@ yet), on a cluster that shrinks under ``num_workers=None`` and with ``num_worker
 given; every run must deliver the epoch exactly once."""
 
 import collections
-import sys
 
 import numpy as np
 import pytest
@@ -18,21 +17,12 @@ from nbdata import checkpoint
 from nbdata.distribute import cluster
 
 ray = pytest.importorskip("ray")
+from local_ray import local_ray  # noqa: E402,F401 - the module's Ray instance
 
 ROWS = 20_000
 REPEATS = 4
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 namespace="nbdata-tests")
-    yield
-    if started:
-        ray.shutdown()
 
 
 def f(x):
