@@ -322,6 +322,24 @@ def concat_chunks(chunks: list) -> Chunk:
                  sum(c.n for c in chunks))
 
 
+def gather_grouped(rows: np.ndarray, groups: np.ndarray, gather) -> Chunk:
+    """The rows at ``rows`` where row ``j`` belongs to group ``groups[j]``: one
+    ``gather(group, rows_of_that_group)`` call per group, reassembled in the order of
+    ``rows`` (random access through repeat and concatenate)."""
+    if len(rows) == 0:
+        return gather(0, rows)
+    order = np.argsort(groups, kind="stable")
+    ordered = groups[order]
+    cuts = np.flatnonzero(np.diff(ordered)) + 1
+    if len(cuts) == 0:
+        return gather(int(ordered[0]), rows)
+    bounds = [0, *cuts.tolist(), len(rows)]
+    parts = [gather(int(ordered[a]), rows[order[a:b]]) for a, b in zip(bounds, bounds[1:])]
+    inverse = np.empty_like(order)
+    inverse[order] = np.arange(len(order))
+    return concat_chunks(parts).take(inverse)
+
+
 def row_bytes(spec) -> int:
     """An estimate of one row's size, for chunk sizing."""
     total = 0

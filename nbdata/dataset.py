@@ -10,7 +10,7 @@ import numpy as np
 
 from nbdata.compiler.executor import RunState
 from nbdata.compiler.pipeline import Pipeline
-from nbdata.errors import InvalidArgumentError, OpError
+from nbdata.errors import FailedPreconditionError, InvalidArgumentError, OpError, OutOfRangeError
 from nbdata.iterator import Iterator, graph_iterators, graph_mode, spec_from_types
 from nbdata.ops.batch import Batch
 from nbdata.ops.cache import Cache, MemoryStore
@@ -30,6 +30,7 @@ from nbdata.ops.map import Map
 from nbdata.ops.node import AUTOTUNE, INFINITE, UNKNOWN, Node
 from nbdata.ops.padded_batch import PaddedBatch, default_padding
 from nbdata.ops.prefetch import Prefetch
+from nbdata.ops.random_access import At
 from nbdata.ops.random_map import RandomMap, probe_generator
 from nbdata.ops.range import Range
 from nbdata.ops.repeat import Repeat
@@ -1045,13 +1046,49 @@ def _tupleize_shapes(shapes: Any) -> Any:
     return shapes
 
 
+def at(dataset: Dataset, index: int) -> Any:
+    """Element ``index`` of ``dataset``, computed on its own through random access
+    (``tf.data.experimental.at``): OutOfRangeError for an index outside
+    ``[0, cardinality)``, FailedPreconditionError for a dataset of infinite length or
+    without random access (a ``cache`` of such a dataset iterates up to ``index``).
+
+    >>> import nbdata as nd
+    >>> int(nd.experimental.at(nd.Dataset.range(3).repeat(2), 4))
+    1
+    """
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"at: expected a Dataset, got {type(dataset).__name__}")
+    index = int(index)
+    node = dataset._node
+    n = dataset.cardinality()
+    reason = node.random_access()
+    if reason is not None and node.op == "cache" and n != INFINITE:
+        # TF caches the input through the requested element.
+        for i, element in enumerate(dataset._derive(node.input)):
+            if i == index:
+                return element
+        raise OutOfRangeError(f"at: index {index} is out of range", "at")
+    if n == INFINITE and node.op == "cache" and index >= 0:
+        return next(iter(dataset._derive(node.input).skip(index)))
+    if n == INFINITE:
+        reason = "its length is infinite"
+    elif reason is None and n < 0:
+        reason = "its length is unknown"
+    if reason is not None:
+        raise FailedPreconditionError(
+            f"at: the dataset does not support random access ({reason})", "at")
+    if not 0 <= index < n:
+        raise OutOfRangeError(f"at: index {index} is out of range [0, {n})", "at")
+    return next(iter(dataset._derive(At(node, index))))
+
+
 def global_shuffle(dataset: Dataset, seed: int | None = None,
                    reshuffle_each_iteration: bool = True, name: str | None = None) -> Dataset:
     """A full-epoch random permutation of ``dataset`` in O(1) memory (TF 2.15's
     ``tf.data.experimental.global_shuffle``): every element of an epoch once, in an order
     drawn from a keyed bijection of the positions, for datasets whose element ``i`` can
     be computed on its own (sources, maps, batches, zips, take/skip/shard of those).
-    InvalidArgumentError names the op that does not allow it.
+    FailedPreconditionError (as TF) names the op that does not allow it.
 
     >>> import nbdata as nd
     >>> ds = nd.experimental.global_shuffle(nd.Dataset.range(6), seed=1)
@@ -1064,9 +1101,10 @@ def global_shuffle(dataset: Dataset, seed: int | None = None,
     if reason is None and dataset.cardinality() < 0:
         reason = "its length is infinite or unknown"
     if reason is not None:
-        raise InvalidArgumentError(
-            f"global_shuffle: the dataset does not support random access ({reason}); use "
-            f"shuffle(buffer_size) instead", "global_shuffle")
+        raise FailedPreconditionError(
+            f"global_shuffle: `global_shuffle` requires all upstream transformations be "
+            f"compatible with random access ({reason}); use shuffle(buffer_size) instead",
+            "global_shuffle")
     node = GlobalShuffle(dataset._node, nd_random.op_seed(seed), bool(reshuffle_each_iteration),
                          name=name)
     dataset._state.register(node.resource_key, EpochCounter(bool(reshuffle_each_iteration)))

@@ -1,6 +1,6 @@
 """``nd.experimental``: names tf.data keeps under ``tf.data.experimental``."""
 
-from nbdata.dataset import global_shuffle
+from nbdata.dataset import at, global_shuffle
 from nbdata.distribute import service
 
 
@@ -19,4 +19,4 @@ def copy_to_device(target_device: str, source_device: str = "/cpu:0"):
     return lambda ds: ds.prefetch_to_device(target_device, 1)
 
 
-__all__ = ["copy_to_device", "global_shuffle", "prefetch_to_device", "service"]
+__all__ = ["at", "copy_to_device", "global_shuffle", "prefetch_to_device", "service"]

@@ -50,6 +50,13 @@ class Cache(UnaryNode):
     resource_key: int = dataclasses.field(default_factory=new_resource_key, compare=False)
     op = "cache"
 
+    def random_access(self) -> str | None:
+        # The cached elements are the input's: row i is the input's row i.
+        return self.input.random_access()
+
+    def gather(self, ctx, rows):
+        return self.input.gather(ctx, rows)
+
     def _store(self, ctx) -> MemoryStore:
         return ctx.resource(self.resource_key, MemoryStore)
 

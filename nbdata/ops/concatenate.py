@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
+from nbdata.chunks import gather_grouped
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, input_field
 from nbdata.ops.runtime import ChunkIter
 from nbdata.spec import merge_specs
@@ -29,6 +32,19 @@ class Concatenate(Node):
 
     def open_chunks(self, ctx, state=None):
         return ConcatenateChunks(self, ctx, state)
+
+    def random_access(self) -> str | None:
+        if self.first.cardinality() < 0:
+            return "concatenate after a dataset of infinite or unknown length"
+        return self.first.random_access() or self.second.random_access()
+
+    def gather(self, ctx, rows):
+        n = self.first.cardinality()
+        rows = np.asarray(rows, np.int64)
+        second = rows >= n
+        parts = (self.first, self.second)
+        return gather_grouped(rows - n * second, second.astype(np.int64),
+                              lambda part, r: parts[part].gather(ctx, r))
 
 
 class ConcatenateChunks(ChunkIter):

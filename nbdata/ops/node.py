@@ -143,7 +143,7 @@ class Node:
     # ------------------------------------------------------- random access
     def random_access(self) -> str | None:
         """None when row ``i`` can be computed on its own (``gather``), else why not."""
-        return f"{self.op} does not support random access"
+        return f"`{self.op}` does not support random access of tf.data datasets"
 
     def gather(self, ctx, rows) -> Any:
         """The rows at positions ``rows`` (an int64 array) as a Chunk."""

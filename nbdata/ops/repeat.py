@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
+
+from nbdata.chunks import gather_grouped
 from nbdata.ops.node import INFINITE, UNKNOWN, NotFusable, UnaryNode, arg_field
 from nbdata.ops.runtime import ChunkIter
 
@@ -29,6 +32,21 @@ class Repeat(UnaryNode):
 
     def open_chunks(self, ctx, state=None):
         return RepeatChunks(self, ctx, state)
+
+    def random_access(self) -> str | None:
+        # TF: a finite repeat of a random-access input of known length is random access
+        # (epoch e, row r is input row r drawn in epoch e); repeat(0) and forever are not.
+        if not isinstance(self.count, int) or self.count <= 0:
+            return f"`repeat({self.count})` does not support random access of tf.data datasets"
+        if self.input.cardinality() < 0:
+            return "repeat of a dataset of infinite or unknown length"
+        return self.input.random_access()
+
+    def gather(self, ctx, rows):
+        n = max(1, self.input.cardinality())
+        rows = np.asarray(rows, np.int64)
+        return gather_grouped(rows % n, rows // n,
+                              lambda epoch, r: self.input.gather(ctx.with_path(epoch), r))
 
     def is_noop(self) -> bool:
         return isinstance(self.count, int) and self.count == 1

@@ -155,5 +155,5 @@ def test_global_shuffle_refuses_datasets_without_random_access():
                      (nd.Dataset.range(10).repeat(), "repeat"),
                      (nd.Dataset.range(10).map(lambda v: v).take(nd.placeholder(np.int64, [])),
                       "placeholder")):
-        with pytest.raises(nd.errors.InvalidArgumentError, match=what):
+        with pytest.raises(nd.errors.FailedPreconditionError, match=what):
             nd.experimental.global_shuffle(ds)
