@@ -221,6 +221,12 @@ def executing_eagerly() -> bool:
     return _eager[0] and not _default_stack()
 
 
+def in_eager_calls() -> bool:
+    """Whether this thread is between :func:`enter_eager_calls` and
+    :func:`leave_eager_calls` (a pipeline calling a user function on real elements)."""
+    return bool(getattr(_local, "eager_calls", 0))
+
+
 def enter_eager_calls() -> int:
     """This thread runs ops eagerly until :func:`leave_eager_calls` (a pair of calls, not a
     context manager: per element, a context manager cost ten times as much); returns
@@ -718,7 +724,7 @@ def _trace_op(call: Callable, specs: list, op_type: str):
 
 __all__ = ["Graph", "Operation", "Symbolic", "TraceError", "Tensor", "as_tensor", "astype", "constant",
            "disable_eager_execution", "enable_eager_execution", "enter_eager_calls",
-           "executing_eagerly", "leave_eager_calls",
+           "executing_eagerly", "in_eager_calls", "leave_eager_calls",
            "get_default_graph", "getitem", "is_symbolic", "name_scope", "output_leaves", "record",
            "upstream",
            "reset_default_graph", "symbolic_leaves", "template"]

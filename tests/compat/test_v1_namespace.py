@@ -66,3 +66,21 @@ def test_model_names_say_nbdata_is_the_input_pipeline(name):
         getattr(tf, name)
     with pytest.raises(AttributeError, match="input pipeline"):
         tf.train.AdamOptimizer  # noqa: B018
+
+
+def test_the_namespace_starts_in_graph_mode_so_random_ops_draw_per_run():
+    # Only the import changed: a random op with constant arguments combined with an
+    # iterator's tensor draws anew at every Session.run, as in TF1.
+    assert tf.executing_eagerly() is False
+    r = tf.random_uniform([])
+    assert isinstance(r, tf.Tensor)
+    nxt = tf.data.Dataset.range(3).make_one_shot_iterator().get_next()
+    y = tf.cast(nxt, tf.float32) + r
+    with tf.Session() as sess:
+        draws = [float(sess.run(y)) - k for k in range(3)]
+        assert len({round(d, 6) for d in draws}) == 3
+    # nd itself stays eager
+    from nbdata.trace.graph import executing_eagerly
+    assert executing_eagerly() is True
+    with tf.name_scope(None, "input", [nxt]) as scope:
+        assert scope.endswith("input/")

@@ -218,7 +218,16 @@ def test_string_split_of_a_fed_batch_of_lines():
 
 # ------------------------------------------------------------------ random
 
-def test_random_uniform_eager_dtype_shape_and_range():
+@pytest.fixture
+def eager_v1():
+    ops.enable_eager_execution()
+    try:
+        yield
+    finally:
+        ops._eager_mode[0] = False
+
+
+def test_random_uniform_eager_dtype_shape_and_range(eager_v1):
     v = ops.random_uniform([4, 10])
     assert v.dtype == np.float32 and v.shape == (4, 10)
     assert ((v >= 0) & (v < 1)).all()
@@ -313,4 +322,10 @@ def test_static_random_op_is_a_graph_tensor_after_disable_eager_execution():
             assert not np.array_equal(sess.run(u), sess.run(u))
     finally:
         enable_eager_execution()
-    assert isinstance(ops.random_uniform([3]), np.ndarray)
+    # The namespace stays in graph mode (TF1's) until its enable_eager_execution()
+    assert isinstance(ops.random_uniform([3]), nd.Tensor)
+    ops.enable_eager_execution()
+    try:
+        assert isinstance(ops.random_uniform([3]), np.ndarray)
+    finally:
+        ops._eager_mode[0] = False

@@ -32,21 +32,13 @@ import types as _types
 from nbdata.compat.v1 import data
 from nbdata.compat.v1 import ops as _ops
 from nbdata.compat.v1.ops import *  # noqa: F401,F403 - the TF1 op vocabulary
-from nbdata.trace.graph import (disable_eager_execution, enable_eager_execution,  # noqa: F401
-                                executing_eagerly)
 
 # TF 1.x's tf.contrib.data (the guide's make_saveable_from_iterator).
 contrib = _types.SimpleNamespace(data=data.contrib_data)
-
-
-def disable_v2_behavior() -> None:
-    """TF 2's ``tf.compat.v1.disable_v2_behavior``: graph mode for the process."""
-    disable_eager_execution()
 
 
 def __getattr__(name: str):
     raise _ops.missing(name)
 
 
-__all__ = ["contrib", "data", "disable_eager_execution", "disable_v2_behavior",
-           "enable_eager_execution", "executing_eagerly", *_ops.__all__]
+__all__ = ["contrib", "data", *_ops.__all__]

@@ -37,9 +37,9 @@ from nbdata.errors import InvalidArgumentError, UnimplementedError
 from nbdata.random import op_seed as _op_seed
 from nbdata.random import set_seed as _set_seed
 from nbdata.spec import SparseTensor, SparseTensorSpec, TensorShape, TensorSpec, as_dtype, string, to_leaf
+from nbdata.trace import graph as _graph
 from nbdata.trace.graph import (Graph, Operation, Symbolic, Tensor, as_tensor,  # noqa: F401
-                                executing_eagerly, get_default_graph, is_symbolic, name_scope,
-                                record, reset_default_graph)
+                                get_default_graph, is_symbolic, record, reset_default_graph)
 from nbdata.trace.graph import constant as _nd_constant
 
 Session = _nd.Session
@@ -233,6 +233,68 @@ def _apply(fn: Callable, args: tuple, op: str, name: str | None, **kwargs) -> An
 
 
 # ------------------------------------------------------------ graph basics
+
+# The namespace is in graph mode, as TF1 is, until tf.enable_eager_execution().
+_eager_mode = [False]
+
+
+def executing_eagerly() -> builtins.bool:
+    """TF1's ``tf.executing_eagerly``: False (graph mode) unless
+    :func:`enable_eager_execution` was called, except inside a user function a pipeline
+    calls on real elements (it computes values, as nbdata runs it).
+
+    >>> import nbdata.compat.v1 as tf
+    >>> tf.executing_eagerly()
+    False
+    """
+    if _graph.in_eager_calls():
+        return True
+    return _eager_mode[0] and _graph.executing_eagerly()
+
+
+def name_scope(name, default_name=None, values=None):
+    """TF1's ``tf.name_scope(name, default_name=None, values=None)``: ops built inside
+    are named ``name/...`` (``default_name`` when ``name`` is None); yields the scope.
+
+    >>> with Graph().as_default():
+    ...     with name_scope(None, "input", []) as scope:
+    ...         c = constant(1)
+    >>> scope, c.op.name
+    ('input/', 'input/Const')
+    """
+    graph = _graph_of_values(values)
+    return graph.name_scope(default_name if name is None else name)
+
+
+def _graph_of_values(values):
+    for v in _python_values(values if isinstance(values, (list, tuple)) else [values]):
+        if isinstance(v, Tensor):
+            return v.graph
+    return get_default_graph()
+
+
+def enable_eager_execution(config=None, device_policy=None, execution_mode=None) -> None:
+    """``tf.enable_eager_execution``: ops on values compute (random ops draw once, when
+    called), for this namespace and for ``nd``."""
+    _eager_mode[0] = True
+    _graph.enable_eager_execution()
+
+
+def disable_eager_execution() -> None:
+    """``tf.disable_eager_execution``: graph mode (the namespace's default) for this
+    namespace and for ``nd``'s datasets."""
+    _eager_mode[0] = False
+    _graph.disable_eager_execution()
+
+
+def disable_v2_behavior() -> None:
+    """TF 2's ``tf.compat.v1.disable_v2_behavior``: graph mode for the process."""
+    disable_eager_execution()
+
+
+def enable_v2_behavior() -> None:
+    """``tf.compat.v1.enable_v2_behavior``: eager mode."""
+    enable_eager_execution()
 
 def constant(value, dtype=None, shape=None, name: str = "Const", verify_shape: builtins.bool = False):
     """``tf.constant``: a graph tensor holding ``value`` with TF's dtypes (Python ints
@@ -1438,5 +1500,5 @@ train = _TrainModule("nbdata.compat.v1.train", _TrainModule.__doc__)
 
 __all__ = sorted(n for n in dir() if not n.startswith("_") and n not in {
     "annotations", "builtins", "threading", "types", "np", "Any", "Callable",
-    "InvalidArgumentError", "UnimplementedError", "Symbolic", "as_tensor", "executing_eagerly",
+    "InvalidArgumentError", "UnimplementedError", "Symbolic", "as_tensor",
     "is_symbolic", "record", "to_leaf", "convert", "missing"})
