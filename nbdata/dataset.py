@@ -12,6 +12,7 @@ from nbdata.compiler.executor import RunState
 from nbdata.compiler.pipeline import Pipeline
 from nbdata.errors import FailedPreconditionError, InvalidArgumentError, OpError, OutOfRangeError
 from nbdata.iterator import Iterator, graph_iterators, graph_mode, spec_from_types
+from nbdata.ops.assert_cardinality import AssertCardinality
 from nbdata.ops.batch import Batch
 from nbdata.ops.cache import Cache, MemoryStore
 from nbdata.ops.concatenate import Concatenate
@@ -838,6 +839,25 @@ class Dataset(DatasetBase):
         node = Cache(self._node, filename, name=name)
         self._state.register(node.resource_key, MemoryStore())
         return self._derive(node)
+
+    def assert_cardinality(self, expected_cardinality: int, name: str | None = None) -> "Dataset":
+        """This dataset, declared to have ``expected_cardinality`` elements (an int or
+        ``nd.INFINITE``): ``cardinality()`` returns it, and iterating raises
+        FailedPreconditionError when the input turns out longer (at the extra element)
+        or shorter (at its end).
+
+        >>> import nbdata as nd
+        >>> ds = nd.Dataset.range(10).filter(lambda x: True).assert_cardinality(10)
+        >>> ds.cardinality(), len(list(ds))
+        (10, 10)
+        """
+        count = _int_arg(expected_cardinality, "assert_cardinality", "expected_cardinality",
+                         placeholder=False)
+        if count < 0 and count != INFINITE:
+            raise InvalidArgumentError(
+                f"assert_cardinality: expected_cardinality must be >= 0 or INFINITE, got {count}",
+                "assert_cardinality")
+        return self._derive(AssertCardinality(self._node, int(count), name=name))
 
     def apply(self, transformation_func: Callable[["Dataset"], "Dataset"]) -> "Dataset":
         """``transformation_func(self)``, which must return a Dataset.

@@ -4,6 +4,12 @@ from nbdata.dataset import at, global_shuffle
 from nbdata.distribute import service
 
 
+def assert_cardinality(expected_cardinality):
+    """A transformation for ``ds.apply``: ``ds.assert_cardinality(expected_cardinality)``
+    (``tf.data.experimental.assert_cardinality``)."""
+    return lambda ds: ds.assert_cardinality(expected_cardinality)
+
+
 def prefetch_to_device(device: str, buffer_size=None):
     """A transformation for ``ds.apply``: ``ds.prefetch_to_device(device, buffer_size)``
     (``tf.data.experimental.prefetch_to_device``; ``buffer_size`` None: 2)."""
@@ -19,4 +25,4 @@ def copy_to_device(target_device: str, source_device: str = "/cpu:0"):
     return lambda ds: ds.prefetch_to_device(target_device, 1)
 
 
-__all__ = ["at", "copy_to_device", "global_shuffle", "prefetch_to_device", "service"]
+__all__ = ["assert_cardinality", "at", "copy_to_device", "global_shuffle", "prefetch_to_device", "service"]
