@@ -27,6 +27,9 @@ class Dataset(nd.Dataset):
 
     _graph_mode = True
 
+    def _fn(self, fn, op, output_spec=None, name=None, record=False, check=None):
+        return _traced_once(nd.Dataset._fn(self, fn, op, output_spec, name, record, check), op)
+
     @staticmethod
     def from_tensors(*args, **kwargs) -> "Dataset":
         return _v1(nd.Dataset.from_tensors(*args, **kwargs))
@@ -55,6 +58,18 @@ class Dataset(nd.Dataset):
 Dataset._family = Dataset
 
 
+def _traced_once(fn, op: str):
+    """A ``map``/``filter`` function as TF1 runs it: traced once on tensors (so it may
+    call ``set_shape``, ``get_shape`` and the other ``tf.Tensor`` methods, and a random
+    op in it draws per element), then its graph evaluated per element; a function that
+    cannot be recorded runs as it is."""
+    graph = fn._recording
+    if op in ("map", "filter") and graph is not None and not isinstance(graph, str):
+        fn.fn = graph.python_function(fn.name)
+        fn.graph_only = True
+    return fn
+
+
 def _v1(ds: nd.Dataset) -> Dataset:
     return Dataset(ds._node, ds._options, ds._state)
 
@@ -63,18 +78,21 @@ class TFRecordDataset(_files.TFRecordDataset):
     __doc__ = _files.TFRecordDataset.__doc__
     _graph_mode = True
     _family = Dataset
+    _fn = Dataset._fn
 
 
 class TextLineDataset(_files.TextLineDataset):
     __doc__ = _files.TextLineDataset.__doc__
     _graph_mode = True
     _family = Dataset
+    _fn = Dataset._fn
 
 
 class FixedLengthRecordDataset(_files.FixedLengthRecordDataset):
     __doc__ = _files.FixedLengthRecordDataset.__doc__
     _graph_mode = True
     _family = Dataset
+    _fn = Dataset._fn
 
 
 Iterator = GraphIterator

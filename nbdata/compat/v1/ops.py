@@ -643,6 +643,10 @@ def cast(x, dtype, name: str | None = None):
     if _dtype_of(x) is string and dt is not string or dt is string and _dtype_of(x) is not string:
         raise UnimplementedError(f"Cast {_dtype_name(_dtype_of(x))} to {_dtype_name(dt)} is not "
                                  "supported")
+    src = _dtype_of(x)
+    if src is not string and not (src.kind == "f" and dt.kind in "iu" and dt.itemsize < 4):
+        # NumPy's astype is TF's cast here: the op table's cast entry, which fuses.
+        return record(_graph.astype, (x, dt), {}, "Cast", name=name)
     return record(_cast, (x, dt), {}, "Cast", name=name)
 
 
