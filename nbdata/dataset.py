@@ -43,6 +43,7 @@ from nbdata.ops.take import Take
 from nbdata.ops.unbatch import Unbatch
 from nbdata.ops.window import Window
 from nbdata.ops.zip import Zip
+from nbdata.transformations import MoreTransformations
 from nbdata.options import Options
 from nbdata.trace.abstract import canonical_output, conform
 from nbdata.trace.graph import Tensor, TraceError
@@ -105,7 +106,7 @@ def _source_structure(value: Any, op: str, lazy: bool = False) -> Any:
 DISTRIBUTE: list = []
 
 
-class Dataset(DatasetBase):
+class Dataset(MoreTransformations, DatasetBase):
     """A lazy, immutable sequence of elements, built from sources and transformations.
 
     Nothing runs until iteration: methods build a plan, ``compile()`` optimizes it
@@ -734,6 +735,8 @@ class Dataset(DatasetBase):
         >>> [int(x) for x in nd.Dataset.range(3).prefetch(nd.AUTOTUNE)]
         [0, 1, 2]
         """
+        if buffer_size is None:   # tf.data's default: AUTOTUNE
+            buffer_size = AUTOTUNE
         size = _int_arg(buffer_size, "prefetch", "buffer_size", minimum=0, allow=(AUTOTUNE,))
         return self._derive(Prefetch(self._node, size, name=name))
 

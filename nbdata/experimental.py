@@ -2,6 +2,8 @@
 
 from nbdata.dataset import at, global_shuffle
 from nbdata.distribute import service
+from nbdata.experimental_more import *  # noqa: F401,F403 - tf.data.experimental's other names
+from nbdata.experimental_more import __all__ as _more
 
 
 def assert_cardinality(expected_cardinality):
@@ -25,4 +27,4 @@ def copy_to_device(target_device: str, source_device: str = "/cpu:0"):
     return lambda ds: ds.prefetch_to_device(target_device, 1)
 
 
-__all__ = ["assert_cardinality", "at", "copy_to_device", "global_shuffle", "prefetch_to_device", "service"]
+__all__ = ["assert_cardinality", "at", "copy_to_device", "global_shuffle", "prefetch_to_device", "service"] + _more

@@ -278,7 +278,17 @@ class OptimizationOptions(_OptionGroup):
 
     _defaults = {"map_fusion": True, "gpu_map_fusion": True, "filter_fusion": True,
                  "noop_elimination": True, "shuffle_indices": True, "decode_lifting": True,
-                 "decode_vectorization": True}
+                 "decode_vectorization": True,
+                 # tf.data's other switches: accepted so TF code that sets them runs; nbdata's
+                 # planner decides these itself (fused stages, prefetch threads).
+                 "apply_default_optimizations": True, "filter_parallelization": False,
+                 "inject_prefetch": True, "map_and_batch_fusion": True,
+                 "map_and_filter_fusion": True, "map_parallelization": True,
+                 "parallel_batch": True, "seq_interleave_prefetch": False,
+                 "shuffle_and_repeat_fusion": True, "warm_start": False,
+                 "autotune": True, "autotune_buffers": True, "autotune_cpu_budget": 0,
+                 "autotune_ram_budget": 0, "hoist_random_uniform": False,
+                 "map_vectorization": False, "reorder_data_discarding_ops": True}
 
 
 class ThreadingOptions(_OptionGroup):
@@ -289,6 +299,23 @@ class ThreadingOptions(_OptionGroup):
     caps the threads of any single kernel call (1 runs every kernel on one thread)."""
 
     _defaults = {"private_threadpool_size": 0, "max_intra_op_parallelism": 0}
+
+
+class AutoShardPolicy:
+    """``tf.data.experimental.AutoShardPolicy``'s values (for ``DistributeOptions``)."""
+
+    OFF = -1
+    AUTO = 0
+    FILE = 1
+    DATA = 2
+    HINT = 3
+
+
+class DistributeOptions(_OptionGroup):
+    """tf.distribute's sharding options (``auto_shard_policy``, ``num_devices``),
+    accepted for TF code that sets them; nbdata shards with ``shard``/``distribute``."""
+
+    _defaults = {"auto_shard_policy": AutoShardPolicy.AUTO, "num_devices": 0}
 
 
 class AutotuneOptions(_OptionGroup):
@@ -346,9 +373,24 @@ class Options(_OptionGroup):
         "optimization": OptimizationOptions,
         "profile": None,
         "memory_budget": 0,
+        # tf.data's names that nbdata accepts and keeps (no effect of their own)
+        "slack": False,
+        "experimental_distribute": DistributeOptions,
+        "experimental_external_state_policy": None,
+        "experimental_symbolic_checkpoint": False,
+        "experimental_warm_start": False,
     }
+    # tf.data's older spellings of the same options
+    _aliases = {"experimental_optimization": "optimization",
+                "experimental_threading": "threading",
+                "experimental_deterministic": "deterministic",
+                "experimental_slack": "slack"}
+
+    def __setattr__(self, name, value):
+        super().__setattr__(type(self)._aliases.get(name, name), value)
 
     def __getattr__(self, name):
+        name = type(self)._aliases.get(name, name)
         defaults = type(self)._defaults
         if name in defaults and isinstance(defaults[name], type) and self._values.get(name) is None:
             self._values[name] = defaults[name]()

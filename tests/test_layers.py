@@ -22,11 +22,12 @@ LAYERS = [
     ("primitives", ["nbdata.primitives", "nbdata.image"]),
     ("ops", ["nbdata.ops", "nbdata.iterator", "nbdata.checkpoint"]),
     ("compiler", ["nbdata.compiler"]),
-    ("api", ["nbdata.dataset", "nbdata.io"]),
+    ("api", ["nbdata.dataset", "nbdata.io", "nbdata.transformations"]),
     ("on top", ["nbdata.distribute", "nbdata.train"]),
     # The re-exports (the public API in one place, nd.experimental) and the command line
     # tools, which use all of it.
-    ("entry points", ["nbdata.__main__", "nbdata", "nbdata.experimental", "nbdata.compat"]),
+    ("entry points", ["nbdata.__main__", "nbdata", "nbdata.experimental",
+                      "nbdata.experimental_more", "nbdata.compat"]),
 ]
 
 

@@ -57,13 +57,13 @@ class Filter(UnaryNode):
                           ctx.stats(self))
 
 
-def keep(predicate: UserFunction, element) -> bool:
-    """Evaluate a predicate; anything but a scalar bool is an error naming filter."""
+def keep(predicate: UserFunction, element, op: str = "filter") -> bool:
+    """Evaluate a predicate; anything but a scalar bool is an error naming the op."""
     verdict = predicate.call_raw(element)
     if not isinstance(verdict, np.bool_):
         raise InvalidArgumentError(
-            f"filter: predicate {predicate.name} must return a scalar bool, got "
-            f"{type(verdict).__name__} {verdict!r:.60}", "filter")
+            f"{op}: predicate {predicate.name} must return a scalar bool, got "
+            f"{type(verdict).__name__} {verdict!r:.60}", op)
     return bool(verdict)
 
 

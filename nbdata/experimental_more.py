@@ -1,0 +1,425 @@
+"""More of ``tf.data.experimental`` for ``nd.experimental`` (re-exported there): mixing,
+stateful transformations, the TF 1.x-era fused names (``map_and_batch``,
+``parallel_interleave``, ``shuffle_and_repeat``), ``index_shuffle``, ``Optional``, lookup
+tables from datasets, tf.data's ``TFRecordWriter``, and the options and constants kept
+under that namespace. Transformations return functions for ``ds.apply``; each is the
+Dataset method of the same name (``nbdata/transformations.py``)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from nbdata.dataset import Dataset, global_shuffle
+from nbdata.errors import InvalidArgumentError, OutOfRangeError
+from nbdata.ops.node import AUTOTUNE, INFINITE, UNKNOWN
+from nbdata.options import (AutoShardPolicy, AutotuneOptions, DistributeOptions,  # noqa: F401
+                            OptimizationOptions, ThreadingOptions)
+from nbdata.spec import TensorSpec, flatten, map_nest, pack_as, spec_of_value, string, to_leaf
+
+INFINITE_CARDINALITY = INFINITE
+UNKNOWN_CARDINALITY = UNKNOWN
+
+
+def cardinality(dataset) -> int:
+    """``dataset.cardinality()`` (``tf.data.experimental.cardinality``)."""
+    return dataset.cardinality()
+
+
+def get_structure(dataset_or_iterator) -> Any:
+    """The element spec of a dataset or an iterator.
+
+    >>> import nbdata as nd
+    >>> nd.experimental.get_structure(nd.Dataset.range(2))
+    TensorSpec(shape=(), dtype=int64, name=None)
+    """
+    spec = getattr(dataset_or_iterator, "element_spec", None)
+    if spec is None:
+        raise TypeError(f"get_structure: expected a Dataset or an Iterator, got "
+                        f"{type(dataset_or_iterator).__name__}")
+    return spec
+
+
+# ------------------------------------------------------------- sources
+
+def from_list(elements, name=None) -> Dataset:
+    """``nd.Dataset.from_list`` (``tf.data.experimental.from_list``)."""
+    return Dataset.from_list(elements, name=name)
+
+
+def Counter(start=0, step=1, dtype=np.int64, name=None) -> Dataset:  # noqa: N802 - tf.data's name
+    """``nd.Dataset.counter`` (``tf.data.experimental.Counter``)."""
+    return Dataset.counter(start, step, dtype, name=name)
+
+
+def RandomDataset(seed=None, rerandomize_each_iteration=None, name=None) -> Dataset:  # noqa: N802
+    """``nd.Dataset.random`` (``tf.data.experimental.RandomDataset``)."""
+    return Dataset.random(seed, rerandomize_each_iteration, name=name)
+
+
+def sample_from_datasets(datasets, weights=None, seed=None, stop_on_empty_dataset=False,
+                         rerandomize_each_iteration=None) -> Dataset:
+    """``nd.Dataset.sample_from_datasets``."""
+    return Dataset.sample_from_datasets(datasets, weights, seed, stop_on_empty_dataset,
+                                        rerandomize_each_iteration)
+
+
+def choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset=True) -> Dataset:
+    """``nd.Dataset.choose_from_datasets``."""
+    return Dataset.choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset)
+
+
+def save(dataset, path, compression=None, shard_func=None, checkpoint_args=None) -> None:
+    """``dataset.save(path)``."""
+    dataset.save(path, compression, shard_func, checkpoint_args)
+
+
+def load(path, element_spec=None, compression=None, reader_func=None) -> Dataset:
+    """``nd.Dataset.load(path)``."""
+    return Dataset.load(path, element_spec, compression, reader_func)
+
+
+def get_single_element(dataset):
+    """``dataset.get_single_element()``."""
+    return dataset.get_single_element()
+
+
+def index_shuffle(file_infos, reader_factory: Callable, seed=None,
+                  reshuffle_each_iteration=False, num_parallel_calls=AUTOTUNE) -> Dataset:
+    """A global shuffle of the rows of files (``tf.data.experimental.index_shuffle``):
+    ``file_infos`` lists ``{"path", "num_elements", "skip"?, "take"?}`` (skip -1: all,
+    take -1: the rest), ``reader_factory(paths)`` returns a random-access dataset of all
+    their rows, file after file; every kept row comes once per epoch, in an order drawn
+    from a keyed bijection of positions (counter-based: the same after a restore).
+
+    >>> import nbdata as nd
+    >>> infos = [{"path": "a", "num_elements": 4}, {"path": "b", "num_elements": 4, "skip": 2}]
+    >>> ds = nd.experimental.index_shuffle(infos, lambda p: nd.Dataset.range(8), seed=1)
+    >>> sorted(int(x) for x in ds)
+    [0, 1, 2, 3, 6, 7]
+    """
+    from nbdata.ops.index_gather import IndexGather
+    paths, starts, counts, offset = [], [], [], 0
+    for info in file_infos:
+        n = int(info["num_elements"])
+        skip = int(info.get("skip", 0))
+        take = int(info.get("take", -1))
+        skip = n if skip < 0 else min(skip, n)
+        count = n - skip if take < 0 else min(take, n - skip)
+        paths.append(info["path"])
+        starts.append(offset + skip)
+        counts.append(count)
+        offset += n
+    total = int(sum(counts))
+    ends = np.cumsum(counts).astype(np.int64)
+    base = np.array(starts, np.int64) - np.concatenate([[0], ends[:-1]]).astype(np.int64)
+
+    def adjust(i):
+        k = int(np.searchsorted(ends, int(i), side="right"))
+        return np.int64(int(i) + int(base[k]))
+
+    reader = reader_factory(np.array([p.encode() if isinstance(p, str) else p for p in paths],
+                                     dtype=object))
+    positions = global_shuffle(Dataset.range(total), seed, bool(reshuffle_each_iteration))
+    positions = positions.map(adjust, output_signature=TensorSpec((), np.int64))
+    return positions._derive(IndexGather(positions._node, reader._node))
+
+
+# ----------------------------------------------------- transformations
+
+def map_and_batch(map_func, batch_size, num_parallel_batches=None, drop_remainder=False,
+                  num_parallel_calls=None):
+    """``map(map_func).batch(batch_size, drop_remainder)`` for ``ds.apply`` (fused as
+    such); ``num_parallel_batches`` and ``num_parallel_calls`` exclude each other.
+
+    >>> import nbdata as nd
+    >>> ds = nd.Dataset.range(5).apply(nd.experimental.map_and_batch(lambda x: x * 2, 2))
+    >>> [b.tolist() for b in ds]
+    [[0, 2], [4, 6], [8]]
+    """
+    if num_parallel_batches is not None and num_parallel_calls is not None:
+        raise ValueError("map_and_batch: give at most one of num_parallel_batches and "
+                         "num_parallel_calls")
+    calls = num_parallel_calls
+    if num_parallel_batches is not None:
+        calls = AUTOTUNE if int(num_parallel_batches) == AUTOTUNE else int(num_parallel_batches)
+    return lambda ds: ds.map(map_func, num_parallel_calls=calls).batch(
+        batch_size, drop_remainder=drop_remainder)
+
+
+def parallel_interleave(map_func, cycle_length, block_length=1, sloppy=False,
+                        buffer_output_elements=None, prefetch_input_elements=None):
+    """``interleave(map_func, cycle_length, block_length, num_parallel_calls=cycle_length)``
+    for ``ds.apply``; ``sloppy=True`` is ``deterministic=False``."""
+    return lambda ds: ds.interleave(map_func, cycle_length, block_length,
+                                    num_parallel_calls=cycle_length,
+                                    deterministic=False if sloppy else None)
+
+
+def shuffle_and_repeat(buffer_size, count=None, seed=None):
+    """``shuffle(buffer_size, seed).repeat(count)`` (each epoch reshuffled)."""
+    return lambda ds: ds.shuffle(buffer_size, seed, reshuffle_each_iteration=True).repeat(count)
+
+
+def enumerate_dataset(start=0):
+    """``ds.enumerate(start)`` for ``ds.apply``."""
+    return lambda ds: ds.enumerate(start)
+
+
+def take_while(predicate):
+    return lambda ds: ds.take_while(predicate)
+
+
+def scan(initial_state, scan_func):
+    return lambda ds: ds.scan(initial_state, scan_func)
+
+
+def unique():
+    return lambda ds: ds.unique()
+
+
+def group_by_window(key_func, reduce_func, window_size=None, window_size_func=None):
+    return lambda ds: ds.group_by_window(key_func, reduce_func, window_size, window_size_func)
+
+
+class Reducer:
+    """``tf.data.experimental.Reducer``: ``init_func(key) -> state``,
+    ``reduce_func(state, element) -> state``, ``finalize_func(state) -> output``."""
+
+    def __init__(self, init_func, reduce_func, finalize_func):
+        self.init_func, self.reduce_func, self.finalize_func = init_func, reduce_func, finalize_func
+
+
+def group_by_reducer(key_func, reducer):
+    return lambda ds: ds.group_by_reducer(key_func, reducer)
+
+
+def bucket_by_sequence_length(element_length_func, bucket_boundaries, bucket_batch_sizes,
+                              padded_shapes=None, padding_values=None,
+                              pad_to_bucket_boundary=False, no_padding=False,
+                              drop_remainder=False):
+    return lambda ds: ds.bucket_by_sequence_length(
+        element_length_func, bucket_boundaries, bucket_batch_sizes, padded_shapes,
+        padding_values, pad_to_bucket_boundary, no_padding, drop_remainder)
+
+
+def dense_to_sparse_batch(batch_size, row_shape):
+    return lambda ds: ds.sparse_batch(batch_size, row_shape)
+
+
+def dense_to_ragged_batch(batch_size, drop_remainder=False, row_splits_dtype=np.int64):
+    return lambda ds: ds.ragged_batch(batch_size, drop_remainder, row_splits_dtype)
+
+
+def rejection_resample(class_func, target_dist, initial_dist=None, seed=None):
+    return lambda ds: ds.rejection_resample(class_func, target_dist, initial_dist, seed)
+
+
+def snapshot(path, compression="AUTO", reader_func=None, shard_func=None):
+    return lambda ds: ds.snapshot(path, compression, reader_func, shard_func)
+
+
+def rebatch(batch_size, drop_remainder=False):
+    return lambda ds: ds.rebatch(batch_size, drop_remainder)
+
+
+def pad_to_cardinality(cardinality, mask_key="valid"):
+    """Pads a dataset of dicts to ``cardinality`` elements: each element gains
+    ``mask_key`` (True), then elements of zeros (empty strings) with ``mask_key`` False
+    follow. The dataset's length must be known and at most ``cardinality``.
+
+    >>> import numpy as np, nbdata as nd
+    >>> ds = nd.Dataset.from_tensor_slices({"a": np.arange(2)})
+    >>> [(int(e["a"]), bool(e["valid"])) for e in ds.apply(nd.experimental.pad_to_cardinality(3))]
+    [(0, True), (1, True), (0, False)]
+    """
+    def apply(ds):
+        spec = ds.element_spec
+        if not isinstance(spec, dict):
+            raise TypeError(f"pad_to_cardinality: elements must be dicts, got {spec}")
+        if mask_key in spec:
+            raise ValueError(f"pad_to_cardinality: the elements already have the key "
+                             f"{mask_key!r}")
+        n = ds.cardinality()
+        if n < 0:
+            raise ValueError("pad_to_cardinality: the dataset's cardinality must be known "
+                             f"(it is {'infinite' if n == INFINITE else 'unknown'})")
+        if n > cardinality:
+            raise ValueError(f"pad_to_cardinality: the dataset has {n} elements, more than "
+                             f"the cardinality {cardinality} to pad to")
+        for k, s in spec.items():
+            if s.shape is None or None in s.shape:
+                raise ValueError(f"pad_to_cardinality: component {k!r} has no fully known "
+                                 f"shape ({s})")
+        real = ds.map(lambda e: {**e, mask_key: np.bool_(True)})
+        if n == cardinality:
+            return real
+        pad = {k: (b"" if s.dtype is string else np.zeros(s.shape, s.dtype)[()])
+               for k, s in spec.items()}
+        pad[mask_key] = np.bool_(False)
+        return real.concatenate(Dataset.from_tensors(pad).repeat(cardinality - n))
+    return apply
+
+
+# ------------------------------------------------------------- Optional
+
+class Optional:
+    """``tf.experimental.Optional``: a value or nothing.
+
+    >>> o = Optional.from_value(3)
+    >>> bool(o.has_value()), int(o.get_value())
+    (True, 3)
+    """
+
+    def __init__(self, value=None, has_value=False, element_spec=None):
+        self._value, self._has, self.element_spec = value, bool(has_value), element_spec
+
+    @staticmethod
+    def from_value(value) -> "Optional":
+        value = map_nest(lambda v: to_leaf(v, "Optional"), value)
+        return Optional(value, True, pack_as(value, [spec_of_value(v) for v in flatten(value)]))
+
+    @staticmethod
+    def empty(element_spec) -> "Optional":
+        return Optional(None, False, element_spec)
+
+    def has_value(self):
+        return np.bool_(self._has)
+
+    def get_value(self):
+        if not self._has:
+            raise InvalidArgumentError("Optional: get_value() of an Optional that has no "
+                                       "value", "Optional")
+        return self._value
+
+    def __repr__(self):
+        return f"Optional({self._value!r})" if self._has else "Optional(empty)"
+
+
+def get_next_as_optional(iterator) -> Optional:
+    """The iterator's next element as an :class:`Optional` (empty at the end).
+
+    >>> import nbdata as nd
+    >>> it = iter(nd.Dataset.range(1))
+    >>> [bool(get_next_as_optional(it).has_value()) for _ in range(2)]
+    [True, False]
+    """
+    spec = getattr(iterator, "element_spec", None)
+    try:
+        value = iterator.get_next() if hasattr(iterator, "get_next") else next(iterator)
+    except (OutOfRangeError, StopIteration):
+        return Optional.empty(spec)
+    return Optional(value, True, spec)
+
+
+# ---------------------------------------------------------------- tables
+
+def _table_key(k):
+    if isinstance(k, str):
+        return k.encode()
+    if isinstance(k, bytes):
+        return k
+    return np.asarray(k).item()
+
+
+class StaticHashTable:
+    """A read-only key -> value table (``tf.lookup.StaticHashTable``'s ``lookup`` and
+    ``size``): what ``table_from_dataset`` returns."""
+
+    def __init__(self, mapping: dict, default_value, key_dtype, value_dtype):
+        self._map, self.default_value = mapping, default_value
+        self.key_dtype, self.value_dtype = key_dtype, value_dtype
+
+    def lookup(self, keys):
+        strings = self.key_dtype is string
+        a = np.asarray(keys, dtype=object) if strings else np.asarray(keys)
+        flat = [self._map.get(_table_key(k), self.default_value) for k in a.reshape(-1)]
+        out = np.empty(len(flat), dtype=object) if self.value_dtype is string else None
+        if out is not None:
+            out[:] = flat
+            return out.reshape(a.shape) if a.shape else out[0]
+        result = np.asarray(flat, dtype=self.value_dtype).reshape(a.shape)
+        return result[()] if result.ndim == 0 else result
+
+    def size(self):
+        return np.int64(len(self._map))
+
+
+def table_from_dataset(dataset=None, num_oov_buckets=0, vocab_size=None, default_value=None,
+                       hasher_spec=None, key_dtype=None, name=None) -> StaticHashTable:
+    """A table from a dataset of (key, value) pairs; a repeated key is an
+    InvalidArgumentError (as TF's table initializer).
+
+    >>> import nbdata as nd
+    >>> t = table_from_dataset(nd.Dataset.from_list([("a", 1), ("b", 2)]), default_value=-1)
+    >>> t.lookup(["b", "x"]).tolist(), int(t.size())
+    ([2, -1], 2)
+    """
+    spec = dataset.element_spec
+    if not isinstance(spec, tuple) or len(spec) != 2:
+        raise ValueError(f"table_from_dataset: elements must be (key, value) pairs, got {spec}")
+    mapping = {}
+    for i, (k, v) in enumerate(dataset):
+        if vocab_size is not None and i >= vocab_size:
+            break
+        key = _table_key(k)
+        if key in mapping:
+            raise InvalidArgumentError(f"table_from_dataset: the key {key!r} appears twice",
+                                       "table_from_dataset")
+        mapping[key] = v if isinstance(v, bytes) else np.asarray(v).item()
+    if vocab_size is not None and len(mapping) < vocab_size:
+        raise InvalidArgumentError(f"table_from_dataset: vocab_size is {vocab_size} but the "
+                                   f"dataset has {len(mapping)} elements", "table_from_dataset")
+    return StaticHashTable(mapping, default_value, spec[0].dtype, spec[1].dtype)
+
+
+def index_table_from_dataset(dataset=None, num_oov_buckets=0, vocab_size=None,
+                             default_value=-1, hasher_spec=None, key_dtype=None,
+                             name=None) -> StaticHashTable:
+    """A table from each key of ``dataset`` to its position (int64).
+
+    >>> import nbdata as nd
+    >>> t = index_table_from_dataset(nd.Dataset.from_list(["x", "y"]))
+    >>> t.lookup(["y", "z"]).tolist()
+    [1, -1]
+    """
+    return table_from_dataset(dataset.enumerate().map(lambda i, k: (k, i)), num_oov_buckets,
+                              vocab_size, default_value, hasher_spec, key_dtype, name)
+
+
+class TFRecordWriter:
+    """``tf.data.experimental.TFRecordWriter``: ``TFRecordWriter(path).write(dataset)``
+    writes each scalar string element of ``dataset`` as a TFRecord record.
+
+    >>> import os, tempfile, nbdata as nd
+    >>> path = os.path.join(tempfile.mkdtemp(), "r.tfrecord")
+    >>> TFRecordWriter(path).write(nd.Dataset.from_list([b"a", b"bc"]))
+    >>> list(nd.TFRecordDataset(path))
+    [b'a', b'bc']
+    """
+
+    def __init__(self, filename, compression_type=None):
+        self.filename, self.compression_type = filename, compression_type
+
+    def write(self, dataset) -> None:
+        from nbdata.io.writer import TFRecordWriter as RecordWriter
+        spec = dataset.element_spec
+        if not isinstance(spec, TensorSpec) or spec.dtype is not string or spec.shape not in ((), None):
+            raise TypeError(f"TFRecordWriter.write: the dataset must hold scalar strings, "
+                            f"it holds {spec}")
+        with RecordWriter(self.filename, self.compression_type or None) as w:
+            for record in dataset:
+                w.write(record)
+
+
+__all__ = ["AutoShardPolicy", "AutotuneOptions", "Counter", "DistributeOptions",
+           "INFINITE_CARDINALITY", "OptimizationOptions", "Optional", "RandomDataset", "Reducer",
+           "StaticHashTable", "TFRecordWriter", "ThreadingOptions", "UNKNOWN_CARDINALITY",
+           "bucket_by_sequence_length", "cardinality", "choose_from_datasets",
+           "dense_to_ragged_batch", "dense_to_sparse_batch", "enumerate_dataset", "from_list",
+           "get_next_as_optional", "get_single_element", "get_structure", "group_by_reducer",
+           "group_by_window", "index_shuffle", "index_table_from_dataset", "load",
+           "map_and_batch", "pad_to_cardinality", "parallel_interleave", "rebatch",
+           "rejection_resample", "sample_from_datasets", "save", "scan", "shuffle_and_repeat",
+           "snapshot", "table_from_dataset", "take_while", "unique"]

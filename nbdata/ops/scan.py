@@ -1,0 +1,51 @@
+"""``scan``: a map that carries a state: ``new_state, out = scan_func(state, element)``.
+
+Not fused: each step needs the state the previous element left, a sequential loop the
+parallel fused kernels do not run; ``scan_func`` runs once per element in Python (its
+output spec is recorded once, as map's is).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from nbdata.errors import InvalidArgumentError
+from nbdata.ops.function import UserFunction
+from nbdata.ops.node import arg_field
+from nbdata.ops.stateful import ElementOp
+from nbdata.spec import TensorSpec, flatten, pack_as
+from nbdata.trace.abstract import conform
+
+
+def state_spec_of(spec: Any) -> Any:
+    """A state's spec with every dim relaxed (the state may change shape, as tf.data's
+    scan allows)."""
+    return pack_as(spec, [TensorSpec(None if s.shape is None else (None,) * len(s.shape),
+                                     s.dtype) for s in flatten(spec)])
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Scan(ElementOp):
+    initial_state: Any = None
+    fn: UserFunction = arg_field(None)
+    state_spec: Any = None
+    op = "scan"
+
+    @property
+    def spec(self):
+        return self.fn.output_spec[1]
+
+    def cardinality(self) -> int:
+        return self.input.cardinality()
+
+    def start(self, ctx):
+        return self.initial_state
+
+    def step(self, ctx, state, element):
+        out = self.fn.call_raw((state, element))
+        if not isinstance(out, tuple) or len(out) != 2:
+            raise InvalidArgumentError(
+                f"scan: function {self.fn.name} must return a pair (new_state, output)", "scan")
+        new_state = conform(out[0], self.state_spec, "scan", self.fn.name)
+        return [conform(out[1], self.spec, "scan", self.fn.name)], new_state, False
