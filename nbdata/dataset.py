@@ -369,9 +369,12 @@ class Dataset(MoreTransformations, DatasetBase):
     # ------------------------------------------------------ transformations
     def map(self, map_func: Callable, num_parallel_calls: Any = None, deterministic: Any = None,
             name: str | None = None, output_signature: Any = None,
-            device: str | None = None) -> "Dataset":
+            device: str | None = None, synchronous: bool | None = None,
+            use_unbounded_threadpool: bool = False) -> "Dataset":
         """Apply ``map_func`` to each element (tuples and namedtuples unpacked as
-        arguments, dicts passed as one).
+        arguments, dicts passed as one). TF's ``synchronous`` and
+        ``use_unbounded_threadpool`` are accepted and change nothing: calls in Python
+        run on threads of the pipeline's one thread budget.
 
         The output spec is traced when ``map`` is called, by calling ``map_func`` on
         synthetic inputs built from the input spec (zeros, ones, twos; unknown dims
@@ -410,6 +413,9 @@ class Dataset(MoreTransformations, DatasetBase):
             if device is not None:
                 device_index(device)   # a GPU name, else ValueError
             return self._derive(gpu_map(self._node, map_func, name, per_value=device is not None))
+        if synchronous is not None:
+            _bool_arg(synchronous, "map", "synchronous")
+        _bool_arg(use_unbounded_threadpool, "map", "use_unbounded_threadpool")
         threads = _parallel_calls(num_parallel_calls, "map")
         fn = self._fn(map_func, "map", _tupleize(output_signature) if output_signature else None,
                       name, record=True)
@@ -613,14 +619,25 @@ class Dataset(MoreTransformations, DatasetBase):
 
         Randomness is counter-based: with a ``seed`` the order depends only on
         (seed, epoch), never on threads. ``reshuffle_each_iteration`` (default True)
-        gives each iteration a new order.
+        gives each iteration a new order. ``buffer_size=nd.UNKNOWN`` (TF's sentinel, as
+        ``ds.shuffle(ds.cardinality())`` may pass it) buffers the whole dataset.
 
         >>> import nbdata as nd
         >>> ds = nd.Dataset.range(5).shuffle(5, seed=1)
         >>> sorted(int(x) for x in ds)
         [0, 1, 2, 3, 4]
         """
-        size = _int_arg(buffer_size, "shuffle", "buffer_size", minimum=1)
+        size = _int_arg(buffer_size, "shuffle", "buffer_size", minimum=1, allow=(UNKNOWN,))
+        if isinstance(size, int) and size == UNKNOWN:
+            # TF: the unknown-cardinality sentinel asks for a buffer of the whole input.
+            n = self.cardinality()
+            if n < 0:
+                raise InvalidArgumentError(
+                    "shuffle: buffer_size UNKNOWN (a buffer of the whole dataset) needs a "
+                    "dataset of known length; this one's is "
+                    f"{'infinite' if n == INFINITE else 'unknown'}: pass a buffer size",
+                    "shuffle")
+            size = max(1, n)
         if seed is not None:
             seed = _int_arg(seed, "shuffle", "seed", placeholder=False)
         reshuffle = True if reshuffle_each_iteration is None else bool(reshuffle_each_iteration)

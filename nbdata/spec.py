@@ -780,7 +780,13 @@ def dummy_leaf(spec, variant: int, make_dataset: Callable | None = None):
         return make_dataset(pack_as(spec.element_spec,
                                     [dummy_leaf(s, variant, make_dataset) for s in flatten(spec.element_spec)]))
     unknown = (8, 9, 3)[variant % 3]
-    shape = (unknown,) if spec.shape is None else tuple(unknown if d is None else d for d in spec.shape)
+    if spec.shape is None and not isinstance(spec, SparseTensorSpec):
+        # Unknown rank: probes of different ranks, so that what a function returns
+        # from it has an unknown rank too (TF's shape inference), not a made-up one.
+        shape = ((8,), (), (3, 2))[variant % 3]
+    else:
+        shape = (unknown,) if spec.shape is None else tuple(unknown if d is None else d
+                                                             for d in spec.shape)
     if isinstance(spec, SparseTensorSpec):
         values = dummy_leaf(TensorSpec((1,), spec.dtype), variant)
         return SparseTensor(np.zeros((1, len(shape)), np.int64), values, shape)

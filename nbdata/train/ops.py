@@ -10,7 +10,8 @@ import numpy as np
 from nbdata.errors import (InvalidArgumentError, OpError, OutOfRangeError, ResourceExhaustedError,
                            UnimplementedError, UnknownError)
 from nbdata.spec import TensorSpec, as_dtype, string, to_leaf
-from nbdata.trace.graph import Operation, as_tensor, get_default_graph
+from nbdata.trace.graph import (Operation, as_tensor, executing_eagerly, get_default_graph,
+                                is_symbolic)
 
 # The nd.errors class a Python exception raised by the function becomes (as TF1 maps
 # them); any other exception, an nd.errors one included, becomes UnknownError.
@@ -33,7 +34,8 @@ def _convert(value: Any, dtype, k: int, name: str) -> Any:
 
 def py_func(func: Callable, inp, Tout, stateful: bool = True, name: str | None = None):
     """An op calling ``func`` on the NumPy values of ``inp`` in each run
-    (``tf.py_func``). ``Tout`` is a dtype (one output, returned as a tensor) or a list of
+    (``tf.py_func``); in eager code on values (no tensor of a graph among ``inp``) it
+    calls ``func`` at once and returns its values, as TF does. ``Tout`` is a dtype (one output, returned as a tensor) or a list of
     dtypes (returned as a list); output shapes are unknown. A stateful function (the
     default) keeps a queue pipeline using it from being lowered onto the compiled
     engine (it runs record by record); with ``stateful=False`` it is a pure function
@@ -47,8 +49,6 @@ def py_func(func: Callable, inp, Tout, stateful: bool = True, name: str | None =
     """
     if not callable(func):
         raise TypeError(f"py_func: func must be callable, got {type(func).__name__}")
-    graph = get_default_graph()
-    tensors = [as_tensor(x, graph) for x in inp]
     single = not isinstance(Tout, (list, tuple))
     touts = [as_dtype(Tout)] if single else [as_dtype(t) for t in Tout]
     label = name or "PyFunc"
@@ -66,6 +66,12 @@ def py_func(func: Callable, inp, Tout, stateful: bool = True, name: str | None =
                                        f"Tout lists {len(touts)}", label)
         converted = [_convert(v, dt, k, label) for k, (v, dt) in enumerate(zip(outs, touts))]
         return converted[0] if single else converted
+    if executing_eagerly() and not is_symbolic(list(inp)):
+        # Eager code on values: TF calls the function now and returns its values.
+        return call(*[x if isinstance(x, (np.ndarray, np.generic, bytes)) else np.asarray(x)
+                      for x in inp])
+    graph = get_default_graph()
+    tensors = [as_tensor(x, graph) for x in inp]
     specs = [TensorSpec(None, dt) for dt in touts]
     if stateful:
         op = Operation(graph, "PyFunc", name, tensors,

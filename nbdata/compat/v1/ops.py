@@ -1481,6 +1481,62 @@ def missing(name: str) -> AttributeError:
         "keep TensorFlow for the model and feed the arrays to it with feed_dict={...}.")
 
 
+def _as_string(x, precision, scientific, shortest, width, fill):
+    arr = np.asarray(x)
+    if arr.dtype.kind == "b":
+        out = [b"true" if v else b"false" for v in arr.reshape(-1)]
+    else:
+        spec = "%" + fill + (str(width) if width > -1 else "")
+        if arr.dtype.kind in "fc":
+            spec += (f".{precision}" if precision > -1 else "") + (
+                "e" if scientific else "g" if shortest else "f")
+        else:
+            spec += "d"
+        if arr.dtype.kind == "c":
+            out = [f"({spec % v.real},{spec % v.imag})".encode() for v in arr.reshape(-1)]
+        else:
+            out = [(spec % v).encode() for v in arr.reshape(-1).tolist()]
+    result = np.empty(len(out), dtype=object)
+    result[:] = out
+    return result.reshape(arr.shape) if arr.ndim else out[0]
+
+
+def as_string(input, precision: int = -1, scientific: builtins.bool = False,   # noqa: A002
+              shortest: builtins.bool = False, width: int = -1, fill: str = "",
+              name: str | None = None):
+    """``tf.as_string``: each number as text, formatted as TF formats it (floats ``%f``
+    unless ``scientific`` (``%e``) or ``shortest`` (``%g``); booleans ``true``/``false``)."""
+    x = convert(input, what="as_string")
+    _check_dtype(x, (*_NUMBERS, np.dtype(np.uint32), np.dtype(np.uint64), bool,
+                     np.dtype(np.complex64), np.dtype(np.complex128)), "AsString", "input")
+    if scientific and shortest:
+        raise InvalidArgumentError("Cannot select both scientific and shortest notation")
+    if len(fill) > 1:
+        raise InvalidArgumentError(f"Fill string must be one or fewer characters: {fill}")
+    if fill and fill not in " 0":
+        raise InvalidArgumentError(f"Fill argument not supported: \"{fill}\"")
+    if precision > -1 and _dtype_of(x).kind not in "fc":
+        raise InvalidArgumentError("precision not supported for datatype")
+    return _apply(_as_string, (x, precision, scientific, shortest, width, fill), "AsString", name)
+
+
+def _check_numerics(x, message):
+    arr = np.asarray(x)
+    nan, inf = builtins.bool(np.isnan(arr).any()), builtins.bool(np.isinf(arr).any())
+    if nan or inf:
+        what = "Inf and NaN" if nan and inf else "NaN" if nan else "Inf"
+        raise InvalidArgumentError(f"{message} : Tensor had {what} values")
+    return x
+
+
+def check_numerics(tensor, message: str, name: str | None = None):
+    """``tf.debugging.check_numerics``: ``tensor`` itself, or InvalidArgumentError
+    ``"<message> : Tensor had NaN values"`` (or Inf) when it holds any."""
+    x = convert(tensor, what="check_numerics")
+    _check_dtype(x, (float16, float32, float64), "CheckNumerics", "tensor")
+    return _apply(_check_numerics, (x, message), "CheckNumerics", name)
+
+
 class _TrainModule(types.ModuleType):
     """``tf.train``: nbdata's ``nd.train`` (queues, batching, Coordinator, Saver); the
     model-training names of TF1's ``tf.train`` (optimizers) raise :func:`missing`'s
