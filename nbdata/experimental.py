@@ -4,6 +4,7 @@ from nbdata.dataset import at, global_shuffle
 from nbdata.distribute import service
 from nbdata.experimental_more import *  # noqa: F401,F403 - tf.data.experimental's other names
 from nbdata.experimental_more import __all__ as _more
+from nbdata.experimental_more import __getattr__  # noqa: F401 - the CSV/Example readers, on first use
 
 
 def assert_cardinality(expected_cardinality):

@@ -27,6 +27,17 @@ def cardinality(dataset) -> int:
     return dataset.cardinality()
 
 
+def __getattr__(name):
+    # The CSV readers live with the file datasets (imported on first use).
+    if name in ("CsvDataset", "make_csv_dataset"):
+        from nbdata.io import csv_dataset
+        return getattr(csv_dataset, name)
+    if name in ("make_batched_features_dataset", "parse_example_dataset"):
+        from nbdata.io import example_dataset
+        return getattr(example_dataset, name)
+    raise AttributeError(f"module 'nbdata.experimental' has no attribute {name!r}")
+
+
 def get_structure(dataset_or_iterator) -> Any:
     """The element spec of a dataset or an iterator.
 

@@ -1,0 +1,135 @@
+"""``CsvRecords``: the CSV records of one file's lines (``CsvDataset``'s record split).
+
+Its input is a file's text lines (``FileRecords``); a record is a line, except that a
+line inside an open double-quoted field goes on on the next line (the newline is part of
+the field, as tf.data's CsvDataset reads it), and with ``header`` the file's first record
+is dropped (a file without one is an InvalidArgumentError, "Can't read header of file").
+Whole chunks pass through untouched when no line leaves a quote open (the quotes are
+counted over the chunk's bytes at once); only chunks that join lines are rebuilt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from nbdata.chunks import Chunk, StringColumn
+from nbdata.errors import InvalidArgumentError
+from nbdata.ops.node import UNKNOWN, UnaryNode, arg_field
+from nbdata.ops.runtime import ChunkIter
+
+QUOTE = ord('"')
+
+
+def _values(column) -> list:
+    return column.values() if isinstance(column, StringColumn) else [bytes(v) for v in column]
+
+
+def _odd_quotes(column) -> np.ndarray:
+    """Per line: whether it holds an odd number of double quotes."""
+    if isinstance(column, StringColumn):
+        off = column.offsets
+        marks = np.concatenate([[0], np.cumsum(column.data == QUOTE)])
+        return ((marks[off[1:]] - marks[off[:-1]]) & 1).astype(bool)
+    return np.array([v.count(b'"') & 1 for v in _values(column)], bool)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CsvRecords(UnaryNode):
+    header: bool = arg_field(False)
+    use_quote_delim: bool = arg_field(True)
+    path: str = ""
+    fields: int = 0        # fields a record must have (0: not checked here)
+    op = "csv_records"
+
+    def cardinality(self) -> int:
+        return UNKNOWN
+
+    def open_chunks(self, ctx, state=None):
+        return CsvRecordChunks(self, ctx, state)
+
+
+class CsvRecordChunks(ChunkIter):
+    """State: the lines' state, whether the header is still to drop, the record begun
+    on lines already read (None when none is open), whether the lines ended."""
+
+    def __init__(self, node: CsvRecords, ctx, state):
+        self.node = node
+        self.it = ctx.open_chunks(node.input, None if state is None else state["input"])
+        self.skip = node.header if state is None else bool(state["skip"])
+        self.pending = None if state is None else state["pending"]
+        self.ended = False if state is None else bool(state["ended"])
+
+    def _records(self, chunk):
+        """The records the lines of ``chunk`` complete (a chunk)."""
+        column = chunk.columns[0]
+        if not self.node.use_quote_delim:
+            return chunk
+        odd = _odd_quotes(column)
+        if self.pending is None and not odd.any():
+            return chunk
+        out = []
+        for line, flip in zip(_values(column), odd.tolist()):
+            if self.pending is None:
+                if flip:
+                    self.pending = line
+                else:
+                    out.append(line)
+            else:
+                self.pending = self.pending + b"\n" + line
+                if flip:
+                    out.append(self.pending)
+                    self.pending = None
+        return Chunk([StringColumn.from_values(out)], len(out))
+
+    def next(self, want: int):
+        while not self.ended:
+            chunk = self.it.next(want)
+            if chunk is None:
+                self.ended = True
+                if self.pending is not None:
+                    # A quote left open at the end of the file: the record as it is (the
+                    # decoder reports the unterminated field).
+                    last, self.pending = self.pending, None
+                    if self.skip:
+                        self.skip = False
+                        return None
+                    return Chunk([StringColumn.from_values([last])], 1)
+                if self.skip:
+                    raise InvalidArgumentError(f"Can't read header of file {self.node.path}",
+                                               "CsvDataset")
+                return None
+            records = self._records(chunk)
+            if self.skip and records.n:
+                self.skip = False
+                records = records.slice(1, records.n)
+            if records.n:
+                return self._empty_records(records)
+        return None
+
+    def _empty_records(self, records):
+        """An empty line is a record of one empty field (tf.data's CsvDataset): the
+        default of a one-column record, else the field count error."""
+        column = records.columns[0]
+        values = None
+        if isinstance(column, StringColumn):
+            if not (np.diff(column.offsets) == 0).any():
+                return records
+        else:
+            values = _values(column)
+            if all(values):
+                return records
+        if self.node.fields > 1:
+            raise InvalidArgumentError(f"Expect {self.node.fields} fields but have 1 in record",
+                                       "CsvDataset")
+        values = _values(column) if values is None else values
+        empty = b'""' if self.node.use_quote_delim else b""
+        return Chunk([StringColumn.from_values([v or empty for v in values])], records.n)
+
+    def save(self) -> dict:
+        return {"input": self.it.save(), "skip": self.skip, "pending": self.pending,
+                "ended": self.ended}
+
+    def close(self) -> None:
+        self.it.close()
