@@ -19,6 +19,8 @@ from nbdata.memory import MemoryBudget
 from nbdata.chunks import RowList, col_row, max_chunk_rows
 from nbdata.kernels.threads import ThreadBudget, kernel_section
 from nbdata.ops.runtime import skip_rows
+from nbdata.ops.state_check import StateFieldError
+from nbdata.ops import state_check
 from nbdata.errors import FailedPreconditionError, InvalidArgumentError, OpError
 from nbdata.options import Options
 from nbdata.trace.placeholder import Placeholder
@@ -343,8 +345,15 @@ class ExecContext:
         if state is None:
             return TimedChunks(node.open_chunks(self, None), self.stats(node))
         try:
+            if not isinstance(state, dict):
+                raise StateFieldError("state", state, "expected a record of fields")
             it = node.open_chunks(self, state)
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+        except StateFieldError as e:
+            # A field the op read through nbdata/ops/state_check.py: named with the op.
+            raise InvalidArgumentError(
+                f"restore: the state of {node.label} does not fit this pipeline: {e.message}",
+                node.op) from None
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError) as e:
             # A saved state that passed its checksum and the pipeline's identity can still
             # not fit an op: a placeholder fed another value, a state made by hand. Said
             # so, naming the op; an error of the user's own code goes out as it is.
@@ -411,11 +420,18 @@ class ChunkedRun:
             self.it = self.ctx.open_chunks(self.root)
             self.before, self.base, self.ended = None, 0, False
         else:
+            try:   # the iterator's own fields: the rows of a chunk already handed out
+                state_check.record(state, "root", "skip", "ended")
+                ended = state_check.flag(state, "ended")
+                skip = state_check.integer(state, "skip", 0, self.limit)
+            except StateFieldError as e:
+                raise InvalidArgumentError(f"restore: the iterator's state does not fit this "
+                                           f"pipeline: {e.message}", "iterator") from None
             self.it = self.ctx.open_chunks(self.root, state["root"])
-            self.before, self.base, self.ended = state["root"], 0, bool(state["ended"])
+            self.before, self.base, self.ended = state["root"], 0, ended
             if not self.ended:
-                chunk, self.base = skip_rows(self.it, int(state["skip"]))
-                self.ended = chunk is None and self.base < int(state["skip"])
+                chunk, self.base = skip_rows(self.it, skip)
+                self.ended = chunk is None and self.base < skip
                 self._hand_out(chunk)
 
     def _hand_out(self, chunk) -> None:

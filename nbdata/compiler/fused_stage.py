@@ -132,6 +132,8 @@ class FusedChunks(ChunkIter):
             self.reader = source.open(ctx)
             self.rows = self.reader.rows
             self.row_values = self.reader.row_values
+        if state is not None:
+            self._check_state(state)
         self.position = 0 if state is None else int(state["pos"])
         self.state = np.array(stage.counters if state is None else state["counters"], np.int64)
         self.finished = False if state is None else bool(state["finished"])
@@ -160,6 +162,34 @@ class FusedChunks(ChunkIter):
         self.scratch: list | None = None
         if self.compiled and not self.stream:
             stage.signature(self._first_args())
+
+    def _check_state(self, state: dict) -> None:
+        """A restored state's fields fit this stage (``nbdata/ops/state_check.py``): the
+        position within the source's rows, a counter per counter step within its
+        bounds (a take's or skip's count; an enumerate's start and up), the rows of a
+        partial batch of this stage's rows."""
+        from nbdata.ops import state_check
+        state_check.record(state, "pos", "counters", "finished", "pending")
+        most = state_check.MAX_POSITION if self.rows is None else self.rows
+        state_check.integer(state, "pos", 0, most)
+        state_check.flag(state, "finished")
+        state_check.flag(state, "compiled", default=False)
+        initial = list(self.stage.counters)
+        counters = state_check.int_array(state["counters"], "counters", min(initial, default=0),
+                                         state_check.MAX_POSITION)
+        if len(counters) != len(initial):
+            raise state_check.StateFieldError("counters", counters, f"expected {len(initial)}")
+        steps = [s for s in self.plan.steps if getattr(s, "kind", None) == "counter"]
+        if len(steps) == len(initial):
+            for k, step in enumerate(steps):
+                hi = step.count if step.drops else state_check.MAX_POSITION
+                state_check.check_int(int(counters[k]), f"counters[{k}]", step.initial, hi)
+        pending = state["pending"]
+        if not isinstance(pending, list) or not all(
+                isinstance(p, Chunk) and len(p.columns) == len(self.stage.out_specs)
+                and all(len(c) == p.n for c in p.columns) for p in pending):
+            raise state_check.StateFieldError("pending", pending, "expected rows of this "
+                                              "stage's output")
 
     def _first_args(self) -> list:
         reader = self.reader

@@ -38,6 +38,17 @@ def _well_formed(doc: dict) -> bool:
             and (doc.get("seed") is None or isinstance(doc["seed"], int)))
 
 
+def _check_run_fields(doc: dict) -> None:
+    """The pipeline-wide fields of a well-formed state fit (``nbdata/ops/state_check.py``
+    checks each op's): iteration numbers and the seed are integers in their ranges."""
+    from nbdata.ops import state_check
+    for index, epoch in doc["run"]["epochs"].items():
+        state_check.check_int(index, "epochs", 0, state_check.MAX_POSITION)
+        state_check.check_int(epoch, f"epochs[{index}]", 0, state_check.MAX_EPOCH)
+    if doc["seed"] is not None:
+        state_check.check_int(doc["seed"], "seed", 0, (1 << 63) - 1)
+
+
 class PlanText(str):
     """A plan listing that shows as plain text at the interactive prompt."""
 
@@ -184,6 +195,11 @@ class Pipeline:
                                 f"(this nbdata reads version {STATE_VERSION})")
         if not _well_formed(doc):
             raise DataLossError("restore: the iterator state is malformed")
+        try:
+            _check_run_fields(doc)
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(f"restore: the iterator state does not fit this "
+                                       f"pipeline: {e.message}", "iterator") from None
         fingerprint, ops, stages = self.identity
         if doc["fingerprint"] != fingerprint:
             raise mismatch(doc["ops"], ops)

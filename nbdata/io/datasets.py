@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from nbdata.ops import state_check
 from nbdata.chunks import Chunk, StringColumn
 from nbdata.dataset import Dataset
 from nbdata.errors import InvalidArgumentError
@@ -71,6 +72,10 @@ class FileRecordChunks(ChunkIter):
 
     def __init__(self, node: FileRecords, ctx, state):
         self.node, self.ctx = node, ctx
+        if state is not None:   # the names' state, and the file's reader's while one is open
+            state_check.record(state, "names", "current", "reader")
+            state_check.nested(state, "names", False)
+            state_check.nested(state, "reader", state["current"] is None)
         self.names = RowReader(ctx, node.input, None if state is None else state["names"], 64)
         self.reader = None
         self.before = None

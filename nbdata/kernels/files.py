@@ -478,8 +478,14 @@ class FormatReader:
 
     def start(self, state: dict | None) -> None:
         if state is not None:
-            self.stream.skip(int(state["offset"]))
+            self.stream.skip(self.saved_offset(state))
         self.window = Blocks(self.stream, self.block)
+
+    def saved_offset(self, state: dict) -> int:
+        """The offset of a restored state: within the file (when its size is known)."""
+        from nbdata.ops import state_check
+        most = state_check.MAX_POSITION if self.stream.compression else self.stream.size
+        return state_check.integer(state, "offset", 0, most)
 
     def save(self) -> dict:
         return {"offset": self.window.offset}
@@ -552,6 +558,17 @@ class TextLineReader(FormatReader):
     op = "TextLineDataset"
     one_cr = False
 
+    def start(self, state: dict | None) -> None:
+        if state is None or not self.saved_offset(state):
+            return super().start(state)
+        # A restored offset is the start of a line: the byte before it ends one.
+        offset = self.saved_offset(state)
+        self.stream.skip(offset - 1)
+        if bytes(self.stream.read(1)) != b"\n":
+            from nbdata.ops import state_check
+            raise state_check.StateFieldError("offset", offset, "not where a line starts")
+        self.window = Blocks(self.stream, self.block)
+
     def next(self, want: int):
         from nbdata.kernels.records import scan_lines
         w = self.window
@@ -589,6 +606,14 @@ class FixedLengthReader(FormatReader):
             f"Excluding the header ({self.header_bytes} bytes) and footer ({self.footer_bytes} "
             f"bytes), input file \"{self.path}\" has body length {body} bytes, which is not an "
             f"exact multiple of the record length ({self.record_bytes} bytes).", self.op)
+
+    def saved_offset(self, state: dict) -> int:
+        """A restored offset is the start of a record (or the body's end)."""
+        from nbdata.ops import state_check
+        offset = super().saved_offset(state)
+        if offset < self.header_bytes or (offset - self.header_bytes) % self.record_bytes:
+            raise state_check.StateFieldError("offset", offset, "not where a record starts")
+        return offset
 
     def start(self, state):
         if not self.stream.compression:

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from nbdata.ops import state_check
 from nbdata.chunks import Chunk, RowList, col_values
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.ops.fusion import Terminal, check_structure
@@ -94,8 +95,9 @@ class BatchChunks(InputChunks):
         self.it = ctx.open_chunks(node.input, None if state is None else state["input"])
         self.ctx = ctx
         self.threads = threads     # caps the kernel threads copying rows (None: the budget)
-        self.queue = RowQueue([] if state is None else state["pieces"])
-        self.ended = False if state is None else state["ended"]
+        self.queue = RowQueue([] if state is None else state_check.row_pieces(
+            state_check.record(state, "pieces")["pieces"], node.input.spec, "pieces"))
+        self.ended = False if state is None else state_check.flag(state, "ended")
         self.error: BaseException | None = None
 
     def save(self) -> dict:

@@ -16,6 +16,7 @@ import os
 import threading
 import uuid
 
+from nbdata.ops import state_check
 from nbdata.chunks import Chunk, concat_chunks
 from nbdata.errors import AlreadyExistsError, NotFoundError
 from nbdata.kernels.column_file import ColumnFileReader, ColumnFileWriter
@@ -61,7 +62,11 @@ class Cache(UnaryNode):
         return ctx.resource(self.resource_key, MemoryStore)
 
     def open_chunks(self, ctx, state=None):
-        mode = None if state is None else state["mode"]
+        mode = None if state is None else state_check.choice(state, "mode", ("read", "write"))
+        if state is not None:   # rows read (or written), at most the input's
+            most = state_check.bound(self.input.cardinality())
+            state_check.integer(state, "pos" if mode == "read" else "rows", 0, most)
+            state_check.nested(state, "start", default=None)
         if self.filename:
             path = self.filename + FILE_SUFFIX
             pos = int(state["pos"]) if mode == "read" else 0
@@ -219,13 +224,14 @@ class CacheWriterChunks(ChunkIter):
 
     def __init__(self, ctx, node: Cache, sink, state):
         self.sink = sink
+        self.finished = False   # (a state refused below leaves a writer to abandon)
         start = None if state is None else state["start"]
         self.it = ctx.open_chunks(node.input, start)
         self.start = self.it.save() if start is None else start
         self.rows = 0
         replay = 0 if state is None else int(state["rows"])
         while self.rows < replay:
-            chunk = self.it.next(replay - self.rows)
+            chunk = self.it.next(min(replay - self.rows, ctx.max_rows(node.spec)))
             if chunk is None:
                 break
             sink.write(chunk)

@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 
+from nbdata.ops import state_check
 from nbdata.chunks import gather_grouped
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, input_field
 from nbdata.ops.runtime import ChunkIter
@@ -52,8 +53,8 @@ class ConcatenateChunks(ChunkIter):
 
     def __init__(self, node: Concatenate, ctx, state):
         self.node, self.ctx = node, ctx
-        self.part = 0 if state is None else int(state["part"])
-        inner = None if state is None else state["input"]
+        self.part = 0 if state is None else state_check.integer(state, "part", 0, 2)
+        inner = None if state is None else state_check.nested(state, "input", self.part > 1)
         self.it = None if self.part > 1 else ctx.open_chunks(node.inputs[self.part], inner)
 
     def next(self, want: int):

@@ -14,6 +14,7 @@ import dataclasses
 import time
 
 from nbdata import profiler
+from nbdata.ops import state_check
 from nbdata.chunks import MAX_CHUNK_ROWS, Chunk, StringColumn, col_values, concat_chunks
 from nbdata.kernels.threads import kernel_section
 from nbdata.primitives.decoder import Decoder, RowError, leaf_output_spec
@@ -174,8 +175,9 @@ class BatchDecodeChunks(InputChunks):
         self.size = batch_size_of(batch, ctx)
         self.drop = batch.drop_remainder
         self.it = ctx.open_chunks(batch.input, None if state is None else state["input"])
-        self.queue = RowQueue([] if state is None else state["pieces"])
-        self.ended = False if state is None else bool(state["ended"])
+        self.queue = RowQueue([] if state is None else state_check.row_pieces(
+            state_check.record(state, "pieces")["pieces"], batch.input.spec, "pieces"))
+        self.ended = False if state is None else state_check.flag(state, "ended")
 
     def _decode(self, rows: Chunk, count: int, size: int) -> list:
         began = time.perf_counter()

@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 
+from nbdata.ops import state_check
 from nbdata.chunks import Chunk
 from nbdata.ops.fusion import CounterStep
 from nbdata.ops.runtime import InputChunks
@@ -36,7 +37,9 @@ class Enumerate(UnaryNode):
 
     def open_chunks(self, ctx, state=None):
         return EnumerateChunks(ctx.open_chunks(self.input, None if state is None else state["input"]),
-                               self.start if state is None else int(state["next"]))
+                               self.start if state is None else state_check.integer(
+                                   state, "next", self.start, self.start + state_check.bound(
+                                       self.input.cardinality())))
 
 
 @dataclasses.dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from nbdata.ops import state_check
 from nbdata.ops.function import UserFunction
 from nbdata.ops.node import UNKNOWN, UnaryNode, arg_field
 from nbdata.ops.runtime import ChunkIter, RowReader
@@ -38,15 +39,16 @@ class FlatMapChunks(ChunkIter):
 
     def __init__(self, node: FlatMap, ctx, state):
         self.node, self.ctx = node, ctx
-        self.reader = RowReader(ctx, node.input, None if state is None else state["input"],
-                                ctx.max_rows(node.input.spec))
+        inner = None if state is None else state_check.nested(state, "inner")
+        self.reader = RowReader(ctx, node.input, None if state is None else
+                                state_check.nested(state, "input"), ctx.max_rows(node.input.spec))
         self.element_state = None
         self.inner = None
-        if state is not None and state["inner"] is not None:
+        if inner is not None:
             self.element_state = self.reader.save()
             ok, element = self.reader.next_element()
             if ok:
-                self.inner = ctx.open_dataset_chunks(node.fn(element), state["inner"])
+                self.inner = ctx.open_dataset_chunks(node.fn(element), inner)
 
     def next(self, want: int):
         while True:

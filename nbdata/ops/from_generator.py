@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from nbdata.ops import state_check
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.trace.abstract import function_name
 from nbdata.ops.runtime import CollectedChunks
@@ -80,7 +81,7 @@ class GeneratorChunks(CollectedChunks):
                 f"from_generator: calling {function_name(node.generator)} raised "
                 f"{type(e).__name__}: {e}", node.op) from e
         super().__init__(node.spec, self._produce)
-        for _ in range(0 if state is None else int(state["count"])):
+        for _ in range(0 if state is None else state_check.integer(state, "count")):
             try:
                 if not self._produce()[0]:
                     break

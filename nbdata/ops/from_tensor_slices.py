@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from numba import types
 
+from nbdata.ops import state_check
 from nbdata.errors import InvalidArgumentError
 from nbdata.ops.from_tensors import leaf_spec, resolve_structure
 from nbdata.chunks import Chunk
@@ -186,7 +187,7 @@ class SliceChunks(PositionChunks):
 
     def __init__(self, columns: list, state):
         super().__init__(len(columns[0]) if columns else 0,
-                         0 if state is None else int(state["pos"]))
+                         0 if state is None else state_check.integer(state, "pos"))
         self.columns = columns
         readers = [c for c in columns if isinstance(c, BlockReader)]
         self.limit = min(r.limit for r in readers) if readers else None

@@ -8,6 +8,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from nbdata.ops import state_check
 from nbdata.chunks import chunk_from_elements
 from nbdata.ops.fusion import ChunkSource, SourceLeaf, SourceReader, numba_dtype
 from nbdata.ops.runtime import ChunkIter
@@ -87,7 +88,7 @@ class TensorChunks(ChunkIter):
     def __init__(self, node: FromTensors, ctx, state):
         self.value = resolve_structure(node.value, ctx)
         self.spec = node.spec
-        self.done = False if state is None else bool(state["done"])
+        self.done = False if state is None else state_check.flag(state, "done")
 
     def next(self, want: int):
         if self.done:

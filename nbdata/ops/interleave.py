@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from nbdata.ops import state_check
 from nbdata.chunks import concat_chunks
 from nbdata.ops.function import UserFunction
 from nbdata.ops.node import AUTOTUNE, UNKNOWN, UnaryNode, arg_field
@@ -71,8 +72,10 @@ class InterleaveChunks(ChunkIter):
             ctx.stats(node).chosen["parallel slots"] = node.cycle(ctx)
         self.limit = ctx.max_rows(node.input.spec)
         self.rows_ahead = max(self.block, ctx.max_rows(node.spec))
-        self.reader = RowReader(ctx, node.input, None if state is None else state["input"], self.limit)
         cycle = node.cycle(ctx)
+        if state is not None:
+            slots = self._check_state(state, cycle)
+        self.reader = RowReader(ctx, node.input, None if state is None else state["input"], self.limit)
         self.slots: list = [None] * cycle          # (state before element, chunk iterator)
         # Rows pulled from a slot's dataset, not handed out yet: [the iterator's state
         # before them (or None: not known, see save), chunk, rows used, rows skipped
@@ -82,11 +85,11 @@ class InterleaveChunks(ChunkIter):
         # With parallel reads, the datasets of the next input elements are opened (and
         # start reading) before their turn: (state before element, chunk iterator).
         self.future: collections.deque = collections.deque()
-        self.cycle_index = 0 if state is None else int(state["cycle_index"])
-        self.block_index = 0 if state is None else int(state["block_index"])
-        self.end_of_input = False if state is None else bool(state["end_of_input"])
+        self.cycle_index = 0 if state is None else state["cycle_index"]
+        self.block_index = 0 if state is None else state["block_index"]
+        self.end_of_input = False if state is None else state["end_of_input"]
         if state is not None:
-            for i, slot in enumerate(state["slots"]):
+            for i, slot in enumerate(slots):
                 if slot is not None:
                     element_state, inner = slot
                     reader = RowReader(ctx, node.input, element_state, self.limit)
@@ -94,6 +97,32 @@ class InterleaveChunks(ChunkIter):
                     reader.close()
                     if ok:
                         self._restore_slot(i, element_state, element, inner)
+
+    def _check_state(self, state: dict, cycle: int) -> list:
+        """The fields of a saved state checked (the cycle position within the cycle and
+        the block, a slot per cycle element); returns the slots."""
+        state_check.record(state, "input", "cycle_index", "block_index", "end_of_input", "slots")
+        state_check.nested(state, "input")
+        state["cycle_index"] = state_check.integer(state, "cycle_index", 0, cycle - 1)
+        state["block_index"] = state_check.integer(state, "block_index", 0, self.block - 1)
+        state["end_of_input"] = state_check.flag(state, "end_of_input")
+        slots = state["slots"]
+        if not isinstance(slots, list) or len(slots) != cycle:
+            raise state_check.StateFieldError("slots", slots, f"expected {cycle} slots (the "
+                                              "cycle length)")
+        for i, slot in enumerate(slots):
+            if slot is None:
+                continue
+            field = f"slots[{i}]"
+            if not isinstance(slot, (tuple, list)) or len(slot) != 2:
+                raise state_check.StateFieldError(field, slot, "expected (the state before "
+                                                  "its element, its dataset's state)")
+            state_check.record(slot[0], field=field)
+            inner = state_check.record(slot[1], field=field)
+            if "pending_before" in inner:
+                state_check.nested(inner, "pending_before")
+                state_check.integer(inner, "skip", 0, state_check.MAX_CHUNK_SKIP)
+        return slots
 
     def _restore_slot(self, i: int, element_state, element, inner) -> None:
         if isinstance(inner, dict) and "pending_before" in inner:

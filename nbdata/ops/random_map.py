@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from nbdata import random as nd_random
+from nbdata.ops import state_check
 from nbdata.chunks import chunk_from_elements
 from nbdata.ops.function import UserFunction
 from nbdata.trace.abstract import call_unpacked, canonical_output, conform
@@ -72,7 +73,7 @@ class RandomMap(UnaryNode):
         return f"calls {self.traced.name} with a generator for each element"
 
     def open_chunks(self, ctx, state=None):
-        epoch, key = self._key(ctx, None if state is None else int(state["epoch"]))
+        epoch, key = self._key(ctx, None if state is None else state_check.integer(state, "epoch", 0, state_check.MAX_EPOCH))
         spec = self.spec
         it = PerElement(ctx, self, None if state is None else state["run"],
                         self._call(self.fn, key), lambda rows, values: chunk_from_elements(values, spec),

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from nbdata.ops import state_check
 from nbdata.chunks import Chunk
 from nbdata.errors import InvalidArgumentError
 from nbdata.ops.fusion import ChunkSource, SourceLeaf, SourceReader, numba_dtype
@@ -87,7 +88,7 @@ class RangeChunks(PositionChunks):
     """Consecutive values. State: the next position."""
 
     def __init__(self, start: int, step: int, n: int, dtype, state):
-        super().__init__(n, 0 if state is None else int(state["pos"]))
+        super().__init__(n, 0 if state is None else state_check.integer(state, "pos", 0, max(0, n)))
         self.start, self.step, self.dtype = start, step, dtype
 
     def rows(self, lo: int, hi: int) -> Chunk:

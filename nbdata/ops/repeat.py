@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from nbdata.ops import state_check
 from nbdata.chunks import gather_grouped
 from nbdata.ops.node import INFINITE, UNKNOWN, NotFusable, UnaryNode, arg_field
 from nbdata.ops.runtime import ChunkIter
@@ -66,11 +67,13 @@ class RepeatChunks(ChunkIter):
     def __init__(self, node: Repeat, ctx, state):
         self.ctx, self.input_node = ctx, node.input
         self.count = int(ctx.value(node.count))
-        self.epoch = 0 if state is None else int(state["epoch"])
-        self.yielded = False if state is None else bool(state["yielded"])
-        done = self.count == 0 or (state is not None and state["input"] is None)
-        self.it = None if done else ctx.with_path(self.epoch).open_chunks(
-            node.input, None if state is None else state["input"])
+        # The epoch under way: below the count (at it once the last epoch ended).
+        self.epoch = 0 if state is None else state_check.integer(
+            state, "epoch", 0, self.count if self.count >= 0 else state_check.MAX_POSITION)
+        self.yielded = False if state is None else state_check.flag(state, "yielded")
+        inner = None if state is None else state_check.nested(state, "input")
+        done = self.count == 0 or (state is not None and inner is None)
+        self.it = None if done else ctx.with_path(self.epoch).open_chunks(node.input, inner)
 
     def next(self, want: int):
         while self.it is not None:

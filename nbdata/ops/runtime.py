@@ -27,6 +27,7 @@ from typing import Any
 from nbdata import profiler
 from nbdata.chunks import Chunk, chunk_from_elements, col_row, concat_chunks, row_bytes
 from nbdata.errors import CancelledError, OpError
+from nbdata.ops import state_check
 from nbdata.spec import packer
 
 FIRST_WANT = 1
@@ -57,7 +58,9 @@ class PositionChunks(ChunkIter):
     rows ``lo .. hi``. State: the next position."""
 
     def __init__(self, n: int, pos: int):
-        self.n, self.pos = n, pos
+        # A restored position lies within the rows (n: their count, negative when
+        # infinite or unknown).
+        self.n, self.pos = n, state_check.check_int(pos, "pos", 0, state_check.bound(n))
 
     def next(self, want: int) -> Chunk | None:
         lo = self.pos
@@ -157,15 +160,17 @@ class RowReader:
         self.spec = node.spec
         self.pack = packer(node.spec)
         self.limit = limit
-        self.before = None if state is None else state["input"]
+        self.before = None if state is None else state_check.nested(state, "input")
+        skip = 0 if state is None else state_check.integer(
+            state, "skip", 0, min(state_check.MAX_CHUNK_SKIP, state_check.bound(node.cardinality())))
         self.it = ctx.open_chunks(node, self.before)
         self.chunk: Chunk | None = None
         self.pos = 0
         self.base = 0
         self.want = FIRST_WANT
         self.ended = False
-        if state is not None and int(state["skip"]):
-            self.chunk, self.base = skip_rows(self.it, int(state["skip"]))
+        if skip:
+            self.chunk, self.base = skip_rows(self.it, skip)
 
     def _pull(self, want: int | None = None) -> bool:
         """Reads the next chunk: ``want`` rows when given, else the growing demand."""
@@ -301,7 +306,7 @@ class PerElement(ChunkIter):
                  indexed: bool = False):
         self.ctx = ctx
         self.indexed = indexed   # call(element, index): the row's position in the input
-        self.index = 0 if state is None else int(state.get("index", 0))
+        self.index = 0 if state is None else state_check.integer(state, "index", default=0)
         self.spec = node.input.spec
         self.pack = packer(self.spec)
         self.call = call
@@ -313,12 +318,14 @@ class PerElement(ChunkIter):
         self.tuner = Tuner(ctx.budget.total) if self.autotune else None
         self.threads = threads if threads is not None else 1
         self.pool = None
-        self.before = None if state is None else state["input"]
+        self.before = None if state is None else state_check.nested(state, "input")
+        self.skip = 0 if state is None else state_check.integer(
+            state, "done", 0, min(state_check.MAX_CHUNK_SKIP,
+                                  state_check.bound(node.input.cardinality())))
         self.it = ctx.open_chunks(node.input, self.before)
         self.chunk: Chunk | None = None
         self.done = 0           # rows of self.chunk handled
         self.ready: list = []   # results computed ahead for rows from self.done on
-        self.skip = 0 if state is None else int(state["done"])
 
     def _workers(self) -> int:
         return self.tuner.value if self.autotune else self.threads
@@ -570,7 +577,9 @@ class BackgroundChunks(ChunkIter):
     def __init__(self, ctx, open_input, spec, state, capacity: int, stats, label: str,
                  autotune: bool = False, ram_budget: int = 0, start: bool = False,
                  worker: bool = True):
-        before = None if state is None else state["input"]
+        before = None if state is None else state_check.nested(state, "input")
+        skip = 0 if state is None else state_check.integer(state, "skip", 0,
+                                                           state_check.MAX_CHUNK_SKIP)
         it = open_input(before)
         self.pull_rows = ctx.max_rows(spec)
         self.stats = stats
@@ -578,7 +587,7 @@ class BackgroundChunks(ChunkIter):
         self.row_bytes = max(1, row_bytes(spec))
         self.ram_budget = ram_budget or (256 << 20)
         self.producer = _Producer(it, max(1, capacity), self.pull_rows, ctx.budget, label,
-                                  0 if state is None else int(state["skip"]), before,
+                                  skip, before,
                                   ctx.cancelled, ctx.memory, stats, self.row_bytes, worker)
         if autotune:
             stats.chosen["buffer rows"] = self.producer.capacity

@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 
+from nbdata.ops import state_check
 from nbdata.ops.node import INFINITE, UNKNOWN, UnaryNode, arg_field
 from nbdata.ops.runtime import InputChunks
 
@@ -30,7 +31,8 @@ class Shard(UnaryNode):
 
     def open_chunks(self, ctx, state=None):
         return ShardChunks(ctx.open_chunks(self.input, None if state is None else state["input"]),
-                           self.num_shards, self.index, 0 if state is None else int(state["pos"]),
+                           self.num_shards, self.index, 0 if state is None else state_check.integer(
+                               state, "pos", 0, state_check.bound(self.input.cardinality())),
                            ctx.max_rows(self.spec))
 
 

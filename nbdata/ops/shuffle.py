@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from nbdata import random as nd_random
+from nbdata.ops import state_check
 from nbdata.chunks import Chunk, RowList, StringColumn, row_bytes
 from nbdata.errors import InvalidArgumentError
 from nbdata.kernels.shuffle import drain_plan, draw_slots, replace_plan, replace_values, swap_rows
@@ -100,14 +101,19 @@ class ShuffleChunks(InputChunks):
         self.size = node._size(ctx)
         self.specs = [s for s in flatten(node.spec if spec is None else spec)]
         self.kinds = [_store_kind(s) if isinstance(s, TensorSpec) else "object" for s in self.specs]
-        self.epoch, self.key = node.epoch_key(ctx, None if state is None else int(state["epoch"]))
+        if state is not None:
+            state_check.record(state, "epoch", "size", "draws", "filled", "ended", "store",
+                               "order", "input")
+        self.epoch, self.key = node.epoch_key(ctx, None if state is None else
+                                              state_check.integer(state, "epoch", 0, state_check.MAX_EPOCH))
         self.key = np.uint64(self.key)
-        inner = None if state is None else state["input"]
+        inner = None if state is None else state_check.nested(state, "input")
         self.it = ctx.open_chunks(node.input, inner) if open_input is None else open_input(inner)
         saved = state if state is not None else {"filled": 0, "draws": 0, "ended": False,
                                                  "store": None, "order": None}
-        self.filled, self.draws = int(saved["filled"]), int(saved["draws"])
-        self.ended = bool(saved["ended"])
+        self.filled = state_check.integer(saved, "filled")   # within the size: _check_state
+        self.draws = state_check.integer(saved, "draws")
+        self.ended = state_check.flag(saved, "ended")
         self.store: list | None = None   # per leaf: array of capacity ``size``
         # The buffer's bytes in the pipeline's memory budget: all ``size`` rows at the
         # start when they have a fixed size (ResourceExhaustedError when they cannot fit),
@@ -126,7 +132,9 @@ class ShuffleChunks(InputChunks):
             self._allocate(saved["store"])
             for buf, col in zip(self.store, saved["store"]):
                 buf[:self.filled] = col
-        self.order = None if saved["order"] is None else np.array(saved["order"], np.int64)
+        # The slots of the rows left once the input ended: each a filled slot.
+        order = state_check.int_array(saved["order"], "order", 0, self.filled - 1, none=True)
+        self.order = None if order is None else np.array(order, np.int64)
 
     def _check_state(self, node, state: dict) -> None:
         """A saved buffer fits this shuffle: as large (its size may come from a placeholder
@@ -135,15 +143,20 @@ class ShuffleChunks(InputChunks):
             return InvalidArgumentError(
                 f"restore: the state of {node.label} does not fit this pipeline: {what}", node.op)
 
-        saved_size = int(state["size"])
+        saved_size = state_check.integer(state, "size", 1)
         if saved_size != self.size:
             raise refuse(f"buffer_size {saved_size} saved, {self.size} here")
         store, order = state["store"], state["order"]
-        if not 0 <= self.filled <= self.size or (order is not None and not
+        if not 0 <= self.filled <= self.size or (isinstance(order, np.ndarray) and not
                                                  0 <= len(order) <= self.filled):
             raise refuse(f"{self.filled} rows in a buffer of {self.size}")
         if store is None:
+            if self.filled:
+                raise refuse(f"{self.filled} rows in a buffer that holds none")
             return
+        if not isinstance(store, list) or not all(isinstance(c, np.ndarray) and c.ndim >= 1
+                                                  for c in store):
+            raise state_check.StateFieldError("store", store, "expected the buffer's columns")
         if len(store) != len(self.specs):
             raise refuse(f"its buffer holds elements of {len(store)} components, this "
                          f"pipeline's have {len(self.specs)}")
@@ -344,8 +357,9 @@ class GlobalShuffleChunks(PositionChunks):
 
     def __init__(self, node: GlobalShuffle, ctx, state, gather: bool = True):
         self.node, self.ctx, self.gather = node, ctx, gather
-        self.epoch, self.key = node.epoch_key(ctx, None if state is None else int(state["epoch"]))
-        super().__init__(node.cardinality(), 0 if state is None else int(state["pos"]))
+        self.epoch, self.key = node.epoch_key(ctx, None if state is None else
+                                              state_check.integer(state, "epoch", 0, state_check.MAX_EPOCH))
+        super().__init__(node.cardinality(), 0 if state is None else state_check.integer(state, "pos"))
 
     def rows(self, lo: int, hi: int) -> Chunk:
         rows = nd_random.permutation(self.key, lo, hi - lo, self.n)

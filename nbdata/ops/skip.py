@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from nbdata.ops import state_check
 from nbdata.ops.fusion import DROP, CounterStep
 from nbdata.ops.node import INFINITE, UNKNOWN, NotFusable, UnaryNode, arg_field
 from nbdata.ops.runtime import InputChunks
@@ -44,8 +45,15 @@ class Skip(UnaryNode):
         return [SkipStep(self, chain.structure, f"skip({self.count})", count=count)]
 
     def open_chunks(self, ctx, state=None):
-        left = int(ctx.value(self.count)) if state is None else int(state["left"])
-        return SkipChunks(ctx.open_chunks(self.input, None if state is None else state["input"]),
+        count = int(ctx.value(self.count))
+        if state is None:
+            left = count
+        elif count >= 0:   # rows still to drop: at most the count
+            left = state_check.integer(state, "left", 0, count)
+        else:              # skip(-1) drops everything
+            left = state_check.integer(state, "left", count, -1)
+        return SkipChunks(ctx.open_chunks(self.input, None if state is None else
+                                          state_check.nested(state, "input", False)),
                           left, ctx.max_rows(self.spec))
 
 
@@ -76,8 +84,8 @@ class SkipChunks(InputChunks):
     def next(self, want: int):
         while self.left != 0:
             chunk = self.it.next(self.limit if self.left < 0 else min(self.limit, self.left + want))
-            if chunk is None:
-                self.left = 0
+            if chunk is None:   # skip(-1) stays dropping: its state never yields rows
+                self.left = min(self.left, 0)
                 return None
             if 0 < self.left < chunk.n:
                 chunk = chunk.slice(self.left, chunk.n)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from nbdata.ops import state_check
 from nbdata.ops.fusion import DROP, CounterStep
 from nbdata.ops.node import INFINITE, UNKNOWN, NotFusable, UnaryNode, arg_field
 from nbdata.ops.runtime import EmptyChunks, InputChunks
@@ -48,10 +49,23 @@ class Take(UnaryNode):
 
     def open_chunks(self, ctx, state=None):
         count = int(ctx.value(self.count))
-        left = count if state is None else int(state["left"])
+        if state is None:
+            left = count
+        elif count >= 0:   # rows still to take: at most the count
+            left = state_check.integer(state, "left", 0, count)
+        else:              # take(-1) and other negative counts take everything
+            left = state_check.integer(state, "left", count, -1)
         if left == 0:
-            return EmptyChunks()
-        return TakeChunks(ctx.open_chunks(self.input, None if state is None else state["input"]), left)
+            return TakenAll()
+        return TakeChunks(ctx.open_chunks(self.input, None if state is None else
+                                          state_check.nested(state, "input", False)), left)
+
+
+class TakenAll(EmptyChunks):
+    """A take with nothing left to take (its input is not opened). State: ``left`` 0."""
+
+    def save(self) -> dict:
+        return {"left": 0, "input": None}
 
 
 @dataclasses.dataclass

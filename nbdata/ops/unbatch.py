@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 
+from nbdata.ops import state_check
 from nbdata.chunks import Chunk, col_values, column_from_values
 from nbdata.errors import InvalidArgumentError
 from nbdata.ops.node import INFINITE, UNKNOWN, UnaryNode
@@ -59,7 +60,8 @@ class UnbatchChunks(InputChunks):
     def __init__(self, node: Unbatch, ctx, state):
         self.specs = flatten(node.spec)
         self.it = ctx.open_chunks(node.input, None if state is None else state["input"])
-        self.pending: Chunk | None = None if state is None else state["pending"]
+        self.pending: Chunk | None = None if state is None else state_check.rows(
+            state_check.record(state, "pending")["pending"], node.spec, "pending", none=True)
         self.error: BaseException | None = None
         first = {s.shape[0] for s in flatten(node.input.spec)
                  if isinstance(s, TensorSpec) and s.shape and s.shape[0]}

@@ -6,6 +6,7 @@ import collections
 import dataclasses
 from typing import Any
 
+from nbdata.ops import state_check
 from nbdata.chunks import Chunk, RowList, chunk_from_elements
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, UnaryNode, arg_field
 from nbdata.ops.runtime import ChunkIter, PositionChunks, RowReader
@@ -28,7 +29,7 @@ class ListSource(Node):
         return len(self.values)
 
     def open_chunks(self, ctx, state=None):
-        return ListChunks(self, 0 if state is None else int(state["pos"]))
+        return ListChunks(self, 0 if state is None else state_check.integer(state, "pos"))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -137,7 +138,15 @@ class WindowChunks(ChunkIter):
     def __init__(self, node: Window, ctx, state):
         self.node, self.ctx = node, ctx
         self.width = len(flatten(node.input.spec))
-        start = None if state is None else state["input"]
+        start = None if state is None else state_check.nested(state, "input")
+        # Window k starts at input position k * shift: the buffer starts at most one
+        # shift before the next window and holds at most one window's span.
+        span = (node.size - 1) * node.stride + 1
+        buffer_start = 0 if state is None else state_check.integer(
+            state, "buffer_start", 0, state_check.bound(node.input.cardinality()))
+        window_start = 0 if state is None else state_check.integer(
+            state, "window_start", buffer_start, buffer_start + max(node.shift, span))
+        buffered = 0 if state is None else state_check.integer(state, "buffered", 0, span)
         self.reader = RowReader(ctx, node.input, start, ctx.max_rows(node.input.spec))
 
         def read():
@@ -145,9 +154,8 @@ class WindowChunks(ChunkIter):
             ok, element = self.reader.next_element()
             return ok, before, element
 
-        self.windows = Windows(node, read, 0 if state is None else int(state["buffer_start"]),
-                               0 if state is None else int(state["window_start"]))
-        self.windows.fill(0 if state is None else int(state["buffered"]))
+        self.windows = Windows(node, read, buffer_start, window_start)
+        self.windows.fill(buffered)
 
     def next(self, want: int):
         windows = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from nbdata.ops import state_check
 from nbdata.chunks import Chunk
 from nbdata.ops.fusion import ChunkSource, SourceReader
 from nbdata.ops.runtime import ChunkIter
@@ -83,11 +84,19 @@ class ZipChunks(ChunkIter):
     in ``carry`` for the next call. State: the inputs' states and those rows."""
 
     def __init__(self, node: Zip, ctx, state):
-        states = [None] * len(node.children) if state is None else state["inputs"]
+        states = [None] * len(node.children) if state is None else state_check.record(
+            state, "inputs", "carry", "ended")["inputs"]
+        if state is not None:   # one state, and rows held back, per input
+            for key in ("inputs", "carry"):
+                if not isinstance(state[key], list) or len(state[key]) != len(node.children):
+                    raise state_check.StateFieldError(key, state[key], f"expected a list of "
+                                                      f"{len(node.children)} (one per input)")
+            carry = [state_check.rows(v, c.spec, f"carry[{k}]", none=True)
+                     for k, (v, c) in enumerate(zip(state["carry"], node.children))]
         self.inputs = [ctx.open_chunks(c, s) for c, s in zip(node.children, states)]
-        self.carry = [None] * len(self.inputs) if state is None else list(state["carry"])
+        self.carry = [None] * len(self.inputs) if state is None else carry
         self.order = flatten(node.structure)
-        self.ended = False if state is None else state["ended"]
+        self.ended = False if state is None else state_check.flag(state, "ended")
 
     def next(self, want: int):
         if self.ended:

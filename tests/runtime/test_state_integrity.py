@@ -374,8 +374,8 @@ def test_a_state_that_does_not_fit_an_op_is_an_error_naming_it():
     root = doc["run"]["run"]["root"]
     del root["epoch"]
     with pytest.raises(nd.errors.InvalidArgumentError,
-                       match=r"restore: the state of shuffle does not fit this pipeline "
-                             r"\(KeyError: 'epoch'\)"):
+                       match=r"restore: the state of shuffle does not fit this pipeline: "
+                             r"its field 'epoch' is missing"):
         iter(ds).restore(checkpoint.encode(doc))
 
 
