@@ -244,6 +244,47 @@ def _launch(kernel, total: int, x, out, n: int, params: list, scalars: int = 0) 
     out.ready, out.stream = be.event(stream), stream
 
 
+class Prepared:
+    """A chain's kernel with its parameters already on the device and its output
+    allocated: ``launch()`` queues the kernel alone on ``stream`` (this thread's compute
+    stream), for timing the kernel apart from the per-batch host work (perf/)."""
+
+    def __init__(self, chain: Chain, x, seed_base: int = 0):
+        from nbdata.gpu import runtime
+        from nbdata.gpu.array import DeviceArray
+        if len(chain.segments()) != 1:
+            raise ValueError("prepared: a chain with a reduction runs as several kernels")
+        be = self.backend = runtime.backend()
+        self.stream = be.compute_stream()
+        n = x.shape[0]
+        self.out = DeviceArray.empty((n,) + chain.out_shape, chain.out_dtype, self.stream)
+        self.total = n * int(np.prod(chain.out_shape, dtype=np.int64))
+        params = []
+        for s, shape in zip(chain.steps, chain.shapes):
+            params += s.params(shape, seed_base, n) + s.constants(int(shape[-1]) if shape else 1)
+        self.params = [DeviceArray.from_host(np.ascontiguousarray(p), self.stream) for p in params]
+        self.kernel, self.x, self.n = compiled(chain), x, n
+        be.wait(self.stream, x.ready)
+        self.blocks = (self.total + _THREADS - 1) // _THREADS
+
+    def launch(self) -> None:
+        if self.backend.name == "sim":
+            views = [p.host_view().reshape(-1) for p in self.params]
+            self.kernel[self.blocks, _THREADS](self.x.host_view().reshape(-1),
+                                               self.out.host_view().reshape(-1), self.n, *views)
+            return
+        self.kernel[self.blocks, _THREADS, self.stream](
+            _Raw(self.x), _Raw(self.out), self.n, *[_Raw(p) for p in self.params])
+
+    def describe(self) -> str:
+        return f"{self.blocks} blocks x {_THREADS} threads, {len(self.params)} parameter arrays"
+
+
+def prepared(chain: Chain, x, seed_base: int = 0) -> Prepared:
+    """The chain's kernel ready to launch on ``x`` again and again (see Prepared)."""
+    return Prepared(chain, x, seed_base)
+
+
 class _Raw:
     """A device array handed to a kernel, ordered by the caller (no stream to sync)."""
 
@@ -281,4 +322,4 @@ def _check_batch(steps: list, x) -> None:
 
 gpu.RUNNER[:] = [run_steps]   # eager nd.gpu ops run here
 
-__all__ = ["compiled", "kernel_source", "run_chain", "run_steps"]
+__all__ = ["Prepared", "compiled", "kernel_source", "prepared", "run_chain", "run_steps"]

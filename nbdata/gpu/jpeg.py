@@ -99,8 +99,59 @@ _decoders: dict = {}
 _lock = threading.Lock()
 
 
+# The decoder's backends on a GPU, in nvImageCodec's order of preference: the hardware
+# JPEG decoder (A100, H100, H200...) takes HW_LOAD of each batch, nvJPEG's CUDA decoder
+# the rest (as DALI's hw_decoder_load), and the hybrid CPU/GPU decoder what neither
+# takes. NBDATA_GPU_JPEG_HW_LOAD overrides the hardware decoder's share (0 leaves it out).
+HW_LOAD = 0.75
+
+
+def _hw_load() -> float:
+    import os
+    try:
+        return min(1.0, max(0.0, float(os.environ.get("NBDATA_GPU_JPEG_HW_LOAD", HW_LOAD))))
+    except ValueError:
+        return HW_LOAD
+
+
+def gpu_backends(nvimgcodec, hw_load: float | None = None) -> list:
+    """The backends nbdata asks nvImageCodec for on a GPU (see HW_LOAD)."""
+    kind = nvimgcodec.BackendKind
+    load = _hw_load() if hw_load is None else hw_load
+    backends = []
+    if load > 0 and hasattr(kind, "HW_GPU_ONLY"):
+        backends.append(nvimgcodec.Backend(kind.HW_GPU_ONLY, load_hint=load))
+    backends.append(nvimgcodec.Backend(kind.GPU_ONLY, load_hint=1.0))
+    if hasattr(kind, "HYBRID_CPU_GPU"):
+        backends.append(nvimgcodec.Backend(kind.HYBRID_CPU_GPU, load_hint=1.0))
+    return backends
+
+
+def backend_choices(nvimgcodec, be) -> list:
+    """(name, backends) of the decoder configurations perf/ compares (None: the library's
+    defaults)."""
+    kind = nvimgcodec.BackendKind
+    if be.name == "sim":
+        return [("CPU only", [nvimgcodec.Backend(kind.CPU_ONLY)])]
+    out = [("default backends", None), ("nbdata's backends", gpu_backends(nvimgcodec))]
+    for name in ("HW_GPU_ONLY", "GPU_ONLY", "HYBRID_CPU_GPU"):
+        if hasattr(kind, name):
+            out.append((f"{name} only", [nvimgcodec.Backend(getattr(kind, name))]))
+    return out
+
+
+_chosen: dict = {}
+
+
+def backend_description(be) -> str:
+    """What the decoder of ``be`` was made with (for perf/ and explain)."""
+    return _chosen.get(id(be), "no decoder made yet")
+
+
 def _decoder(nvimgcodec, be):
-    """One nvImageCodec decoder per backend (the CPU backend under the simulator)."""
+    """One nvImageCodec decoder per backend (the CPU backend under the simulator). On a
+    GPU its backends are set explicitly (:func:`gpu_backends`); where this version or
+    this GPU refuses them, the library's defaults."""
     key = (id(nvimgcodec), id(be))
     with _lock:
         if key not in _decoders:
@@ -108,8 +159,16 @@ def _decoder(nvimgcodec, be):
                 _decoders[key] = nvimgcodec.Decoder(
                     device_id=nvimgcodec.NVIMGCODEC_DEVICE_CPU_ONLY,
                     backends=[nvimgcodec.Backend(nvimgcodec.BackendKind.CPU_ONLY)])
+                _chosen[id(be)] = "CPU only (the simulator)"
             else:
-                _decoders[key] = nvimgcodec.Decoder(device_id=be.device_id)
+                try:
+                    _decoders[key] = nvimgcodec.Decoder(device_id=be.device_id,
+                                                        backends=gpu_backends(nvimgcodec))
+                    _chosen[id(be)] = (f"hardware decoder (load {_hw_load():.2f}), "
+                                       "CUDA, hybrid CPU/GPU")
+                except Exception as e:  # noqa: BLE001 - older versions, unknown kinds
+                    _decoders[key] = nvimgcodec.Decoder(device_id=be.device_id)
+                    _chosen[id(be)] = f"library defaults ({type(e).__name__}: {e})"
         return _decoders[key]
 
 

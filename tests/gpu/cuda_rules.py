@@ -34,7 +34,10 @@ Sanitizer:
   legacy default stream), queues "kernels" that read it, drops the tensor and looks at
   what its kernels read when it synchronizes.
 
-It models one device; timings (``end - start`` of timing events) are 0.25 ms each.
+It models one device. Timings (``end - start`` of timing events, both recorded with
+timing enabled, else CUDA_ERROR_INVALID_HANDLE as the driver) are WORK_MS per copy,
+kernel or decode run between the events on their stream: events on a stream that did
+not run the work time nothing.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ _CONTEXT = 201        # CUDA_ERROR_INVALID_CONTEXT
 _INVALID_VALUE = 1
 _INVALID_HANDLE = 400
 _NOT_READY = 600
+WORK_MS = 0.25        # what the double says each copy, kernel or decode took
+WORK_KINDS = ("copy to device", "copy to host", "copy on the device", "kernel", "decode")
 
 
 class CudaRulesError(AssertionError):
@@ -93,6 +98,9 @@ class Machine:
         self.device = Device(self)
         self.core = _core(self)
         self.driver = Driver(self)
+        self.hw_decoder = True     # the GPU has a hardware JPEG decoder (as an H100)
+        self.decoders: list = []
+        self.decode_calls: list = []   # (images, backends) of each Decoder.decode
         self.nvimgcodec = _nvimgcodec(self)
         self._raised = 0
         self.busy = 0          # > 0 while work runs (calls made meanwhile only queue)
@@ -264,6 +272,7 @@ class Machine:
     def execute(self, op: "Op") -> None:
         assert op.stream.queue[0] is op
         op.stream.queue.popleft()
+        op.ran_at = len(self.ran)
         self.ran.append(op)
         enabled = gc.isenabled()
         gc.disable()   # no finalizer may run on a simulated kernel's threads meanwhile
@@ -329,6 +338,19 @@ class Machine:
         if self.violations:
             raise CudaRulesError("CUDA rules broken:\n- " + "\n- ".join(self.violations))
 
+    def elapsed(self, start: "Event", end: "Event") -> float:
+        """Milliseconds between two done timing events: WORK_MS for each copy, kernel or
+        decode that ran between them (on their stream when both are on one, as a GPU
+        times a stream's work; else on any), plus 1 us. Events on a stream that ran
+        none of the work measured give about nothing, as on hardware."""
+        if start.op is None or end.op is None:
+            return 0.001
+        lo, hi = start.op.ran_at, end.op.ran_at
+        same = start.op.stream is end.op.stream
+        work = sum(1 for op in self.ran[lo + 1:hi] if op.kind in WORK_KINDS and
+                   (not same or op.stream is start.op.stream))
+        return WORK_MS * work + 0.001
+
     def ops_on(self, stream: "Stream") -> list[str]:
         return [kind for name, kind in self.kinds if name == stream.name]
 
@@ -338,6 +360,7 @@ class Op:
         self.seq, self.stream, self.kind, self.name = seq, stream, kind, name
         self.run, self.accesses, self.deps = run, accesses, deps
         self.done = False
+        self.ran_at = -1
 
     def describe(self, where: bool = True) -> str:
         text = f"{self.name} (queued #{self.seq})"
@@ -469,7 +492,7 @@ class Event:
             raise RuntimeError("CUDA_ERROR_INVALID_HANDLE: elapsed time of a non-timing event")
         if not (self.op is None or self.op.done) or not (other.op is None or other.op.done):
             raise RuntimeError("CUDA_ERROR_NOT_READY: elapsed time of an event not yet done")
-        return 0.25
+        return self.machine.elapsed(other, self)
 
 
 class Buffer:
@@ -718,6 +741,27 @@ class Driver:
                       name=f"copy of {n} B to {target.block.name}")
         return (0,)
 
+    def cuMemcpyDtoDAsync(self, dst, src, nbytes, stream):
+        m = self.machine
+        if not m.has_context():
+            return (_CONTEXT,)
+        st, n = m.stream_of(stream), int(nbytes)
+        if st is None:
+            return (_INVALID_HANDLE,)
+        with m.lock:
+            source = m.access(src, n, "r", "a device-to-device copy")
+            target = m.access(dst, n, "w", "a device-to-device copy")
+            if source is None or target is None or "device" not in (source.block.kind,
+                                                                    target.block.kind):
+                return (_INVALID_VALUE,)
+
+            def run():
+                target.block.memory[target.start:target.stop] = \
+                    source.block.memory[source.start:source.stop]
+            m.enqueue(st, "copy on the device", run, [source, target],
+                      name=f"copy of {n} B to {target.block.name}")
+        return (0,)
+
     def cuMemcpyDtoHAsync(self, dst, src, nbytes, stream):
         m = self.machine
         if not m.has_context():
@@ -842,6 +886,23 @@ def _nvimgcodec(machine: Machine):
                 raise RuntimeError(f"nvImageCodec: cannot parse the code stream ({e})") from None
             self.height, self.width = height, width
             self.num_channels = 1 if colorspace.lower() == "gray" else 3
+            self.region = None
+
+        def get_sub_code_stream(self, image_idx=0, region=None, bitstream_offset=None):
+            """A view of a region of the image (nvImageCodec 0.9's ROI decode)."""
+            out = CodeStream(self.data)
+            if region is not None:
+                (y0, x0), (y1, x1) = region.start, region.end
+                if not (0 <= y0 < y1 <= self.height and 0 <= x0 < x1 <= self.width):
+                    raise RuntimeError(f"nvImageCodec: region {region.start}-{region.end} "
+                                       f"outside the {self.height}x{self.width} image")
+                out.region = ((y0, x0), (y1, x1))
+                out.height, out.width = y1 - y0, x1 - x0
+            return out
+
+    class Region:
+        def __init__(self, start_y, start_x, end_y, end_x, out_of_bounds_sample=0):
+            self.start, self.end = (int(start_y), int(start_x)), (int(end_y), int(end_x))
 
     class Image:
         def __init__(self, target, stream):
@@ -856,17 +917,57 @@ def _nvimgcodec(machine: Machine):
         return types.SimpleNamespace(apply_exif_orientation=apply_exif_orientation,
                                      color_spec=color_spec, sample_format=sample_format)
 
+    kinds = ("CPU_ONLY", "GPU_ONLY", "HW_GPU_ONLY", "HYBRID_CPU_GPU")
+
+    class Backend:
+        def __init__(self, backend_kind="GPU_ONLY", load_hint=1.0, load_hint_policy=None):
+            if backend_kind not in kinds:
+                raise TypeError(f"Backend: not a BackendKind: {backend_kind!r}")
+            self.backend_kind, self.load_hint = backend_kind, float(load_hint)
+
+    class Decoded:
+        """An image nvImageCodec allocated (decode without targets)."""
+
+        def __init__(self, block, shape):
+            self.block, self.shape = block, shape
+            self.__cuda_array_interface__ = {"shape": shape, "typestr": "|u1", "version": 3,
+                                             "data": (block.start, False), "strides": None,
+                                             "stream": None}
+
+        def cpu(self):
+            machine.synchronize()
+            return self.block.memory[:int(np.prod(self.shape))].reshape(self.shape).copy()
+
     class Decoder:
-        def __init__(self, device_id=0, backends=None):
+        """Decodes on the machine's hardware decoder only where ``machine.hw_decoder``
+        (a GPU without one fails every image a HW_GPU_ONLY-only decoder gets); a target
+        smaller than the image fails that image (nvImageCodec does not truncate)."""
+
+        def __init__(self, device_id=0, max_num_cpu_threads=0, backends=None, options=""):
             self.device_id = device_id
+            self.backends = [b.backend_kind for b in backends] if backends else list(kinds)
+            machine.decoders.append(self)
+            self.failures: list = []
+
+        def usable(self) -> bool:
+            if self.device_id == -99:
+                return "CPU_ONLY" in self.backends
+            return any(k in self.backends for k in ("GPU_ONLY", "HYBRID_CPU_GPU", "CPU_ONLY")) or \
+                ("HW_GPU_ONLY" in self.backends and machine.hw_decoder)
 
         def decode(self, streams, image=None, images=None, params=None, cuda_stream=0):
             one = not isinstance(streams, (list, tuple))
             streams = [streams] if one else list(streams)
-            images = [image] if one else list(images)
+            if one:
+                images = [image]
+            elif images is None:
+                images = [None] * len(streams)
+            else:
+                images = list(images)
             params = params or DecodeParams()
             machine.need_context("Decoder.decode")
             stream = machine.stream_of(cuda_stream)
+            machine.decode_calls.append((len(streams), tuple(self.backends)))
             results = []
             for code, target in zip(streams, images):
                 results.append(self._queue(code, target, params, stream))
@@ -874,33 +975,47 @@ def _nvimgcodec(machine: Machine):
 
         def _queue(self, code, target, params, stream):
             import nbdata as nd
+            if not self.usable():
+                self.failures.append("no backend of this decoder can decode on this device")
+                return None
             channels = 1 if params.sample_format == "I_Y" else 3
             try:
                 pixels = np.asarray(nd.image.decode_jpeg(code.data, channels=channels,
                                                          dct_method="INTEGER_ACCURATE"))
             except Exception:  # noqa: BLE001 - nvImageCodec reports a failed decode as None
                 return None
+            region = getattr(code, "region", None)
+            if region is not None:
+                (y0, x0), (y1, x1) = region
+                pixels = np.ascontiguousarray(pixels[y0:y1, x0:x1])
+            if params.apply_exif_orientation:
+                pixels = _oriented(pixels, _orientation(code.data))
+            if target is None:   # nvImageCodec allocates the output
+                block = Block(machine, "device", max(1, pixels.nbytes))
+                block.owner = block.host_owner = -block.number
+                target = Image(Decoded(block, pixels.shape), stream)
             cai = target.cai
             shape, dtype = tuple(cai["shape"]), np.dtype(cai["typestr"])
             nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            if nbytes < pixels.nbytes or shape[:2] != pixels.shape[:2]:
+                self.failures.append(f"the output buffer is too small or of another shape "
+                                     f"({shape} for a {pixels.shape} image)")
+                return None
             acc = machine.access(cai["data"][0], nbytes, "w", "a decode")
 
             def run():
-                image = pixels
-                if params.apply_exif_orientation:
-                    image = _oriented(image, _orientation(code.data))
-                flat = image.reshape(-1)
-                acc.block.memory[acc.start:acc.start + min(flat.size, nbytes)] = flat[:nbytes]
+                flat = pixels.reshape(-1)
+                acc.block.memory[acc.start:acc.start + flat.size] = flat
 
             machine.enqueue(stream, "decode", run, [acc], name=f"decode into {acc.block.name}")
-            return target
+            return target.keep if isinstance(target.keep, Decoded) else target
 
     return types.SimpleNamespace(
         CodeStream=CodeStream, as_image=as_image, Decoder=Decoder, DecodeParams=DecodeParams,
         ColorSpec=types.SimpleNamespace(GRAY="GRAY", SRGB="SRGB"),
         SampleFormat=types.SimpleNamespace(I_Y="I_Y", I_RGB="I_RGB"),
-        Backend=lambda kind: kind, BackendKind=types.SimpleNamespace(CPU_ONLY="CPU_ONLY"),
-        NVIMGCODEC_DEVICE_CPU_ONLY=-99)
+        Backend=Backend, BackendKind=types.SimpleNamespace(**{k: k for k in kinds}),
+        Region=Region, NVIMGCODEC_DEVICE_CPU_ONLY=-99)
 
 
 # --------------------------------------------------------------- consumers
