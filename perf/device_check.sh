@@ -95,6 +95,15 @@ install() {
 }
 if [ "${SKIP_INSTALL:-0}" = 1 ]; then say "=== install skipped (SKIP_INSTALL=1)"; else
   step install 120 20 bash -c "$(declare -f install); PY=$PY; install"
+  if [ "$(rc_of install)" != 0 ] && ls .whl/*.whl > /dev/null 2>&1; then
+    # site-packages not writable: a folder of our own on PYTHONPATH, its nvidia/ a namespace
+    # portion beside the interpreter's
+    step install_target 120 20 "$PY" -m pip install -q --disable-pip-version-check --no-index \
+      --no-deps --no-compile --no-cache-dir --target /tmp/nbdata_site .whl/*.whl
+    rm -f /tmp/nbdata_site/nvidia/__init__.py
+    export PYTHONPATH="$PYTHONPATH:/tmp/nbdata_site"
+    export LD_LIBRARY_PATH="/tmp/nbdata_site/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
 fi
 
 cat > "$WORK/versions.py" <<'EOF'

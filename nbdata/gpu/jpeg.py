@@ -148,6 +148,15 @@ def backend_description(be) -> str:
     return _chosen.get(id(be), "no decoder made yet")
 
 
+def _default_decoder(nvimgcodec, be):
+    """A decoder with the library's default backends (the fallback of nbdata's own)."""
+    key = ("default", id(nvimgcodec), id(be))
+    with _lock:
+        if key not in _decoders:
+            _decoders[key] = nvimgcodec.Decoder(device_id=be.device_id)
+        return _decoders[key]
+
+
 def _decoder(nvimgcodec, be):
     """One nvImageCodec decoder per backend (the CPU backend under the simulator). On a
     GPU its backends are set explicitly (:func:`gpu_backends`); where this version or
@@ -309,9 +318,16 @@ def _decode_with_codec(nvimgcodec, be, batch: RaggedBatch, streams: list, channe
         results = [decoder.decode(s, image=t, params=_params_for(nvimgcodec, int(shape[2])),
                                   cuda_stream=handle)
                    for s, t, shape in zip(streams, targets, batch.shapes)]
-    for j, result in enumerate(results):
-        if result is None:
-            raise _bad(j, "cannot be decoded (nvImageCodec: Invalid JPEG data)")
+    failed = [j for j, result in enumerate(results) if result is None]
+    if failed and be.name != "sim" and _chosen.get(id(be), "").startswith("hardware"):
+        # nbdata's explicit backends refused an image: the library's defaults try it again
+        retry = _default_decoder(nvimgcodec, be)
+        again = [retry.decode(streams[j], image=targets[j],
+                              params=_params_for(nvimgcodec, int(batch.shapes[j][2])),
+                              cuda_stream=handle) for j in failed]
+        failed = [j for j, result in zip(failed, again) if result is None]
+    for j in failed[:1]:
+        raise _bad(j, "cannot be decoded (nvImageCodec: Invalid JPEG data)")
     if be.name != "sim":
         batch.data.ready, batch.data.stream = be.event(stream), stream
 
