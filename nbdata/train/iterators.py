@@ -164,9 +164,10 @@ class GraphIterator:
     def string_handle(self, name: str | None = None) -> Tensor:
         """A string tensor naming this iterator (what a feedable iterator is fed)."""
         if self._string_handle is None or name is not None:
-            handle = self._handle
+            # The op holds the iterator (its graph keeps it, as TF's resource): a handle
+            # taken from a temporary iterator stays valid.
             op = Operation(self.graph, "IteratorToStringHandle", name, [],
-                           lambda run, values: [handle], [TensorSpec((), string)],
+                           lambda run, values, it=self: [it._handle], [TensorSpec((), string)],
                            kind="stateful")
             if name is not None:
                 return op.outputs[0]

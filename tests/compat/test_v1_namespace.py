@@ -84,3 +84,17 @@ def test_the_namespace_starts_in_graph_mode_so_random_ops_draw_per_run():
     assert executing_eagerly() is True
     with tf.name_scope(None, "input", [nxt]) as scope:
         assert scope.endswith("input/")
+
+
+def test_readme_feedable_block_runs_as_written():
+    # The handle of a temporary one-shot iterator stays valid: the graph holds it.
+    training = tf.data.Dataset.range(100).map(lambda x: x + tf.random_uniform([], -10, 10, tf.int64))
+    handle = tf.placeholder(tf.string, shape=[])
+    feedable = tf.data.Iterator.from_string_handle(handle, training.output_types,
+                                                   training.output_shapes)
+    import gc
+    with tf.Session() as sess:
+        h = sess.run(training.repeat().make_one_shot_iterator().string_handle())
+        gc.collect()
+        xs = [int(sess.run(feedable.get_next(), feed_dict={handle: h})) for _ in range(3)]
+    assert all(k - 10 <= x < k + 10 for k, x in enumerate(xs))

@@ -293,7 +293,8 @@ def test_namespace_getattr_and_train_optimizers_raise_the_message():
     assert ex.SerializeToString() == nd.io.encode_example(
         {"b": [b"x"], "f": {"kind": "float_list", "value": []}, "i": [1, 2]})
     assert tf.train.shuffle_batch is nd.train.shuffle_batch
-    assert tf.add is ops.add and tf.io is nd.io and tf.image is nd.image
+    assert tf.add is ops.add and tf.io.decode_raw is nd.io.decode_raw
+    assert tf.image.decode_jpeg is nd.image.decode_jpeg and tf.image.resize is tf.image.resize_images
     with pytest.raises(AttributeError, match="tf.strings.to_number is not part"):
         tf.strings.to_number  # noqa: B018
 

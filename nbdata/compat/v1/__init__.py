@@ -32,13 +32,34 @@ import types as _types
 from nbdata.compat.v1 import data
 from nbdata.compat.v1 import ops as _ops
 from nbdata.compat.v1.ops import *  # noqa: F401,F403 - the TF1 op vocabulary
+from nbdata.compat.v1 import image  # noqa: E402 - TF1's tf.image over nd.image
+from nbdata.compat.v1 import platform as _platform
+from nbdata.compat.v1.image import random_crop  # noqa: F401 - tf.random_crop
+from nbdata.compat.v1.platform import gfile, logging, summary  # noqa: F401
 
 # TF 1.x's tf.contrib.data (the guide's make_saveable_from_iterator).
 contrib = _types.SimpleNamespace(data=data.contrib_data)
 
 
+class _IoModule(_types.ModuleType):
+    """``tf.io``: nd.io with TF1's ``decode_csv`` and ``tf.io.gfile``."""
+
+    def __getattr__(self, name: str):
+        try:
+            return getattr(_ops.io, name)
+        except AttributeError:
+            raise _ops.missing(f"io.{name}") from None
+
+
+io = _IoModule("nbdata.compat.v1.io", _IoModule.__doc__)
+io.gfile, io.decode_csv = _platform.io_gfile, _ops.decode_csv
+
+
 def __getattr__(name: str):
+    if name == "compat":
+        return _platform._compat()
     raise _ops.missing(name)
 
 
-__all__ = ["contrib", "data", *_ops.__all__]
+__all__ = sorted({"contrib", "data", "gfile", "image", "io", "logging", "random_crop", "summary",
+                  *_ops.__all__})

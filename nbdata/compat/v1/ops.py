@@ -67,7 +67,6 @@ FixedLengthRecordReader = _nd.FixedLengthRecordReader
 WholeFileReader = _nd.WholeFileReader
 IdentityReader = _nd.IdentityReader
 # TF1's top-level decoders (tf.io has them too).
-decode_csv = io.decode_csv
 decode_raw = io.decode_raw
 parse_single_example = io.parse_single_example
 parse_example = io.parse_example
@@ -228,7 +227,7 @@ def _apply(fn: Callable, args: tuple, op: str, name: str | None, **kwargs) -> An
     """``fn(*args, **kwargs)``: recorded as a graph op when an argument is a graph
     value, else computed."""
     if is_symbolic(args, kwargs):
-        return record(fn, args, kwargs, op, name=name)
+        return _with_control(record(fn, args, kwargs, op, name=name))
     return _eager(fn, args, kwargs, op)
 
 
@@ -1027,6 +1026,28 @@ def _slice(x, begin, size):
     return x[tuple(index)]
 
 
+def _slice_spec(x, begin, size):
+    """The spec of a slice with static ``begin``/``size``: ``size`` (a -1 the rest of a
+    known dim), checked against the dims known (a sample input cannot show the size of
+    an unknown dim: decode_raw's bytes)."""
+    if is_symbolic(begin) or is_symbolic(size) or not isinstance(x, Symbolic):
+        return None
+    dims = _static(x).dims
+    begin = [int(b) for b in np.asarray(begin).reshape(-1)]
+    size = [int(v) for v in np.asarray(size).reshape(-1)]
+    if dims is None or len(begin) != len(dims) or len(size) != len(dims):
+        return None
+    out = []
+    for k, (d, b, n) in enumerate(zip(dims, begin, size)):
+        if d is not None and (b < 0 or (n != -1 and (n < 0 or b + n > d))):
+            raise InvalidArgumentError(f"Expected size[{k}] in [0, {d - b}], but got {n}")
+        out.append(n if n != -1 else (None if d is None else d - b))
+    return TensorSpec(tuple(out), x.dtype)
+
+
+_slice.primitive = types.SimpleNamespace(abstract=_slice_spec)
+
+
 def slice(input_, begin, size, name: str | None = None):   # noqa: A001
     """``tf.slice``: ``size[k]`` elements from ``begin[k]`` in each dim (-1: the rest)."""
     return _apply(_slice, (convert(input_, what="slice"), begin, size), "Slice", name)
@@ -1191,6 +1212,236 @@ def argmin(input, axis=None, name=None, dimension=None, output_type=int64):   # 
     axis = dimension if axis is None else axis
     x = _check_dtype(convert(input, what="argmin"), _NUMBERS, "ArgMin", "input")
     return _apply(_argmin, (x, 0 if axis is None else axis, as_dtype(output_type)), "ArgMin", name)
+
+
+# ----------------------------------------------------- more TF1 array ops
+
+def rint(x, name: str | None = None):
+    """``tf.rint``: nearest integer, halves to even (float tensors only)."""
+    return _unary(np.rint, "Rint", x, name, _FLOATS)
+
+
+def _broadcast_to(x, shape):
+    return np.broadcast_to(x, tuple(int(d) for d in np.asarray(shape).reshape(-1))).copy()
+
+
+def broadcast_to(input, shape, name: str | None = None):   # noqa: A002
+    """``tf.broadcast_to``."""
+    return _apply(_broadcast_to, (convert(input, what="broadcast_to"), shape), "BroadcastTo", name)
+
+
+def convert_to_tensor(value, dtype=None, name: str | None = None, preferred_dtype=None,
+                      dtype_hint=None):
+    """``tf.convert_to_tensor``: a tensor as it is (TypeError for another ``dtype``);
+    a value converted with TF's dtypes, a graph constant in graph mode.
+
+    >>> with Graph().as_default():
+    ...     convert_to_tensor([1, 2]).dtype
+    dtype('int32')
+    """
+    if isinstance(value, Symbolic):
+        return convert(value, dtype, what="convert_to_tensor")
+    hint = preferred_dtype if preferred_dtype is not None else dtype_hint
+    if dtype is None and hint is not None:
+        try:
+            leaf = convert(value, hint, what="convert_to_tensor")
+        except (TypeError, ValueError):
+            leaf = convert(value, what="convert_to_tensor")
+    else:
+        leaf = convert(value, dtype, what="convert_to_tensor")
+    return leaf if executing_eagerly() else _nd_constant(leaf, name=name)
+
+
+def _strided_index(begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask,
+                   shrink_axis_mask):
+    begin = [int(b) for b in np.asarray(begin).reshape(-1)]
+    end = [int(e) for e in np.asarray(end).reshape(-1)]
+    strides = [1] * len(begin) if strides is None else [int(s) for s in np.asarray(strides).reshape(-1)]
+    index = []
+    for k, (b, e, s) in enumerate(zip(begin, end, strides)):
+        bit = 1 << k
+        if ellipsis_mask & bit:
+            index.append(Ellipsis)
+        elif new_axis_mask & bit:
+            index.append(None)
+        elif shrink_axis_mask & bit:
+            index.append(b)
+        else:
+            index.append(builtins.slice(None if begin_mask & bit else b,
+                                        None if end_mask & bit else e, s))
+    return tuple(index)
+
+
+def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0, ellipsis_mask=0,
+                  new_axis_mask=0, shrink_axis_mask=0, var=None, name=None):
+    """``tf.strided_slice`` with static ``begin``/``end``/``strides``: NumPy's basic
+    indexing with TF's masks.
+
+    >>> strided_slice(np.arange(10), [1], [8], [3]).tolist()
+    [1, 4, 7]
+    """
+    if is_symbolic(begin, end, strides):
+        raise TypeError("strided_slice: begin, end and strides must be static here")
+    index = _strided_index(begin, end, strides, begin_mask, end_mask, ellipsis_mask,
+                           new_axis_mask, shrink_axis_mask)
+    x = convert(input_, what="strided_slice")
+    return _apply(_graph.getitem, (x, index), "StridedSlice", name)
+
+
+def _split_parts(value, splits, axis):
+    value = np.asarray(value)
+    if isinstance(splits, int):
+        if value.shape[axis] % splits:
+            raise InvalidArgumentError(f"Number of ways to split should evenly divide the split "
+                                       f"dimension, but got split_dim {axis} (size = "
+                                       f"{value.shape[axis]}) and num_split {splits}")
+        return tuple(np.split(value, splits, axis=axis))
+    sizes = [int(s) for s in splits]
+    if -1 in sizes:
+        sizes[sizes.index(-1)] = value.shape[axis] - (builtins.sum(sizes) + 1)
+    if builtins.sum(sizes) != value.shape[axis]:
+        raise InvalidArgumentError(f"Determined shape must either match input shape along "
+                                   f"split_dim exactly if fully specified, or be less than the "
+                                   f"size of the input along split_dim if not fully specified."
+                                   f"  Got: {builtins.sum(sizes)}")
+    return tuple(np.split(value, np.cumsum(sizes)[:-1], axis=axis))
+
+
+def split(value, num_or_size_splits, axis=0, num=None, name: str = "split"):
+    """``tf.split``: ``num_or_size_splits`` equal parts, or parts of the given sizes
+    (one may be -1), along ``axis``; a list of tensors."""
+    value = convert(value, what="split")
+    if np.ndim(num_or_size_splits) == 0 and not is_symbolic(num_or_size_splits):
+        splits, n = int(num_or_size_splits), int(num_or_size_splits)
+    else:
+        splits = tuple(int(s) for s in np.asarray(num_or_size_splits).reshape(-1))
+        n = len(splits)
+    parts = _apply(_split_parts, (value, splits, int(axis)), "Split", name)
+    return list(parts) if n > 1 or isinstance(parts, tuple) else [parts]
+
+
+def cond(pred, true_fn=None, false_fn=None, strict: builtins.bool = False, name=None,
+         fn1=None, fn2=None):
+    """``tf.cond``: ``true_fn()`` if ``pred`` else ``false_fn()``. On a graph ``pred``
+    both branches are built (as in TF1) and the op selects one branch's values at run
+    time, so both branches are computed (a branch that fails on the data fails the run);
+    a Python or NumPy ``pred`` calls only its branch."""
+    true_fn = fn1 if true_fn is None else true_fn
+    false_fn = fn2 if false_fn is None else false_fn
+    if not callable(true_fn) or not callable(false_fn):
+        raise TypeError("cond: true_fn and false_fn must be callable")
+    if not is_symbolic(pred):
+        return true_fn() if builtins.bool(np.asarray(pred)) else false_fn()
+    pred = _check_dtype(convert(pred, bool, what="cond: pred"), (bool,), "cond", "pred")
+    a, b = true_fn(), false_fn()
+    return _apply(_select, (pred, a, b), "cond", name)
+
+
+def _select(pred, a, b):
+    return a if pred else b
+
+
+def _select_spec(pred, a, b):
+    """Where both branches give tensors of one dtype, the spec of a value either could be."""
+    if not (isinstance(a, Symbolic) and isinstance(b, Symbolic)) or a.dtype != b.dtype:
+        return None
+    merged = [x if x == y else None for x, y in zip(_static(a).dims or (), _static(b).dims or ())]
+    if _static(a).ndims is None or _static(a).ndims != _static(b).ndims:
+        return TensorSpec(None, a.dtype)
+    return TensorSpec(tuple(merged), a.dtype)
+
+
+_select.primitive = types.SimpleNamespace(abstract=_select_spec)
+
+
+def _assert(condition, *data, summarize=None, message=""):
+    if not np.all(condition):
+        shown = ", ".join(str(np.asarray(d).reshape(-1)[:summarize or 3].tolist())
+                          if not isinstance(d, (str, bytes)) else str(d) for d in data)
+        raise InvalidArgumentError(f"assertion failed: [{shown}]", "Assert")
+    return []
+
+
+def Assert(condition, data, summarize=None, name=None):   # noqa: N802 - TF's name
+    """``tf.Assert``: an operation raising InvalidArgumentError (with ``data``) when it
+    runs and ``condition`` is False; on values, checked now (None returned)."""
+    if not is_symbolic(condition, list(data)):
+        _assert(condition, *data, summarize=summarize)
+        return None
+    graph = get_default_graph()
+    leaves = [as_tensor(v, graph) if isinstance(v, Symbolic) else v for v in [condition, *data]]
+    tensors = [v for v in leaves if isinstance(v, Tensor)]
+    slots = [k for k, v in enumerate(leaves) if isinstance(v, Tensor)]
+
+    def run(run_context, values):
+        full = list(leaves)
+        for k, v in zip(slots, values):
+            full[k] = v
+        return _assert(*full, summarize=summarize)
+    return Operation(graph, "Assert", name, tensors, run, [], kind="stateful")
+
+
+_control = threading.local()
+
+
+class control_dependencies:   # noqa: N801 - TF's name
+    """``tf.control_dependencies(ops)``: a graph op built inside (a ``tf.identity`` of
+    the value, typically) runs ``ops`` first in every ``Session.run`` that runs it.
+    Inside a map function's graph the dependencies are not run (its ops are pure)."""
+
+    def __init__(self, control_inputs):
+        ops = []
+        for x in control_inputs or ():
+            if isinstance(x, Tensor):
+                ops.append(x.op)
+            elif isinstance(x, Operation):
+                ops.append(x)
+            elif x is not None:
+                raise TypeError(f"control_dependencies: expected operations or tensors, got "
+                                f"{type(x).__name__}")
+        self._ops = ops
+
+    def __enter__(self):
+        stack = getattr(_control, "stack", None)
+        if stack is None:
+            stack = _control.stack = []
+        stack.append(self._ops)
+        return self
+
+    def __exit__(self, *exc):
+        _control.stack.pop()
+
+
+def _with_control(out):
+    """Attach the enclosing control dependencies to the op that made ``out``."""
+    stack = getattr(_control, "stack", None)
+    if stack and isinstance(out, Tensor):
+        deps = [op for ops in stack for op in ops if op.graph is out.graph]
+        out.op.control_inputs.extend(d for d in deps if d not in out.op.control_inputs)
+    return out
+
+
+def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, name=None,
+               na_value="", select_cols=None):
+    """TF1's ``tf.decode_csv`` (``name`` its fifth argument): record defaults convert as
+    TF converts them (a Python int is int32, or int64 when it does not fit; a float
+    float32; ``[]`` a required float32 column).
+
+    >>> [c.dtype for c in decode_csv(["1,2.5"], [[1], [0.0]])]
+    [dtype('int32'), dtype('float32')]
+    """
+    defaults = [_csv_default(d) for d in record_defaults]
+    return io.decode_csv(records, defaults, field_delim=field_delim,
+                         use_quote_delim=use_quote_delim, na_value=na_value,
+                         select_cols=select_cols)
+
+
+def _csv_default(default):
+    if isinstance(default, Tensor) and default.op.type == "Const" and not default.op.inputs:
+        return default.op.fn()
+    if isinstance(default, (np.ndarray, np.generic, np.dtype, type, Symbolic)):
+        return default
+    return convert(default, what="decode_csv: record_defaults")
 
 
 # ------------------------------------------------------------------ strings
@@ -1441,12 +1692,12 @@ def random_shuffle(value, seed=None, name=None):
 
 _MODEL_NAMES = {
     "layers", "nn", "losses", "metrics", "keras", "estimator", "optimizers", "get_variable",
-    "variable_scope", "get_variable_scope", "trainable_variables", "gradients", "summary",
+    "variable_scope", "get_variable_scope", "trainable_variables", "gradients",
     "contrib", "initializers", "glorot_uniform_initializer", "random_normal_initializer",
     "truncated_normal_initializer", "zeros_initializer", "ones_initializer", "AUTO_REUSE",
     "matmul", "tensordot", "einsum", "saved_model", "lite", "distributions", "Module",
     "GradientTape", "stop_gradient", "softmax", "sigmoid", "tanh", "relu", "app", "flags",
-    "logging", "Print", "print", "assign", "assign_add", "while_loop", "cond", "case",
+    "Print", "print", "assign", "assign_add", "while_loop", "case",
     "map_fn", "scan", "tpu", "xla", "function",
 }
 
