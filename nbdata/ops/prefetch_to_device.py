@@ -56,7 +56,7 @@ class PrefetchToDevice(UnaryNode):
 
     def open_chunks(self, ctx, state=None):
         from nbdata.gpu import runtime
-        pool = PinnedPool(runtime.backend(), ctx.memory, ctx.stats(self))
+        pool = PinnedPool.for_process(runtime.backend(), ctx.memory, ctx.stats(self))
         inner = ctx.with_host_allocator(pool.empty)
         return BackgroundChunks(ctx, lambda s: ToDeviceChunks(self, inner, s, ctx.stats(self)),
                                 self.spec, state, self.buffer_size, ctx.stats(self), self.label)
@@ -89,6 +89,7 @@ class ToDeviceChunks(ChunkIter):
 
     def close(self) -> None:
         self.reader.close()
+        self.stager.close()
 
 
 class Stager:
@@ -103,7 +104,8 @@ class Stager:
             raise InvalidArgumentError(f"prefetch_to_device: GPU {device} is not the current "
                                        f"device ({self.backend.device_id})")
         self.stream = self.backend.stream()
-        self.slots = [[None, None, None] for _ in range(max(2, slots))]   # owner, view, event
+        self.blocks = shared_blocks(self.backend)
+        self.slots = [[None, None, None] for _ in range(max(2, slots))]   # block, view, event
         self.next_slot = 0
         self.in_flight: list = []   # (event, host array) of direct copies not known done
         self.stats = stats
@@ -155,9 +157,12 @@ class Stager:
             if slot[2] is not None:
                 be.sync(slot[2])   # the copy that last read this buffer is done
             if slot[1] is None or slot[1].size < array.nbytes:
-                slot[0], slot[1] = be.pinned(max(array.nbytes, 1))
+                if slot[0] is not None:
+                    self.blocks.give(slot[0], None)
+                slot[0] = self.blocks.take(_size_class(array.nbytes))
+                slot[1], slot[2] = slot[0][1], None
             staged = slot[1][:array.nbytes]
-            staged[:] = array.reshape(-1).view(np.uint8)
+            host_copy(staged, array.reshape(-1).view(np.uint8))
             start = be.event(self.stream, timing=True)
             if array.nbytes:
                 be.copy_h2d(out.buffer, staged, self.stream)
@@ -165,6 +170,47 @@ class Stager:
             self._count("staged copies", start, out.ready)
         out.stream = self.stream
         return out
+
+
+    def close(self) -> None:
+        """The staging buffers go back to the process's pinned blocks (after the copies
+        that read them)."""
+        for slot in self.slots:
+            if slot[0] is not None:
+                self.blocks.give(slot[0], slot[2])
+            slot[:] = [None, None, None]
+
+
+_COPY_THREADS = None
+_COPY_MIN_BYTES = 8 << 20
+
+
+def _copy_pool():
+    """Threads for large host copies (NumPy releases the GIL while it copies)."""
+    global _COPY_THREADS
+    if _COPY_THREADS is None:
+        import concurrent.futures
+        import os
+        workers = max(1, min(4, (os.cpu_count() or 2) // 2))
+        _COPY_THREADS = concurrent.futures.ThreadPoolExecutor(workers, "nbdata-host-copy")
+    return _COPY_THREADS
+
+
+def host_copy(dst: np.ndarray, src: np.ndarray) -> int:
+    """``dst[:] = src`` for flat uint8 arrays, in parts on several threads from 8 MB (one
+    thread's memcpy is far below what the copy engine takes). Returns the parts used."""
+    n = src.size
+    if n < _COPY_MIN_BYTES:
+        dst[:n] = src
+        return 1
+    pool = _copy_pool()
+    parts = min(pool._max_workers, n // (_COPY_MIN_BYTES // 2))
+    step = (-(-n // parts) + 63) & ~63   # parts of whole cache lines
+    futures = [pool.submit(np.copyto, dst[a:a + step], src[a:a + step])
+               for a in range(0, n, step)]
+    for f in futures:
+        f.result()
+    return len(futures)
 
 
 def _done(be, event) -> bool:
@@ -189,17 +235,85 @@ def _pinned(array: np.ndarray) -> bool:
     return isinstance(base, _Lease)
 
 
+def _size_class(nbytes: int) -> int:
+    return max(PinnedPool.MIN_BYTES, 1 << (max(1, nbytes) - 1).bit_length())
+
+
+class PinnedBlocks:
+    """The pinned host blocks of one backend, kept by size class for the whole process:
+    every pipeline's iterators take theirs from here and give them back, so a second
+    iterator (the next epoch's, a re-opened pipeline's) allocates no pinned memory
+    (``cuMemAllocHost`` costs milliseconds, and freeing pinned memory synchronizes the
+    device). At most ``KEEP`` free blocks of a size class are kept; more are freed."""
+
+    KEEP = 8
+
+    def __init__(self, backend):
+        self._backend = weakref.ref(backend)   # the process-wide table is keyed on it
+        self.free: dict[int, list] = {}
+        self.lock = threading.Lock()
+        self.allocations = 0      # pinned allocations made (for tests and stats)
+
+    def take(self, size: int):
+        """A free block of ``size`` bytes, or a new one."""
+        with self.lock:
+            blocks = self.free.get(size)
+            entry = blocks.pop() if blocks else None
+        if entry is not None:
+            block, event = entry
+            if event is not None:
+                self._backend().sync(event)   # the copy that last read it is done
+            return block
+        with self.lock:
+            self.allocations += 1
+        return self._backend().pinned(size)
+
+    def give(self, block, event=None) -> None:
+        """``block`` is free once ``event`` (a copy reading it) is done."""
+        size = block[1].size
+        with self.lock:
+            blocks = self.free.setdefault(size, [])
+            if len(blocks) < self.KEEP:
+                blocks.append((block, event))
+                return
+        if event is not None and self._backend() is not None:
+            self._backend().sync(event)
+        # dropped here: freed when its owner goes
+
+
+_BLOCKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_BLOCKS_LOCK = threading.Lock()
+
+
+def shared_blocks(backend) -> PinnedBlocks:
+    """This process's pinned blocks of ``backend``."""
+    with _BLOCKS_LOCK:
+        blocks = _BLOCKS.get(backend)
+        if blocks is None:
+            blocks = _BLOCKS[backend] = PinnedBlocks(backend)
+        return blocks
+
+
 class PinnedPool:
-    """Pinned host blocks by size class (powers of two from 4 KiB), for the arrays fused
-    stages write their outputs into; small arrays are ordinary host memory."""
+    """Pinned host memory lent as arrays, for the arrays fused stages write their outputs
+    into (powers of two from 4 KiB; small arrays are ordinary host memory). A pool made
+    with :meth:`for_process` draws on the process's :class:`PinnedBlocks`; one made
+    directly has blocks of its own. The memory budget counts the bytes lent out."""
 
     MIN_BYTES = 1 << 12
 
-    def __init__(self, backend, memory=None, stats=None):
+    def __init__(self, backend, memory=None, stats=None, blocks: PinnedBlocks | None = None):
         self.backend = backend
-        self.free: dict[int, list] = {}
-        self.lock = threading.Lock()
+        self.blocks = blocks if blocks is not None else PinnedBlocks(backend)
         self.memory, self.stats = memory, stats   # pinned blocks count in the memory budget
+
+    @classmethod
+    def for_process(cls, backend, memory=None, stats=None) -> "PinnedPool":
+        return cls(backend, memory, stats, shared_blocks(backend))
+
+    @property
+    def free(self) -> dict:
+        return {size: [b for b, _ in blocks] for size, blocks in self.blocks.free.items() if blocks}
 
     def empty(self, shape: tuple, dtype) -> np.ndarray:
         dtype = np.dtype(dtype)
@@ -207,21 +321,19 @@ class PinnedPool:
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         if nbytes < self.MIN_BYTES:
             return np.empty(shape, dtype)
-        size = 1 << (nbytes - 1).bit_length()
-        with self.lock:
-            blocks = self.free.get(size)
-            block = blocks.pop() if blocks else None
-        if block is None:
-            block = self.backend.pinned(size)
-            if self.memory is not None:
-                self.memory.hold(self.stats, size)
+        size = _size_class(nbytes)
+        block = self.blocks.take(size)
+        if self.memory is not None:
+            self.memory.hold(self.stats, size)
         lease = _Lease(block, shape, dtype)
         weakref.finalize(lease, self._release, size, block)
         return np.asarray(lease)
 
     def _release(self, size: int, block) -> None:
-        with self.lock:
-            self.free.setdefault(size, []).append(block)
+        self.blocks.give(block)
+        if self.memory is not None:
+            self.memory.release(self.stats, size)
 
 
-__all__ = ["PinnedPool", "PrefetchToDevice", "Stager", "device_leaves"]
+__all__ = ["PinnedBlocks", "PinnedPool", "PrefetchToDevice", "Stager", "device_leaves", "host_copy",
+           "shared_blocks"]

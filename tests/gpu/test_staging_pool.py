@@ -1,0 +1,64 @@
+"""Staging to the GPU (issue 33): one pinned pool per process kept across iterators, host
+copies on several threads, batches written straight into pinned memory."""
+
+import concurrent.futures
+
+import numpy as np
+import pytest
+
+import nbdata as nd
+from nbdata.gpu import runtime
+
+
+def _staging(pipe) -> dict:
+    (stage,) = [s for s in pipe.stats().stages if s.title.startswith("prefetch_to_device")]
+    return stage.chosen
+
+
+def test_pinned_blocks_are_kept_across_iterators():
+    from nbdata.ops import prefetch_to_device as ptd
+    images = np.random.default_rng(1).integers(0, 256, (32, 16, 16, 3), dtype=np.uint8)
+    opts = nd.Options()
+    opts.fusion_min_rows = 0
+    ds = nd.Dataset.from_tensor_slices(images).batch(8).with_options(opts).prefetch_to_device()
+    pipe = ds.compile()
+    blocks = ptd.shared_blocks(runtime.backend())
+    first = [b.copy_to_host() for b in pipe]
+    made = blocks.allocations
+    assert made > 0   # the first iterator's batches came from this process's blocks
+    for _ in range(2):   # later iterators take the blocks the first gave back
+        again = [b.copy_to_host() for b in pipe]
+        assert blocks.allocations == made
+    np.testing.assert_array_equal(np.concatenate(first), images)
+    np.testing.assert_array_equal(np.concatenate(again), images)
+    assert _staging(pipe)["direct copies"] >= 4   # the batches were written into pinned memory
+
+
+def test_host_copy_in_parts_on_several_threads(monkeypatch):
+    from nbdata.ops import prefetch_to_device as ptd
+    monkeypatch.setattr(ptd, "_COPY_THREADS", concurrent.futures.ThreadPoolExecutor(3))
+    monkeypatch.setattr(ptd, "_COPY_MIN_BYTES", 1 << 12)
+    src = np.random.default_rng(0).integers(0, 256, 100_003, dtype=np.uint8)
+    dst = np.zeros(100_003, np.uint8)
+    assert ptd.host_copy(dst, src) == 3
+    np.testing.assert_array_equal(dst, src)
+    small = np.zeros(10, np.uint8)
+    assert ptd.host_copy(small, src[:10]) == 1
+    np.testing.assert_array_equal(small, src[:10])
+
+
+def test_staging_buffers_go_back_to_the_process_pool(gpu_backend):
+    if gpu_backend is None:
+        pytest.skip("needs the CUDA-rules double's events")
+    from nbdata.ops import prefetch_to_device as ptd
+    blocks = ptd.shared_blocks(runtime.backend())
+    stager = ptd.Stager(0, 2)
+    outs = [stager.to_device(np.full((64, 64), k, np.float32)) for k in range(3)]
+    made = blocks.allocations
+    assert made > 0
+    stager.close()
+    again = ptd.Stager(0, 2)
+    outs += [again.to_device(np.full((64, 64), k, np.float32)) for k in range(3, 6)]
+    assert blocks.allocations == made   # the second stager reused the first one's buffers
+    for k, out in enumerate(outs):
+        np.testing.assert_array_equal(out.copy_to_host(), np.full((64, 64), k, np.float32))
