@@ -93,6 +93,9 @@ def numba_twin(graph: FunctionGraph, name: str) -> tuple[Any, str]:
             src.emit(1, f"{var} = a{j}{path}")
             names[id(next(inputs))] = var
     for op in graph.operations():
+        if op.type == "Const" and op.call is None and not op.inputs:   # tf.constant in it
+            names[id(op.outputs[0])] = _arg(src, names, op.fn())
+            continue
         if op.call is None or op.kind != "pure":
             raise NotFusable(f"it applies {op.type}, which has no compiled form")
         result = src.fresh("t")

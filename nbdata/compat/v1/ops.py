@@ -25,6 +25,7 @@ give. Random ops draw anew on every ``Session.run`` in graph mode (and per eleme
 from __future__ import annotations
 
 import builtins
+import operator
 import threading
 import types
 from typing import Any, Callable
@@ -34,6 +35,7 @@ import numpy as np
 import nbdata as _nd
 from nbdata import errors, image, io  # noqa: F401 - tf.errors, tf.image, tf.io
 from nbdata.errors import InvalidArgumentError, UnimplementedError
+from nbdata import random as _random_module
 from nbdata.random import op_seed as _op_seed
 from nbdata.random import set_seed as _set_seed
 from nbdata.spec import SparseTensor, SparseTensorSpec, TensorShape, TensorSpec, as_dtype, string, to_leaf
@@ -228,7 +230,18 @@ def _apply(fn: Callable, args: tuple, op: str, name: str | None, **kwargs) -> An
     value, else computed."""
     if is_symbolic(args, kwargs):
         return _with_control(record(fn, args, kwargs, op, name=name))
-    return _eager(fn, args, kwargs, op)
+    value = _eager(fn, args, kwargs, op)
+    if executing_eagerly() or _recording(get_default_graph()):
+        return value   # in a function's graph: a constant its ops take as it is
+    return _as_constants(value, name or op)   # graph mode: tensors, as in TF1
+
+
+def _as_constants(value, name):
+    if isinstance(value, (np.ndarray, np.generic, bytes)):
+        return _nd_constant(value, name=name)
+    if type(value) in (tuple, list):
+        return type(value)(_as_constants(v, name) for v in value)
+    return value
 
 
 # ------------------------------------------------------------ graph basics
@@ -1431,9 +1444,12 @@ def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, 
     [dtype('int32'), dtype('float32')]
     """
     defaults = [_csv_default(d) for d in record_defaults]
-    return io.decode_csv(records, defaults, field_delim=field_delim,
-                         use_quote_delim=use_quote_delim, na_value=na_value,
-                         select_cols=select_cols)
+    out = io.decode_csv(records, defaults, field_delim=field_delim,
+                        use_quote_delim=use_quote_delim, na_value=na_value,
+                        select_cols=select_cols)
+    if is_symbolic(records) or executing_eagerly() or _recording(get_default_graph()):
+        return out
+    return _as_constants(out, name or "DecodeCSV")
 
 
 def _csv_default(default):
@@ -1554,8 +1570,14 @@ def _recording(graph: Graph) -> builtins.bool:
 
 def _random_op(draw: Callable, args: tuple, spec: TensorSpec, seed, op: str, name):
     """A random op: a NumPy draw ``draw(rng, *args)`` now (eager), a draw per
-    ``Session.run`` (graph mode), or per call of a recorded function."""
-    seed = _op_seed(seed)
+    ``Session.run`` (graph mode), or per call of a recorded function. TF1's seed rules:
+    an op seed with a graph seed (``set_random_seed``) both decide the draws, either
+    alone too (the op seed alone, or the graph seed and the op's place among the random
+    ops built after it), neither: fresh randomness."""
+    graph_seed = _random_module._global_seed
+    seed = _op_seed(None) if seed is None else (
+        _random_module.derive_seed(graph_seed, (1 << 40) + operator.index(seed))
+        if graph_seed is not None else operator.index(seed))
     graph = get_default_graph()
     symbolic = is_symbolic(args)
     if not symbolic and executing_eagerly():
@@ -1810,6 +1832,6 @@ train = _TrainModule("nbdata.compat.v1.train", _TrainModule.__doc__)
 
 
 __all__ = sorted(n for n in dir() if not n.startswith("_") and n not in {
-    "annotations", "builtins", "threading", "types", "np", "Any", "Callable",
+    "annotations", "builtins", "operator", "threading", "types", "np", "Any", "Callable",
     "InvalidArgumentError", "UnimplementedError", "Symbolic", "as_tensor",
     "is_symbolic", "record", "to_leaf", "convert", "missing"})
