@@ -142,9 +142,28 @@ def _png_header(data: bytes) -> tuple:
     return width, height, depth, color
 
 
+#: libpng's default limit on a PNG's width and height (``png_set_user_limits``), which
+#: TensorFlow's decoder keeps: larger images fail as libpng's initialization fails.
+PNG_USER_MAX = 1_000_000
+
+
+def _png_size_check(width: int, height: int) -> None:
+    """TensorFlow's limits on a PNG's size, with its errors: libpng's own, then the
+    decode op's (a pixel count below 2**29). Pillow's "decompression bomb" limit does not
+    apply: TensorFlow decodes such images (a 14000x14000 PNG)."""
+    if width > PNG_USER_MAX or height > PNG_USER_MAX:
+        raise InvalidArgumentError("Invalid PNG. Failed to initialize decoder.", "DecodePng")
+    if width * height >= 1 << 29:
+        raise InvalidArgumentError(f"PNG size too large for int: {width} by {height}",
+                                   "DecodePng")
+
+
 def _png_open(data: bytes, rawmode: str | None = None):
-    Image = _pillow("DecodePng")
-    image = Image.open(io.BytesIO(data), formats=["PNG"])
+    _pillow("DecodePng")
+    from PIL import PngImagePlugin
+    # The PNG plugin itself, not Image.open: open() refuses images over Pillow's
+    # MAX_IMAGE_PIXELS (DecompressionBombError); the size was checked as TF checks it.
+    image = PngImagePlugin.PngImageFile(io.BytesIO(data))
     if rawmode is not None:
         image.tile = [image.tile[0]._replace(args=rawmode)]
     image.load()
@@ -226,10 +245,11 @@ def _decode_png(data: bytes, channels: int, bits: int) -> np.ndarray:
     """A PNG as TensorFlow's libpng settings decode it: ``channels`` (0: the image's own)
     samples of ``bits`` (8 or 16) bits."""
     try:
-        _, _, depth, color = _png_header(data)
+        width, height, depth, color = _png_header(data)
     except ValueError:
         raise InvalidArgumentError("Invalid PNG. Failed to initialize decoder.",
                                    "DecodePng") from None
+    _png_size_check(width, height)
     try:
         samples, image = _png_samples(data, depth, color)
     except (OSError, SyntaxError, ValueError, EOFError, struct.error, IndexError):
@@ -399,14 +419,17 @@ def _gif_frame(data: bytes, pos: int) -> tuple:
 
 def _gif_indices(frame: _GifFrame) -> np.ndarray:
     """The frame's palette indices (height, width), its LZW data expanded by Pillow."""
-    Image = _pillow("DecodeGif")
+    _pillow("DecodeGif")
+    from PIL import GifImagePlugin
     header = (b"GIF89a" + struct.pack("<HHBBB", frame.width, frame.height, 0xF7, 0, 0)
               + bytes(range(256)) * 3)
     descriptor = b"," + struct.pack("<HHHHB", 0, 0, frame.width, frame.height,
                                     0x40 if frame.interlaced else 0)
     blob = header + descriptor + frame.lzw + b";"
     try:
-        image = Image.open(io.BytesIO(blob), formats=["GIF"])
+        # The GIF plugin itself, not Image.open, which refuses frames over Pillow's
+        # MAX_IMAGE_PIXELS (DecompressionBombError): TensorFlow decodes them.
+        image = GifImagePlugin.GifImageFile(io.BytesIO(blob))
         image.load()
     except (OSError, SyntaxError, ValueError, EOFError) as e:
         raise _GifError(112) from e

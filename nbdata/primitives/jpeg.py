@@ -156,6 +156,10 @@ class JpegOptions:
         warns about (corrupt entropy data, extraneous bytes) decodes as libjpeg decodes
         it. Truncated data fails unless ``try_recover_truncated``: then libjpeg ends it
         with a fake EOI marker and decodes what is there (see ``decode_jpeg``)."""
+        # Bytes between marker segments, which libjpeg skips with a warning
+        # ("extraneous bytes before marker"), are dropped first: simplejpeg refuses
+        # them even when lenient, and without them libjpeg reads the same stream.
+        data = without_extraneous(data)
         complete, multi_scan = jpeg_layout(data)
         if not complete and not self.try_recover_truncated:
             if self.op == "DecodeAndCropJpeg" and not multi_scan:
@@ -243,6 +247,68 @@ def jpeg_layout(data: bytes) -> tuple:
             continue
         pos = end
     return False, multi_scan
+
+
+def without_extraneous(data: bytes) -> bytes:
+    r"""``data`` without the bytes libjpeg discards where it expects a marker (between
+    marker segments, or after a scan's entropy-coded data): its ``next_marker`` skips
+    everything up to the next 0xFF followed by a byte that is neither 0x00 (a stuffed
+    zero, skipped too) nor 0xFF (fill), and warns "Corrupt JPEG data: N extraneous bytes
+    before marker". The data itself when there are none, or when its markers cannot be
+    followed to the end.
+
+    >>> without_extraneous(b"\xff\xd8" + b"junk" + b"\xff\xd9")
+    b'\xff\xd8\xff\xd9'
+    """
+    n = len(data)
+    if data[:2] != b"\xff\xd8":
+        return data
+    parts, pos, keep = [], 2, 0
+    while pos < n:
+        start = pos                      # a marker is expected here
+        while True:
+            ff = data.find(b"\xff", pos)
+            if ff < 0:
+                return data
+            q = ff + 1
+            while q < n and data[q] == 0xFF:
+                q += 1
+            if q >= n:
+                return data
+            if data[q] == 0:             # FF 00: discarded as well
+                pos = q + 1
+                continue
+            break
+        if ff > start:
+            parts.append(data[keep:start])
+            keep = ff
+        marker = data[q]
+        pos = q + 1
+        if marker == 0xD9:
+            break
+        if marker in _STANDALONE:
+            continue
+        if pos + 2 > n:
+            break
+        pos += int.from_bytes(data[pos:pos + 2], "big")
+        if marker == 0xDA:               # entropy-coded data, up to the next marker
+            while True:
+                ff = data.find(b"\xff", pos)
+                if ff < 0 or ff + 1 >= n:
+                    pos = n
+                    break
+                if data[ff + 1] == 0xFF:
+                    pos = ff + 1
+                    continue
+                if data[ff + 1] == 0 or 0xD0 <= data[ff + 1] <= 0xD7:
+                    pos = ff + 2
+                    continue
+                pos = ff
+                break
+    if not parts:
+        return data
+    parts.append(data[keep:])
+    return b"".join(parts)
 
 
 codecs.jpeg_options = JpegOptions
