@@ -306,6 +306,9 @@ class IndexShuffleChunks(ChunkIter):
         from nbdata.ops.range import RangeChunks
         n = node._rows(ctx)
         self.node, self.ctx = node, ctx
+        store = None if not isinstance(state, dict) else state.get("store")
+        if isinstance(store, list) and len(store) == 1:   # the buffer holds row numbers
+            state_check.int_array(store[0], "store", 0, n - 1)
         self.order = ShuffleChunks(node, ctx, state, TensorSpec((), np.int64),
                                    lambda s: RangeChunks(0, 1, n, np.dtype(np.int64), s))
 

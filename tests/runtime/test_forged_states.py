@@ -138,6 +138,10 @@ def pipelines(tmp) -> dict:
     }
 
 
+# Pipelines whose shuffle buffer holds rows (a shuffle over a stream), not row numbers.
+DATA_STORES = {"shuffle_stream", "shuffle_pairs"}
+
+
 # ----------------------------------------------------------------- mutations
 def _paths(value, path=()):
     """(path, value) of every place in a state a mutation can hit (not inside the rows
@@ -234,14 +238,23 @@ def _mutant(value, rng: random.Random):
     return rng.choice(HOSTILE_INTS + WRONG_TYPES)
 
 
-def forge(doc, rng: random.Random):
-    """``doc`` with one to three hostile changes in its run state, epochs or seed."""
+def forge(doc, rng: random.Random, data_store: bool = False):
+    """``doc`` with one to three hostile changes in its run state, epochs or seed.
+    ``data_store``: a shuffle buffer ("store") holds rows of data, whose values no check
+    can tell from other values, so its arrays only change kind or shape there."""
     targets = [("run",), ("seed",)]
     for _ in range(rng.choice([1, 1, 1, 2, 3])):
         base = rng.choice(targets) if rng.random() < 0.1 else ("run",)
         places = [p for p, _ in _paths(_get(doc, base), base)]
         path = rng.choice(places[1:] or places)
-        doc = _set(doc, path, _mutant(_get(doc, path), rng))
+        value = _get(doc, path)
+        for _ in range(10):
+            new = _mutant(value, rng)
+            if not (data_store and "store" in path and isinstance(value, np.ndarray)
+                    and isinstance(new, np.ndarray) and new.shape == value.shape
+                    and new.dtype == value.dtype):
+                break
+        doc = _set(doc, path, new)
     return doc
 
 
@@ -368,6 +381,17 @@ def test_a_shuffle_buffer_order_is_checked(corpus):
         _refused(make, _forged(state, ("root", "order"), order), "shuffle", "'order'")
 
 
+def test_the_row_numbers_of_a_shuffle_over_positions_are_checked(corpus):
+    make, universe, states = corpus["shuffle"]
+    root = checkpoint.decode(states[3])["run"]["run"]["root"]
+    store = root["store"][0]
+    assert root["filled"] == len(store) > 0 and "input" in root
+    for bad in (-1, 50, 2 ** 62):
+        forged = store.copy()
+        forged[0] = bad
+        _refused(make, _forged(states[3], ("root", "store"), [forged]), "shuffle", "'store'")
+
+
 def test_file_offsets_are_checked(corpus):
     make, _, states = corpus["textline"]
     doc = checkpoint.decode(states[2])
@@ -410,7 +434,7 @@ def test_semantic_fuzz_of_forged_states(corpus):
         name = names[case % len(names)]
         make, universe, states = corpus[name]
         doc = checkpoint.decode(rng.choice(states))
-        forged = checkpoint.encode(forge(doc, rng))
+        forged = checkpoint.encode(forge(doc, rng, name in DATA_STORES))
         result = run_case(make, forged, universe)
         outcomes[result["outcome"]] += 1
         if result["outcome"] in ("hang", "raw", "outside"):
