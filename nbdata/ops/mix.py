@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from nbdata import random as nd_random
-from nbdata.chunks import chunk_elements, chunk_from_elements, concat_chunks
+from nbdata.chunks import MAX_CHUNK_ROWS, Chunk, chunk_elements, chunk_from_elements, concat_chunks
 from nbdata.errors import InvalidArgumentError
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, arg_field, input_field, new_resource_key
 from nbdata.ops.runtime import ChunkIter, PositionChunks, RowReader
@@ -35,7 +35,10 @@ PICK_STREAM = 0x4D495850   # "MIXP"
 class WeightedPicks(Node):
     """An endless stream of int64 input indices drawn with probabilities ``weights``."""
 
-    weights: tuple = arg_field()
+    # Not part of the plan's identity: a saved mixture restores into the same sources
+    # mixed with other weights, each source going on where it stood (the picks after the
+    # restore follow the new weights).
+    weights: tuple = dataclasses.field(metadata={"show": True, "identity": False})
     seed: Any = arg_field(None)
     rerandomize: bool = False
     raw: bool = False            # the draws themselves (int64 in [0, 2**63)): Dataset.random
@@ -53,8 +56,18 @@ class WeightedPicks(Node):
     def open_chunks(self, ctx, state=None):
         epoch = ctx.epoch(self, self.rerandomize) if state is None else int(state["epoch"])
         key = int(nd_random.key(ctx.op_seed(self), PICK_STREAM, epoch))
-        return PickChunks(None if self.raw else self.weights, key, epoch,
-                          0 if state is None else int(state["pos"]))
+        pos = 0 if state is None else int(state["pos"])
+        old, switch = None, 0
+        if state is not None and not self.raw and state.get("weights") is not None:
+            saved = tuple(float(w) for w in state["weights"])
+            if state.get("switch") is not None and pos < int(state["switch"]):
+                old, switch = tuple(float(w) for w in state["old"]), int(state["switch"])
+            elif saved != tuple(float(w) for w in self.weights):
+                # Restored into other weights: the picks a consumer replays after a
+                # restore (at most one chunk's) keep the weights they were drawn with, so
+                # each row handed out before the save is the one skipped again.
+                old, switch = saved, pos + MAX_CHUNK_ROWS
+        return PickChunks(None if self.raw else self.weights, key, epoch, pos, old, switch)
 
 
 def picks_of(weights, key: int, lo: int, n: int) -> np.ndarray:
@@ -67,19 +80,29 @@ def picks_of(weights, key: int, lo: int, n: int) -> np.ndarray:
 
 
 class PickChunks(PositionChunks):
-    def __init__(self, weights, key: int, epoch: int, pos: int):
+    """Picks ``pos ..``; those before ``switch`` are drawn with the ``old`` weights."""
+
+    def __init__(self, weights, key: int, epoch: int, pos: int, old=None, switch: int = 0):
         super().__init__(1 << 62, pos)
         self.weights, self.key, self.epoch = weights, key, epoch
+        self.old, self.switch = old, switch
 
     def rows(self, lo: int, hi: int):
-        from nbdata.chunks import Chunk
         if self.weights is None:
             bits = nd_random.bits_block(self.key, lo, hi - lo) >> np.uint64(1)
             return Chunk([bits.astype(np.int64)], hi - lo)
-        return Chunk([picks_of(self.weights, self.key, lo, hi - lo)], hi - lo)
+        picks = picks_of(self.weights, self.key, lo, hi - lo)
+        if self.old is not None and lo < self.switch:
+            k = min(hi, self.switch) - lo
+            picks[:k] = picks_of(self.old, self.key, lo, k)
+        return Chunk([picks], hi - lo)
 
     def save(self) -> dict:
-        return {"pos": self.pos, "epoch": self.epoch}
+        out = {"pos": self.pos, "epoch": self.epoch,
+               "weights": None if self.weights is None else list(self.weights)}
+        if self.old is not None and self.pos < self.switch:
+            out["old"], out["switch"] = list(self.old), self.switch
+        return out
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -135,6 +158,11 @@ class DirectedInterleaveChunks(ChunkIter):
                                   ctx.max_rows(c.spec)) for i, c in enumerate(node.children)]
         self.ended = [False] * k if state is None else [bool(v) for v in state["ended"]]
         self.done = False if state is None else bool(state["done"])
+        # Inputs a constant mixture never picks (weight 0) count as ended: the output
+        # ends when the others have (as it would wait forever for their picks).
+        sel = node.selector
+        self.never = [isinstance(sel, WeightedPicks) and not sel.raw and float(w) == 0.0
+                      for w in (sel.weights if isinstance(sel, WeightedPicks) else [1.0] * k)]
 
     def _rows(self, i: int, count: int) -> list:
         """Up to ``count`` next rows of input ``i`` (fewer when it ends) as chunks."""
@@ -152,7 +180,7 @@ class DirectedInterleaveChunks(ChunkIter):
 
     def next(self, want: int):
         while not self.done:
-            if all(self.ended):
+            if all(e or n for e, n in zip(self.ended, self.never)):
                 self.done = True
                 break
             chunk = self.sel.next(want)
@@ -173,6 +201,8 @@ class DirectedInterleaveChunks(ChunkIter):
                 raise InvalidArgumentError(
                     f"{self.node.op}: selector index {value} out of range: there are "
                     f"{len(self.readers)} datasets", self.node.op)
+            # One pull of ``want`` picks a call (an empty chunk when each went to an ended
+            # input): a consumer replaying rows after a restore draws the same picks.
             return self._assemble(picks)
         return None
 

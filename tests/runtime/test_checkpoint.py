@@ -97,6 +97,34 @@ PIPELINES = {
         50).with_options(_options(fusion_min_rows=0)),
     "namedtuple": lambda: nd.Dataset.from_tensor_slices(Pair(np.arange(9), np.arange(9) * 2)).batch(2),
     "list_files": lambda: nd.Dataset.list_files(os.path.join(HERE, "*.py"), seed=1),
+    # issue 35's ops
+    "from_list": lambda: nd.Dataset.from_list([(i, str(i)) for i in range(9)]),
+    "counter": lambda: nd.Dataset.counter(5, 3).take(12),
+    "random": lambda: nd.Dataset.random(seed=3).take(10),
+    "take_while": lambda: nd.Dataset.range(30).take_while(lambda v: v < 17),
+    "scan": lambda: nd.Dataset.range(15).scan(np.int64(0), lambda s, v: (s + v, s * 2)),
+    "unique": lambda: nd.Dataset.range(40).map(lambda v: v % 7).unique(),
+    "group_by_window": lambda: nd.Dataset.range(25).group_by_window(
+        lambda v: v % 3, lambda k, w: w.batch(4), window_size=4),
+    "group_by_reducer": lambda: nd.Dataset.range(20).group_by_reducer(
+        lambda v: v % 3, nd.experimental.Reducer(lambda k: np.int64(0), lambda s, v: s + v,
+                                                 lambda s: s)),
+    "bucket_by_sequence_length": lambda: nd.Dataset.range(1, 14).map(
+        lambda n: np.arange(n % 5 + 1)).bucket_by_sequence_length(
+        lambda x: np.int64(len(x)), [2, 4], [2, 2, 3]),
+    "rebatch_sizes": lambda: nd.Dataset.range(20).batch(6).rebatch([3, 2]),
+    "sample_from_datasets": lambda: nd.Dataset.sample_from_datasets(
+        [nd.Dataset.range(10), nd.Dataset.range(100, 120), nd.Dataset.range(200, 205)],
+        [0.2, 0.5, 0.3], seed=7),
+    "choose_from_datasets": lambda: nd.Dataset.choose_from_datasets(
+        [nd.Dataset.range(10), nd.Dataset.range(100, 110)],
+        nd.Dataset.range(14).map(lambda v: v % 3 % 2)),
+    "rejection_resample": lambda: nd.Dataset.range(30).rejection_resample(
+        lambda v: v % 2, [0.5, 0.5], initial_dist=[0.8, 0.2], seed=3),
+    "sparse_batch": lambda: nd.Dataset.range(9).map(lambda n: np.arange(n % 3)).sparse_batch(
+        2, [4]).map(lambda st: (st.indices, st.values, st.dense_shape)),
+    "shuffle_and_repeat": lambda: nd.Dataset.range(8).apply(
+        nd.experimental.shuffle_and_repeat(4, count=2, seed=1)),
 }
 
 
