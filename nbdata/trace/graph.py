@@ -325,6 +325,23 @@ def getitem(x, item):
     return x[item]
 
 
+def _sliced(x, bounds, kinds):
+    """``x[...]`` with the slices given as (start, stop, step) triples."""
+    return x[tuple(slice(*b) if k else b for b, k in zip(bounds, kinds))]
+
+
+def _sliced_spec(x, bounds, kinds):
+    """The rank, each dim unknown (a dim an integer index takes away)."""
+    ndims = x.shape.ndims
+    if ndims is None or any(b is None or b is Ellipsis for b, k in zip(bounds, kinds) if not k):
+        return TensorSpec(None, x.dtype)
+    dims = [None] * sum(kinds) + list(x.shape.dims[len(kinds):])
+    return TensorSpec(tuple(dims), x.dtype)
+
+
+_sliced.primitive = type("Rule", (), {"abstract": staticmethod(_sliced_spec)})()
+
+
 def astype(x, dtype, *args, **kwargs):
     """``x.astype(dtype)`` (what ``astype`` on a value records)."""
     if as_dtype(dtype) is string:
@@ -350,6 +367,12 @@ class Symbolic:
         return record(func, args, kwargs, func.__name__)
 
     def __getitem__(self, item):
+        parts = item if isinstance(item, tuple) else (item,)
+        if any(isinstance(p, slice) and is_symbolic(p.start, p.stop, p.step) for p in parts):
+            # slice bounds that are tensors (x[0:n * k]): known when the graph runs
+            bounds = tuple((p.start, p.stop, p.step) if isinstance(p, slice) else p for p in parts)
+            kinds = tuple(isinstance(p, slice) for p in parts)
+            return record(_sliced, (self, bounds, kinds), {}, "strided_slice")
         return record(getitem, (self, item), {}, "strided_slice")
 
     def astype(self, dtype, *args, **kwargs):
@@ -601,6 +624,15 @@ def record(fn: Callable, args: tuple, kwargs: dict, op_type: str, name: str | No
         if id(x) not in seen:
             seen.add(id(x))
             leaves.append(x)
+    default = get_default_graph()
+    if any(isinstance(x, Tensor) and x.graph is not default for x in leaves):
+        # A function recorded in a graph of its own may use constants of the outer graph
+        # (TF1's captured tf.constant): their values, when nothing else feeds them.
+        folded = {id(x): constant_value(x) if isinstance(x, Tensor) and x.graph is not default
+                  else x for x in leaves}
+        if not any(v is None for v in folded.values()):
+            args, kwargs = template(args)(folded), template(kwargs)(folded)
+            leaves = [x for x in leaves if isinstance(folded[id(x)], Symbolic)]
     graph = _graph_of(leaves)
     values = [x._symbol(graph) for x in leaves]
     keys = [id(x) for x in leaves]
@@ -653,6 +685,21 @@ def _known_spec(fn: Callable, args: tuple, kwargs: dict, values: list):
     if sum(d == -1 for d in dims) > 1 or any(d < -1 for d in dims):
         return None
     return TensorSpec(tuple(None if d == -1 else d for d in dims), x.dtype)
+
+
+def constant_value(tensor: Tensor) -> Any:
+    """The value of a tensor computed from constants alone (pure ops, no placeholder),
+    None for any other."""
+    ops, halted = upstream([tensor], halt=lambda op: op.kind != "pure")
+    if halted:
+        return None
+    values: dict = {}
+    for op in ops:
+        out = op.fn(*[values[id(t)] for t in op.inputs])
+        leaves = output_leaves(out)
+        values.update(zip((id(t) for t in op.outputs),
+                          leaves if len(leaves) == len(op.outputs) else [out]))
+    return values[id(tensor)]
 
 
 def upstream(targets: list, stop: set | frozenset = frozenset(), control: bool = False,
@@ -723,6 +770,7 @@ def _trace_op(call: Callable, specs: list, op_type: str):
 
 
 __all__ = ["Graph", "Operation", "Symbolic", "TraceError", "Tensor", "as_tensor", "astype", "constant",
+           "constant_value",
            "disable_eager_execution", "enable_eager_execution", "enter_eager_calls",
            "executing_eagerly", "in_eager_calls", "leave_eager_calls",
            "get_default_graph", "getitem", "is_symbolic", "name_scope", "output_leaves", "record",

@@ -10,6 +10,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from seed_programs import PROGRAMS  # noqa: E402
+from tf1_programs import HELPERS, INPUT_PROGRAMS  # noqa: E402
 
 
 def run(name: str, library: str, workdir: str) -> list:
@@ -29,9 +30,26 @@ def run(name: str, library: str, workdir: str) -> list:
     def record(*args, **kwargs):
         printed.append(" ".join(str(a) for a in args))
 
+    scope = {"tf": tf, "np": np, "print": record, "workdir": workdir,
+             "expect_fused": expect_fused if library == "nbdata" else lambda ds: None}
+    if name in INPUT_PROGRAMS:
+        # Only the import changed: nbdata's namespace is in graph mode by itself (a
+        # fresh default graph stands for a fresh process).
+        tf.reset_default_graph()
+        exec(HELPERS + INPUT_PROGRAMS[name], scope)
+        return printed
     with tf.Graph().as_default():
-        exec(PROGRAMS[name], {"tf": tf, "np": np, "print": record, "workdir": workdir})
+        exec(PROGRAMS[name], scope)
     return printed
+
+
+def expect_fused(dataset) -> None:
+    """Every map of ``dataset`` fuses (compiled with no row minimum)."""
+    import nbdata as nd
+    options = nd.Options()
+    options.fusion_min_rows = 0
+    text = str(dataset.with_options(options).compile().explain())
+    assert "per element" not in text and "not fused" not in text, text
 
 
 if __name__ == "__main__":

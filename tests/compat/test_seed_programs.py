@@ -16,6 +16,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from run_seed_program import run  # noqa: E402
 from seed_programs import PROGRAMS  # noqa: E402
+from tf1_programs import INPUT_PROGRAMS  # noqa: E402
+
+PROGRAMS = {**PROGRAMS, **INPUT_PROGRAMS}
 
 RECORDED = json.loads((HERE.parent / "data" / "tf_seed_programs.json").read_text())["programs"]
 HAVE_TF = importlib.util.find_spec("tensorflow") is not None

@@ -10,6 +10,7 @@ import types
 import nbdata as nd
 from nbdata.io import datasets as _files
 from nbdata.ops.node import AUTOTUNE
+from nbdata.trace.graph import Tensor, constant_value
 from nbdata.train.iterators import GraphIterator
 from nbdata.train.saver import make_saveable_from_iterator
 
@@ -32,11 +33,11 @@ class Dataset(nd.Dataset):
 
     @staticmethod
     def from_tensors(*args, **kwargs) -> "Dataset":
-        return _v1(nd.Dataset.from_tensors(*args, **kwargs))
+        return _v1(nd.Dataset.from_tensors(*_folded(args), **kwargs))
 
     @staticmethod
     def from_tensor_slices(*args, **kwargs) -> "Dataset":
-        return _v1(nd.Dataset.from_tensor_slices(*args, **kwargs))
+        return _v1(nd.Dataset.from_tensor_slices(*_folded(args), **kwargs))
 
     @staticmethod
     def range(*args, **kwargs) -> "Dataset":
@@ -68,6 +69,19 @@ def _traced_once(fn, op: str):
         fn.fn = graph.python_function(fn.name)
         fn.graph_only = True
     return fn
+
+
+def _folded(value):
+    """Graph tensors computed from constants alone (``tf.constant(paths)``) as their
+    values, as TF1 takes them into a dataset; placeholders and the rest as they are."""
+    if isinstance(value, Tensor):
+        folded = constant_value(value)
+        return value if folded is None else folded
+    if type(value) in (tuple, list):
+        return type(value)(_folded(v) for v in value)
+    if type(value) is dict:
+        return {k: _folded(v) for k, v in value.items()}
+    return value
 
 
 def _v1(ds: nd.Dataset) -> Dataset:

@@ -567,13 +567,32 @@ def _clip(t, lo, hi):
 
 # ---------------------------------------------------------- comparisons
 
+def _bytes_compare(ufunc):
+    def compare(x, y):
+        """String tensors compared as bytes (a scalar pair as Python bytes)."""
+        if isinstance(x, bytes) and isinstance(y, bytes):
+            return np.bool_(ufunc(bytes(x), bytes(y)))
+        return ufunc(np.asarray(x, dtype=object), np.asarray(y, dtype=object)).astype(np.bool_)
+    compare.__name__ = ufunc.__name__
+    return compare
+
+
+_equal_bytes, _not_equal_bytes = _bytes_compare(np.equal), _bytes_compare(np.not_equal)
+
+
 def equal(x, y, name: str | None = None):
     """``tf.equal``."""
+    if _dtype_of(convert(x)) is string:
+        x, y = _same_dtype([x, y], "Equal")
+        return _apply(_equal_bytes, (x, y), "Equal", name)
     return _binary(np.equal, "Equal", x, y, name)
 
 
 def not_equal(x, y, name: str | None = None):
     """``tf.not_equal``."""
+    if _dtype_of(convert(x)) is string:
+        x, y = _same_dtype([x, y], "NotEqual")
+        return _apply(_not_equal_bytes, (x, y), "NotEqual", name)
     return _binary(np.not_equal, "NotEqual", x, y, name)
 
 
@@ -697,7 +716,26 @@ def reshape(tensor, shape, name: str | None = None):
     """``tf.reshape`` (one dim may be -1)."""
     tensor = convert(tensor, what="reshape")
     shape = _int_list(shape, "reshape: shape")
+    if is_symbolic(shape):
+        return _apply(_reshape, (tensor, shape), "Reshape", name)
     return _apply(np.reshape, (tensor, shape), "Reshape", name)
+
+
+def _reshape(x, shape):
+    return np.reshape(x, tuple(int(d) for d in np.asarray(shape).reshape(-1)))
+
+
+def _reshape_spec(x, shape):
+    """A shape known when the graph runs: its given ints static, the rest unknown."""
+    dtype = x.dtype if isinstance(x, Symbolic) else _dtype_of(x)
+    if isinstance(shape, (list, tuple)):
+        return TensorSpec(tuple(None if isinstance(d, Symbolic) or int(d) == -1 else int(d)
+                                for d in shape), dtype)
+    dims = _static(shape).dims
+    return TensorSpec(None if not dims or dims[0] is None else (None,) * dims[0], dtype)
+
+
+_reshape.primitive = types.SimpleNamespace(abstract=_reshape_spec)
 
 
 def _stack(values, axis):
@@ -1293,12 +1331,28 @@ def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0, el
     >>> strided_slice(np.arange(10), [1], [8], [3]).tolist()
     [1, 4, 7]
     """
-    if is_symbolic(begin, end, strides):
-        raise TypeError("strided_slice: begin, end and strides must be static here")
-    index = _strided_index(begin, end, strides, begin_mask, end_mask, ellipsis_mask,
-                           new_axis_mask, shrink_axis_mask)
     x = convert(input_, what="strided_slice")
+    masks = (begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask)
+    if is_symbolic(begin, end, strides):   # bounds known when the graph runs
+        return _apply(_strided, (x, begin, end, strides, masks), "StridedSlice", name)
+    index = _strided_index(begin, end, strides, *masks)
     return _apply(_graph.getitem, (x, index), "StridedSlice", name)
+
+
+def _strided(x, begin, end, strides, masks):
+    return np.asarray(x)[_strided_index(begin, end, strides, *masks)]
+
+
+def _strided_spec(x, begin, end, strides, masks):
+    """Bounds known only when the graph runs: the rank, each dim unknown."""
+    ndims = _static(x).ndims if isinstance(x, Symbolic) else np.ndim(x)
+    if ndims is None or masks[2]:
+        return TensorSpec(None, x.dtype)
+    return TensorSpec((None,) * (ndims - bin(masks[4]).count("1") + bin(masks[3]).count("1")),
+                      x.dtype)
+
+
+_strided.primitive = types.SimpleNamespace(abstract=_strided_spec)
 
 
 def _split_parts(value, splits, axis):
@@ -1432,6 +1486,33 @@ def _with_control(out):
         deps = [op for ops in stack for op in ops if op.graph is out.graph]
         out.op.control_inputs.extend(d for d in deps if d not in out.op.control_inputs)
     return out
+
+
+def assert_positive(x, data=None, summarize=None, message=None, name=None):
+    """``tf.assert_positive``: an Assert op that ``x > 0`` everywhere (on values:
+    checked now, None returned)."""
+    x = convert(x, what="assert_positive")
+    text = [message or "", "Condition x > 0 did not hold element-wise: x ="]
+    return Assert(reduce_all(less(zeros_like(x), x)), data or text + [x], summarize, name)
+
+
+def _read_file(filename):
+    path = filename.decode() if isinstance(filename, bytes) else str(np.asarray(filename).item())
+    path = path.decode() if isinstance(path, bytes) else path
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise errors.NotFoundError(f"{path}; No such file or directory") from None
+
+
+def read_file(filename, name: str | None = None):
+    """``tf.read_file`` (``tf.io.read_file``): the bytes of a file."""
+    filename = _check_dtype(convert(filename, what="read_file"), (string,), "ReadFile", "filename")
+    return _apply(_read_file, (filename,), "ReadFile", name)
+
+
+_read_file.primitive = types.SimpleNamespace(abstract=lambda filename: TensorSpec((), string))
 
 
 def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, name=None,
@@ -1789,7 +1870,7 @@ def as_string(input, precision: int = -1, scientific: builtins.bool = False,   #
     if fill and fill not in " 0":
         raise InvalidArgumentError(f"Fill argument not supported: \"{fill}\"")
     if precision > -1 and _dtype_of(x).kind not in "fc":
-        raise InvalidArgumentError("precision not supported for datatype")
+        raise InvalidArgumentError(f"precision not supported for datatype {_dtype_name(_dtype_of(x))}")
     return _apply(_as_string, (x, precision, scientific, shortest, width, fill), "AsString", name)
 
 
