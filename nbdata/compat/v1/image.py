@@ -58,7 +58,7 @@ def _scale(n_in: int, n_out: int, align_corners: bool) -> np.float32:
 def _source(n_in, n_out, align_corners, nearest):
     pos = np.arange(n_out, dtype=np.float32) * _scale(n_in, n_out, align_corners)
     if nearest:
-        near = np.round(pos) if align_corners else np.floor(pos)
+        near = np.floor(pos + np.float32(0.5)) if align_corners else np.floor(pos)   # roundf
         return np.minimum(near.astype(np.int64), n_in - 1)
     low = np.floor(pos)
     lower = np.maximum(low.astype(np.int64), 0)
