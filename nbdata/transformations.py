@@ -32,6 +32,7 @@ from nbdata.ops.snapshot import DATA_NAME, Load, read_metadata, write_metadata
 from nbdata.ops.take_while import TakeWhile
 from nbdata.ops.unique import Unique
 from nbdata.spec import (DatasetSpec, SparseTensor, SparseTensorSpec, TensorSpec, flatten,
+                         flatten_up_to,
                          is_dataset, map_nest, pack_as, spec_of_value, string, to_leaf)
 
 
@@ -250,9 +251,10 @@ class MoreTransformations:
         state = map_nest(lambda v: to_leaf(v, "scan: initial_state"), _tuple_lists(initial_state))
         state_spec = pack_as(state, [spec_of_value(v) for v in flatten(state)])
         relaxed = state_spec_of(state_spec)
+        first = self._first_element
         fn = UserFunction(scan_func, f"scan[{name}]" if name else "scan",
                           (state_spec, self.element_spec), type(self)._make_dataset,
-                          record=True)
+                          record=True, first_element=lambda k: [(state, e) for e in first(1)])
         out = fn.output_spec
         if not isinstance(out, tuple) or len(out) != 2:
             raise TypeError(f"scan: scan_func must return a pair (new_state, output_element), "
@@ -394,12 +396,13 @@ class MoreTransformations:
                         "is longer than the last bucket boundary minus one; add a boundary",
                         "bucket_by_sequence_length")
                 none_to = int(highs[b]) - 1
-                base = shapes if shapes is not None else pack_as(
-                    window.element_spec, [s.shape for s in flatten(window.element_spec)])
-                shapes = map_nest(lambda s: tuple(none_to if d is None else d for d in s),
-                                  base, lists=True) if not isinstance(base, tuple) or not base or \
-                    isinstance(base[0], (tuple, list, type(None))) else \
-                    tuple(none_to if d is None else d for d in base)
+                spec = window.element_spec
+                leaves = flatten(spec)
+                given = [s.shape for s in leaves] if shapes is None else (
+                    [shapes] if len(leaves) == 1 and not isinstance(spec, (tuple, dict))
+                    else flatten_up_to(spec, shapes, "bucket_by_sequence_length"))
+                shapes = pack_as(spec, [tuple(none_to if d is None or d == -1 else int(d)
+                                              for d in g) for g in given])
             return window.padded_batch(int(sizes_arr[int(bucket)]), shapes, padding_values,
                                        drop_remainder=drop_remainder)
 

@@ -1,0 +1,103 @@
+"""save / load / snapshot: nbdata's checksummed column format (cache's), read back."""
+
+import os
+
+import numpy as np
+import pytest
+
+import nbdata as nd
+
+
+def _elements(ds):
+    return [(int(a), s, b.tolist()) for a, s, b in ds]
+
+
+def make():
+    return nd.Dataset.range(12).map(lambda x: (x, str(int(x)).encode(), np.full(2, x * 0.5)))
+
+
+def test_save_load_roundtrip(tmp_path):
+    path = str(tmp_path / "saved")
+    make().save(path)
+    loaded = nd.Dataset.load(path)
+    assert loaded.element_spec == make().element_spec
+    assert loaded.cardinality() == 12
+    assert _elements(loaded) == _elements(make())
+    again = nd.experimental.load(path, element_spec=make().element_spec)
+    assert _elements(again.map(lambda a, s, b: (a, s, b)).batch(5).unbatch()) == _elements(make())
+
+
+def test_save_dicts_and_experimental_names(tmp_path):
+    path = str(tmp_path / "d")
+    ds = nd.Dataset.from_tensor_slices({"a": np.arange(4), "b": np.arange(4.0)})
+    nd.experimental.save(ds, path)
+    out = list(nd.experimental.load(path))
+    assert [int(e["a"]) for e in out] == [0, 1, 2, 3]
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(nd.errors.NotFoundError):
+        nd.Dataset.load(str(tmp_path / "nothing"))
+    path = str(tmp_path / "s")
+    nd.Dataset.range(3).save(path)
+    with pytest.raises(nd.errors.InvalidArgumentError):
+        nd.Dataset.load(path, element_spec=nd.TensorSpec((), np.float32))
+
+
+def test_a_changed_byte_is_data_loss(tmp_path):
+    path = str(tmp_path / "s")
+    nd.Dataset.range(1000).save(path)
+    data = os.path.join(path, "data.nbcache")
+    raw = bytearray(open(data, "rb").read())
+    raw[len(raw) // 2] ^= 0x40
+    open(data, "wb").write(bytes(raw))
+    with pytest.raises(nd.errors.DataLossError):
+        list(nd.Dataset.load(path))
+
+
+def test_load_restores(tmp_path):
+    path = str(tmp_path / "s")
+    nd.Dataset.range(50).save(path)
+    it = iter(nd.Dataset.load(path))
+    head = [int(next(it)) for _ in range(17)]
+    again = iter(nd.Dataset.load(path))
+    again.restore(it.save())
+    assert head + [int(x) for x in again] == list(range(50))
+
+
+def test_snapshot_writes_once_and_reads_after(tmp_path):
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return x * 3
+
+    ds = nd.Dataset.range(6).map(f).apply(nd.experimental.snapshot(str(tmp_path)))
+    del calls[:]
+    assert [int(x) for x in ds] == [0, 3, 6, 9, 12, 15]
+    assert len(calls) == 6
+    assert [int(x) for x in ds] == [0, 3, 6, 9, 12, 15]
+    assert len(calls) == 6            # the second iteration reads the snapshot
+    files = [n for n in os.listdir(tmp_path) if n.endswith(".nbcache")]
+    assert len(files) == 1
+
+    def build():   # the same pipeline built again (in another process too): same file
+        return nd.Dataset.range(6).map(lambda x: x * 3).snapshot(str(tmp_path / "p"))
+    assert [int(x) for x in build()] == [0, 3, 6, 9, 12, 15]
+    assert [int(x) for x in build()] == [0, 3, 6, 9, 12, 15]
+    assert len(os.listdir(tmp_path / "p")) == 2   # one snapshot and its lock file
+    other = nd.Dataset.range(6).map(lambda x: x + 1).snapshot(str(tmp_path / "p"))
+    assert [int(x) for x in other] == [1, 2, 3, 4, 5, 6]   # another pipeline, its own file
+    assert len(os.listdir(tmp_path / "p")) == 4
+
+
+def test_partial_iteration_leaves_no_snapshot(tmp_path):
+    it = iter(nd.Dataset.range(10).snapshot(str(tmp_path)))
+    next(it)
+    del it
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".nbcache")]
+
+
+def test_fingerprint():
+    assert nd.Dataset.range(3).fingerprint() == nd.Dataset.range(3).fingerprint()
+    assert nd.Dataset.range(3).fingerprint() != nd.Dataset.range(4).fingerprint()
