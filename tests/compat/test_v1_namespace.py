@@ -98,3 +98,34 @@ def test_readme_feedable_block_runs_as_written():
         gc.collect()
         xs = [int(sess.run(feedable.get_next(), feed_dict={handle: h})) for _ in range(3)]
     assert all(k - 10 <= x < k + 10 for k, x in enumerate(xs))
+
+
+def test_map_functions_are_traced_once_with_tensor_methods_and_constants():
+    seen = []
+
+    def parse(x):
+        x.set_shape([2])                       # Tensor methods TF1 code calls in a map
+        seen.append((x.get_shape().as_list(), x.shape.as_list()))
+        return tf.cast(x, tf.float32) * 2.0, tf.constant(3)   # a constant returned
+
+    data = np.arange(8, dtype=np.uint8).reshape(4, 2)
+    nxt = tf.data.Dataset.from_tensor_slices(data).map(parse).make_one_shot_iterator().get_next()
+    with tf.Session() as sess:
+        outs = [sess.run(nxt) for _ in range(4)]
+    assert seen == [([2], [2])]                # traced once, as TF1 does
+    assert [o[0].tolist() for o in outs] == [[0.0, 2.0], [4.0, 6.0], [8.0, 10.0], [12.0, 14.0]]
+    assert all(int(o[1]) == 3 for o in outs)
+
+
+def test_random_op_in_a_map_function_draws_per_element():
+    ds = tf.data.Dataset.range(50).map(lambda x: tf.random_uniform([], 0, 1000, tf.int64))
+    nxt = ds.make_one_shot_iterator().get_next()
+    with tf.Session() as sess:
+        assert len({int(sess.run(nxt)) for _ in range(50)}) > 10
+
+
+def test_graph_constants_feed_dataset_sources():
+    paths = tf.constant(["a", "b"])
+    nxt = tf.data.Dataset.from_tensor_slices((paths, tf.constant([1, 2]))).make_one_shot_iterator().get_next()
+    with tf.Session() as sess:
+        assert [sess.run(nxt) for _ in range(2)] == [(b"a", 1), (b"b", 2)]
