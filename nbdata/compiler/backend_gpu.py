@@ -22,22 +22,25 @@ from nbdata.compiler.emit import Source, jitted, materialize
 from nbdata.primitives import gpu
 from nbdata.primitives.gpu import Chain
 
-_THREADS = 128
+_THREADS = 256
 _MAX_KERNELS = 64
+_GRID_Y = 65535          # CUDA's limit of gridDim.y: larger batches loop over images
+_INT32 = 2 ** 31 - 1
 
 
 class _KernelSource:
-    """What steps write kernel code through: statements (``emit``), fresh names, kernel
-    parameters, and device functions (a Python function compiled for the GPU, named by
-    a global)."""
+    """What steps write kernel code through: statements (``emit``, at the current
+    depth), fresh names, kernel parameters, and device functions (a Python function
+    compiled for the GPU, named by a global)."""
 
     def __init__(self):
         self.src = Source()
         self.src.globals.update({"numba": numba, "math": math})
         self.params: list[str] = []
+        self.depth = 1
 
     def emit(self, text: str) -> None:
-        self.src.emit(1, text)
+        self.src.emit(self.depth, text)
 
     def fresh(self, prefix: str) -> str:
         return self.src.fresh(prefix)
@@ -52,12 +55,64 @@ class _KernelSource:
         return self.src.global_name("dev", jitted(fn, "cuda-device",
                                                   lambda f: cuda.jit(device=True)(f)))
 
+    def to_bits(self, kind: str) -> str:
+        """The name of a function taking a float32 to the uint16 bits of ``kind``
+        ("float16": round to nearest even, as the GPU's conversion; "bfloat16")."""
+        from nbdata.gpu import runtime
+        if runtime.simulated():
+            fn = {"float16": _float16_bits_host, "bfloat16": _bfloat16_bits_host}[kind]
+            return self.src.global_name(f"bits_{kind}", fn)
+        return self.device_function({"float16": _float16_bits, "bfloat16": _bfloat16_bits}[kind])
+
+
+def _float16_bits(v):
+    from numba.cuda import libdevice
+    return libdevice.float2half_rn(v)
+
+
+def _bfloat16_bits(v):
+    from numba.cuda import libdevice
+    if v != v:
+        return numba.uint16(0x7FC0)
+    bits = numba.int64(libdevice.float_as_int(v)) & 0xFFFFFFFF
+    return numba.uint16((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16)
+
+
+def _float16_bits_host(v):
+    """The simulator's float16 conversion (NumPy's: round to nearest even)."""
+    return np.float32(v).astype(np.float16).view(np.uint16)
+
+
+def _bfloat16_bits_host(v):
+    """float32 -> bfloat16 bits, rounding to nearest even (NaN: the quiet NaN)."""
+    v = np.float32(v)
+    if v != v:
+        return np.uint16(0x7FC0)
+    bits = int(v.view(np.uint32))
+    return np.uint16((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16)
+
+
+def _i32(value: int) -> str:
+    return f"numba.int32({int(value)})"
+
+
+def check_index_range(chain: Chain) -> None:
+    """The kernel indexes within an image in int32 (one image's input and output values
+    below 2**31) and across the batch in int64: ValueError for images too large."""
+    sizes = [int(np.prod(s, dtype=np.int64)) for s in chain.shapes if None not in s]
+    if any(size > _INT32 for size in sizes):
+        raise ValueError(f"nd.gpu: an element of {max(sizes):,} values is too large for one "
+                         f"kernel (at most {_INT32:,} per element)")
+
 
 def kernel_source(chain: Chain) -> tuple[str, dict]:
-    """One kernel for a chain without reductions inside: thread ``i`` computes output
-    value ``i`` of the batch. Parameters: ``src, out, n``, then for images of their own
-    sizes each one's offset, height and width, then each step's parameters (a
-    reduction's channel means first) and constants."""
+    """One kernel for a chain without reductions inside, on a 2-D grid: ``blockIdx.y``
+    is the image (looping by ``gridDim.y`` past 65,535 images), ``x`` the output value
+    within it. Index arithmetic within an image is int32 (divisions by the output's
+    constant dims), the image's base offset int64. Parameters: ``src, out, n``, then for
+    images of their own sizes each one's offset (int64), height and width, then each
+    step's parameters (a reduction's channel means first) and constants."""
+    check_index_range(chain)
     g = _KernelSource()
     ragged = (g.param(), g.param(), g.param()) if chain.ragged else None
     names = []
@@ -66,11 +121,9 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
         names.append([g.param() for _ in range(count)])
     out_shape = chain.out_shape
     out_size = int(np.prod(out_shape, dtype=np.int64))
-    g.emit("i = cuda.grid(1)")
-    g.emit(f"if i >= n * {out_size}:")
+    g.emit(f"r = numba.int32(cuda.blockIdx.x) * {_i32(_THREADS)} + numba.int32(cuda.threadIdx.x)")
+    g.emit(f"if r >= {_i32(out_size)}:")
     g.emit("    return")
-    g.emit(f"b = i // {out_size}")
-    g.emit(f"r = i - b * {out_size}")
     if chain.image:
         h, w, c_in = chain.shape
 
@@ -78,9 +131,11 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
             var = g.fresh("s")
             if chain.ragged:
                 base, _, width = ragged
-                g.emit(f"{var} = src[{base}[b] + ({y} * {width}[b] + {x}) * {c_in} + {c}]")
+                g.emit(f"{var} = src[{base}[b] + numba.int32(({y} * {width}[b] + {x}) * "
+                       f"{c_in} + {c})]")
             else:
-                g.emit(f"{var} = src[((b * {h} + {y}) * {w} + {x}) * {c_in} + {c}]")
+                g.emit(f"{var} = src[numba.int64(b) * {h * w * c_in} + "
+                       f"numba.int32(({y} * {w} + {x}) * {c_in} + {c})]")
             return var, chain.dtype
 
         layout = next((s for s in chain.steps if s.kind == "layout"), None)
@@ -88,9 +143,10 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
         perm = layout.perm if layout else (0, 1, 2)
         # Output position -> logical (y, x, c) of the (H, W, C) image before the layout.
         dims = [img_shape[p] for p in perm]
-        g.emit(f"q0 = r // {dims[1] * dims[2]}")
-        g.emit(f"q1 = (r // {dims[2]}) % {dims[1]}")
-        g.emit(f"q2 = r % {dims[2]}")
+        g.emit(f"q0 = numba.int32(r // {_i32(dims[1] * dims[2])})")
+        g.emit(f"t0 = numba.int32(r - q0 * {_i32(dims[1] * dims[2])})")
+        g.emit(f"q1 = numba.int32(t0 // {_i32(dims[2])})")
+        g.emit(f"q2 = numba.int32(t0 - q1 * {_i32(dims[2])})")
         logical = [None, None, None]
         for k, p in enumerate(perm):
             logical[p] = f"q{k}"
@@ -98,13 +154,16 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
     else:
         size = int(np.prod(chain.shape, dtype=np.int64))
         channels = int(chain.shape[-1]) if chain.shape else 1
-        g.emit(f"c = r % {channels}")
+        g.emit(f"c = numba.int32(r % {_i32(channels)})")
 
         def source(y, x, c):
             var = g.fresh("s")
-            g.emit(f"{var} = src[b * {size} + {x}]")
+            g.emit(f"{var} = src[numba.int64(b) * {size} + {x}]")
             return var, chain.dtype
         coords = (None, "r", "c")
+    g.emit("b = numba.int32(cuda.blockIdx.y)")
+    g.emit("while b < n:")
+    g.depth = 2
     sample = source
     for k, (s, in_shape) in enumerate(zip(chain.steps, chain.shapes)):
         if k == 0 and chain.ragged:   # the image's own size, per element
@@ -112,31 +171,61 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
             in_shape = (f"{height}[b]", f"{width}[b]", in_shape[2])
         sample = s.sampler(g, names[k], in_shape, sample)
     value, _ = sample(*coords)
-    g.emit(f"out[i] = numba.{'bool_' if chain.out_dtype == np.bool_ else chain.out_dtype.name}"
-           f"({value})")
+    g.emit(f"out[numba.int64(b) * {out_size} + r] = {_out_type(chain.out_dtype)}({value})")
+    g.emit("b += numba.int32(cuda.gridDim.y)")
     g.src.lines.insert(0, f"def kernel({', '.join(['src', 'out', 'n'] + g.params)}):")
     return g.src.text(), g.src.globals
 
 
+def _out_type(dtype) -> str:
+    dtype = np.dtype(dtype)
+    if dtype == np.float16:   # the kernel writes float16 as its bits (nd.gpu.cast's)
+        return "numba.uint16"
+    return f"numba.{'bool_' if dtype == np.bool_ else dtype.name}"
+
+
+def _out_arg(out):
+    """The output as the kernel writes it: float16 through a uint16 view of its bits."""
+    return out.view(np.uint16) if out.dtype == np.float16 else out
+
+
 _kernels: "collections.OrderedDict[tuple, object]" = collections.OrderedDict()
+_by_chain: "collections.OrderedDict[tuple, object]" = collections.OrderedDict()
 _lock = threading.Lock()
+stats = {"sources written": 0}
+
+
+def chain_key(chain: Chain) -> tuple:
+    """What makes a chain's kernel: its step objects (their identity: a step's source is
+    fixed when it is made), the element shape and dtype."""
+    return (tuple(chain.steps), chain.shape, chain.dtype.str)
 
 
 def compiled(chain: Chain):
-    """The chain's kernel: the same source over the same objects is the same kernel
-    (the most recent ``_MAX_KERNELS`` are kept, with what they name)."""
+    """The chain's kernel. Kept per chain (the same steps over the same element type: no
+    source written again) and per source over the same objects (chains written alike
+    share a kernel); the most recent ``_MAX_KERNELS`` of each."""
+    key = chain_key(chain)
+    with _lock:
+        kernel = _by_chain.get(key)
+        if kernel is not None:
+            _by_chain.move_to_end(key)
+            return kernel
     from numba import cuda
     text, glb = kernel_source(chain)
+    stats["sources written"] += 1
     glb = dict(glb, cuda=cuda)
     fn = materialize("kernel", text, glb, "gpu-chain")
-    key = (text, tuple(sorted((k, id(v)) for k, v in glb.items())))
+    source_key = (text, tuple(sorted((k, id(v)) for k, v in glb.items())))
     with _lock:
-        kernel = _kernels.get(key)
+        kernel = _kernels.get(source_key)
         if kernel is None:
-            kernel = _kernels[key] = cuda.jit(fn)
-        _kernels.move_to_end(key)
-        while len(_kernels) > _MAX_KERNELS:
-            _kernels.popitem(last=False)
+            kernel = _kernels[source_key] = cuda.jit(fn)
+        _kernels.move_to_end(source_key)
+        _by_chain[key] = kernel
+        for cache in (_kernels, _by_chain):
+            while len(cache) > _MAX_KERNELS:
+                cache.popitem(last=False)
     return kernel
 
 
@@ -191,20 +280,37 @@ def _run_segment(chain: Chain, x, seed_base: int):
     total = n * int(np.prod(chain.out_shape, dtype=np.int64))
     if total == 0:
         return out
+    params, sizes, x = _params(chain, x, seed_base, n)
+    _launch(compiled(chain), _grid(chain, n), x, out, n, params)
+    return out
+
+
+def _params(chain: Chain, x, seed_base: int, n: int) -> tuple:
+    """The chain's kernel parameters for a batch of ``n`` (host arrays, a reduction's
+    device means), the images' sizes (a ragged batch) and the source data."""
     params = []
     sizes = None
     if chain.ragged:
         sizes = x.shapes
-        params += [np.ascontiguousarray(x.offsets[:n]), np.ascontiguousarray(sizes[:, 0]),
-                   np.ascontiguousarray(sizes[:, 1])]
+        params += [np.ascontiguousarray(x.offsets[:n]), _int32(sizes[:, 0]), _int32(sizes[:, 1])]
         x = x.data
     for k, (s, shape) in enumerate(zip(chain.steps, chain.shapes)):
         if s.kind == "reduce":
             params.append(_means(x, n, shape, chain.dtype, s.mean_scale(chain.dtype)))
-        params += s.params(shape, seed_base, n, sizes if k == 0 else None)
+        params += [_int32(p) for p in s.params(shape, seed_base, n, sizes if k == 0 else None)]
         params += s.constants(int(shape[-1]) if shape else 1)
-    _launch(compiled(chain), total, x, out, n, params)
-    return out
+    return params, sizes, x
+
+
+def _int32(p):
+    """Per-element integer parameters (offsets, windows, flags, sizes: each within an
+    image) as int32, what the kernel's int32 index arithmetic takes."""
+    p = np.asarray(p)
+    if p.dtype.kind in "iu" and p.dtype.itemsize > 4:
+        if p.size and (int(p.max()) > _INT32 or int(p.min()) < -_INT32 - 1):
+            raise ValueError("nd.gpu: a per-element parameter does not fit in int32")
+        return np.ascontiguousarray(p, np.int32)
+    return np.ascontiguousarray(p)
 
 
 def _means(x, n: int, shape: tuple, dtype, scale: float):
@@ -215,33 +321,80 @@ def _means(x, n: int, shape: tuple, dtype, scale: float):
     stream = runtime.backend().compute_stream()
     means = DeviceArray.empty((n * c,), np.float32, stream)
     scratch = DeviceArray.empty((n * c * h * w,), np.float32, stream)
-    _launch(_means_kernel(float(np.float32(scale))), n * c, x, means, n,
+    _launch(_means_kernel(float(np.float32(scale))), _grid(None, n, n * c), x, means, n,
             [scratch, np.int64(h * w), np.int64(c)], scalars=2)
     return means
 
 
-def _launch(kernel, total: int, x, out, n: int, params: list, scalars: int = 0) -> None:
-    """``kernel[blocks, threads](src, out, n, *params)`` on this thread's compute stream,
-    after the batch's data is ready (its event, not its whole stream); host arrays among
-    ``params`` are copied to the device first (the last ``scalars`` are passed as they
-    are). The batch's memory is released only after the kernel (a consumer stream)."""
+def _grid(chain: Chain | None, n: int, total: int = 0):
+    """(blocks, threads): a chain's kernel runs on (values per image, images) blocks,
+    others (``chain`` None) on a 1-D grid of ``total`` threads."""
+    if chain is None:
+        return (total + _THREADS - 1) // _THREADS, _THREADS
+    per_image = int(np.prod(chain.out_shape, dtype=np.int64))
+    return ((per_image + _THREADS - 1) // _THREADS, max(1, min(n, _GRID_Y))), _THREADS
+
+
+# What each launch copied to the device (parameter uploads), for tests and stats.
+launches = {"kernels": 0, "parameter copies": 0}
+
+
+def pack(arrays: list, be, stream) -> tuple:
+    """Host parameter arrays packed into ONE pinned buffer and copied to the device in
+    ONE copy on ``stream``: (device views of the copy in order, 16-byte aligned; the
+    whole device buffer). The
+    pinned buffer is the process's (prefetch_to_device's pinned blocks), given back with
+    the copy's event so it is not written again before the copy ran."""
+    from nbdata.gpu.array import DeviceArray
+    from nbdata.ops.prefetch_to_device import _size_class, shared_blocks
+    layout, total = [], 0
+    for a in arrays:
+        layout.append(total)
+        total += (a.nbytes + 15) // 16 * 16
+    blocks = shared_blocks(be)
+    block = blocks.take(_size_class(total))
+    host = block[1]
+    for a, at in zip(arrays, layout):
+        host[at:at + a.nbytes] = a.reshape(-1).view(np.uint8)
+    device = DeviceArray.empty((max(total, 1),), np.uint8, stream)
+    be.copy_h2d(device.buffer, host[:total], stream)
+    launches["parameter copies"] += 1
+    blocks.give(block, be.event(stream))
+    return [DeviceArray(device.buffer, a.shape, a.dtype, at, None, stream)
+            for a, at in zip(arrays, layout)], device
+
+
+def _launch(kernel, config: tuple, x, out, n: int, params: list, scalars: int = 0) -> None:
+    """``kernel[grid, threads](src, out, n, *params)`` (``config``: (grid, threads)) on this thread's compute stream,
+    after the batch's data is ready (its event, not its whole stream); the host arrays
+    among ``params`` reach the device in one packed copy (the last ``scalars`` are
+    passed as they are). The batch's memory is released only after the kernel (a
+    consumer stream)."""
     from nbdata.gpu import runtime
     from nbdata.gpu.array import DeviceArray
     be = runtime.backend()
-    blocks = (total + _THREADS - 1) // _THREADS
+    grid, threads = config
     arrays, rest = (params[:-scalars], params[-scalars:]) if scalars else (params, [])
+    launches["kernels"] += 1
     if be.name == "sim":
         views = [p.host_view().reshape(-1) if isinstance(p, DeviceArray) else p for p in arrays]
-        kernel[blocks, _THREADS](x.host_view().reshape(-1), out.host_view().reshape(-1), n,
-                                 *views, *rest)
+        kernel[grid, threads](x.host_view().reshape(-1), _out_arg(out).host_view().reshape(-1),
+                              n, *views, *rest)
         return
     stream = be.compute_stream()
     be.wait(stream, x.ready)
     x._consumed_on(int(stream.handle))
-    device = [p if isinstance(p, DeviceArray) else
-              DeviceArray.from_host(np.ascontiguousarray(p), stream) for p in arrays]
-    kernel[blocks, _THREADS, stream](_Raw(x), _Raw(out), n, *[_Raw(p) for p in device], *rest)
+    host = [k for k, p in enumerate(arrays) if not isinstance(p, DeviceArray)]
+    device = list(arrays)
+    keep = None
+    if host:
+        views, keep = pack([np.ascontiguousarray(arrays[k]) for k in host], be, stream)
+        for k, v in zip(host, views):
+            device[k] = v
+    kernel[grid, threads, stream](_Raw(x), _Raw(_out_arg(out)), n, *[_Raw(p) for p in device],
+                                  *rest)
     out.ready, out.stream = be.event(stream), stream
+    del keep   # the parameters' memory goes back in stream order, after the kernel
 
 
 class Prepared:
@@ -258,26 +411,27 @@ class Prepared:
         self.stream = be.compute_stream()
         n = x.shape[0]
         self.out = DeviceArray.empty((n,) + chain.out_shape, chain.out_dtype, self.stream)
-        self.total = n * int(np.prod(chain.out_shape, dtype=np.int64))
-        params = []
-        for s, shape in zip(chain.steps, chain.shapes):
-            params += s.params(shape, seed_base, n) + s.constants(int(shape[-1]) if shape else 1)
-        self.params = [DeviceArray.from_host(np.ascontiguousarray(p), self.stream) for p in params]
-        self.kernel, self.x, self.n = compiled(chain), x, n
-        be.wait(self.stream, x.ready)
-        self.blocks = (self.total + _THREADS - 1) // _THREADS
+        params, _, self.x = _params(chain, x, seed_base, n)
+        if be.name == "sim":
+            self.params, self.keep = params, None
+        else:
+            be.wait(self.stream, x.ready)
+            self.params, self.keep = pack(params, be, self.stream)
+        self.kernel, self.n = compiled(chain), n
+        self.grid, self.threads = _grid(chain, n)
 
     def launch(self) -> None:
         if self.backend.name == "sim":
-            views = [p.host_view().reshape(-1) for p in self.params]
-            self.kernel[self.blocks, _THREADS](self.x.host_view().reshape(-1),
-                                               self.out.host_view().reshape(-1), self.n, *views)
+            self.kernel[self.grid, self.threads](self.x.host_view().reshape(-1),
+                                                 _out_arg(self.out).host_view().reshape(-1),
+                                                 self.n, *self.params)
             return
-        self.kernel[self.blocks, _THREADS, self.stream](
-            _Raw(self.x), _Raw(self.out), self.n, *[_Raw(p) for p in self.params])
+        self.kernel[self.grid, self.threads, self.stream](
+            _Raw(self.x), _Raw(_out_arg(self.out)), self.n, *[_Raw(p) for p in self.params])
 
     def describe(self) -> str:
-        return f"{self.blocks} blocks x {_THREADS} threads, {len(self.params)} parameter arrays"
+        return (f"grid {self.grid} x {self.threads} threads, {len(self.params)} parameter "
+                "arrays in one buffer")
 
 
 def prepared(chain: Chain, x, seed_base: int = 0) -> Prepared:
@@ -298,8 +452,7 @@ def run_steps(steps: list, x, seed_base: int = 0):
     """Apply steps to a batch: a decoding step first makes the chain's source (a view of
     its bytes, or images decoded from a host batch), then the rest runs as one chain."""
     if steps and steps[0].kind == "decode":
-        x = steps[0].decode(x)
-        steps = steps[1:]
+        x, steps = gpu.decode_first(steps[0], steps[1:], x, seed_base)
     if hasattr(x, "offsets"):   # a RaggedBatch: images of their own sizes
         shape, dtype = (None, None, x.shape[3]), x.dtype
     else:
@@ -322,4 +475,5 @@ def _check_batch(steps: list, x) -> None:
 
 gpu.RUNNER[:] = [run_steps]   # eager nd.gpu ops run here
 
-__all__ = ["Prepared", "compiled", "kernel_source", "prepared", "run_chain", "run_steps"]
+__all__ = ["Prepared", "check_index_range", "compiled", "kernel_source", "launches", "pack", "prepared",
+           "run_chain", "run_steps"]

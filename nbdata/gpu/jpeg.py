@@ -239,7 +239,22 @@ def _plan(nvimgcodec, values: list, channels: int, host) -> tuple[list, np.ndarr
     return streams, shapes
 
 
-def decode_jpeg(contents, channels: int, host) -> RaggedBatch:
+def roi_supported(nvimgcodec) -> bool:
+    """Whether this nvImageCodec decodes a region of an image (0.9's sub code streams)."""
+    return nvimgcodec is not None and hasattr(nvimgcodec, "Region") and \
+        hasattr(getattr(nvimgcodec, "CodeStream", None), "get_sub_code_stream")
+
+
+def roi_enabled() -> bool:
+    """Whether a decode followed by random_resized_crop decodes only each image's crop
+    window (``NBDATA_GPU_JPEG_ROI=1``; off by default: nvJPEG may decode a window's edge
+    pixels a level apart from the whole image's, so the results are not bit-identical
+    to decoding the whole image on every GPU)."""
+    import os
+    return os.environ.get("NBDATA_GPU_JPEG_ROI", "0") == "1"
+
+
+def decode_jpeg(contents, channels: int, host, windows=None) -> RaggedBatch:
     """Decodes a batch of JPEG images into device memory (a :class:`RaggedBatch`): what
     ``nd.gpu.decode_jpeg`` runs.
 
@@ -265,7 +280,7 @@ def decode_jpeg(contents, channels: int, host) -> RaggedBatch:
         UnavailableError: no GPU (and no simulator), or nvImageCodec not installed on a
             GPU machine.
     """
-    return decode_values(_values(contents), check_channels(channels), host)
+    return decode_values(_values(contents), check_channels(channels), host, windows=windows)
 
 
 def check_channels(channels) -> int:
@@ -276,17 +291,30 @@ def check_channels(channels) -> int:
     return channels
 
 
-def decode_values(values: list, channels: int, host, stream=None) -> RaggedBatch:
-    """The decode of a list of ``bytes`` on ``stream`` (the backend's default if None)."""
+def decode_values(values: list, channels: int, host, stream=None, windows=None) -> RaggedBatch:
+    """The decode of a list of ``bytes`` on ``stream`` (the backend's default if None).
+
+    ``windows``: a function of the images' (n, 3) shapes giving (top, left, height,
+    width) arrays: where nvImageCodec decodes regions (:func:`roi_supported`), only
+    those windows are decoded and the batch holds them (``batch.windowed``); else the
+    whole images (the caller crops)."""
     be = runtime.backend()
     nvimgcodec = _codec()
     if nvimgcodec is None and be.name != "sim":
         raise UnavailableError(f"nd.gpu.decode_jpeg needs NVIDIA nvImageCodec: {EXTRA}")
     streams, shapes = _plan(nvimgcodec, values, channels, host)
+    windowed = windows is not None and roi_supported(nvimgcodec) and len(values) > 0
+    if windowed:
+        top, left, height, width = (np.asarray(a, np.int64) for a in windows(shapes))
+        streams = [s.get_sub_code_stream(region=nvimgcodec.Region(
+            int(top[j]), int(left[j]), int(top[j] + height[j]), int(left[j] + width[j])))
+            for j, s in enumerate(streams)]
+        shapes = np.stack([height, width, shapes[:, 2]], axis=1)
     offsets = packed_offsets(shapes)
     stream = stream if stream is not None else getattr(be, "default", None)
     data = DeviceArray.empty((int(offsets[-1]),), np.uint8, stream)
     batch = RaggedBatch(data, offsets, shapes)
+    batch.windowed = windowed
     if not values:
         return batch
     if nvimgcodec is None:   # the simulator without nvImageCodec: libjpeg-turbo, same settings
@@ -357,4 +385,5 @@ def _target(be, batch: RaggedBatch, j: int) -> Any:
     return view
 
 
-__all__ = ["RaggedBatch", "check_channels", "decode_jpeg", "decode_values"]
+__all__ = ["RaggedBatch", "backend_choices", "check_channels", "decode_jpeg", "decode_values",
+           "gpu_backends", "roi_enabled", "roi_supported"]

@@ -18,7 +18,7 @@ from nbdata.chunks import Chunk, RowList, col_row
 from nbdata.errors import InvalidArgumentError
 from nbdata.ops.node import Node, UnaryNode, arg_field
 from nbdata.ops.runtime import InputChunks
-from nbdata.primitives.gpu import Apply, Chain
+from nbdata.primitives.gpu import Apply, Chain, decode_first
 from nbdata.primitives.table import lookup
 from nbdata.spec import TensorSpec, flatten, pack_as
 from nbdata.trace.abstract import function_name
@@ -181,16 +181,27 @@ class GpuMapChunks(InputChunks):
             decode, chain = self.chains[k]
             if decode is not None:
                 try:
-                    value = decode.decode(value)
+                    value, steps = decode_first(decode, chain.steps, value, self.rows)
                 except InvalidArgumentError as e:
                     raise InvalidArgumentError(f"{e.message} (batch {self.batches})",
                                                e.op) from None
+                if steps and steps[0] is not chain.steps[0]:   # decoded the crop windows
+                    chain = self.windowed_chain(k, chain, steps)
             n = value.shape[0]
             out.append(self.ctx.run_gpu_chain(chain, value, self.rows) if chain.steps else value)
         if n is not None:
             self.rows += n
         self.batches += 1
         return out
+
+    def windowed_chain(self, k: int, chain, steps: list):
+        """The chain of leaf ``k`` over batches decoded as their crop windows (made once)."""
+        cached = getattr(self, "_windowed", None)
+        if cached is None:
+            cached = self._windowed = {}
+        if k not in cached:
+            cached[k] = Chain(steps, chain.shape, chain.dtype)
+        return cached[k]
 
     def next(self, want: int):
         chunk, self.pending = self.pending, None

@@ -131,6 +131,22 @@ def run_steps(steps: list, batch, seed_base: int = 0):
     return run(steps, batch, seed_base)
 
 
+def decode_first(decode, steps: list, x, seed_base: int) -> tuple:
+    """A decoding step's batch and the steps left to run on it: where the next step is a
+    random_resized_crop and region decode is on (``NBDATA_GPU_JPEG_ROI=1``, nvImageCodec
+    with regions), only each image's crop window is decoded and the crop becomes a
+    resize of it (the same float32 operations over the same window)."""
+    first = steps[0] if steps else None
+    if first is not None and hasattr(first, "windows") and hasattr(decode, "channels"):
+        from nbdata.gpu import jpeg
+        if jpeg.roi_enabled():
+            batch = decode.decode(x, windows=first.windows(seed_base))
+            if getattr(batch, "windowed", False):
+                return batch, [first.resized()] + list(steps[1:])
+            return batch, list(steps)
+    return decode.decode(x), list(steps)
+
+
 class Chain:
     """Steps applied in order to the elements (of ``shape`` and ``dtype``) of one batch
     leaf. Images of their own sizes (``shape`` (None, None, C), decode_jpeg's batches)
@@ -148,7 +164,12 @@ class Chain:
                 "random_crop)")
         shapes, dtypes = [self.shape], [self.dtype]
         transposed = False
+        halved = None
         for s in self.steps:
+            if halved is not None and s.kind != "layout":
+                raise ValueError(f"nd.gpu.{s.name} after a cast to {halved}: cast to float16 or "
+                                 "bfloat16 last (a transpose may follow)")
+            halved = halved or getattr(s, "bits", None)
             if s.kind in ("spatial", "pixel", "reduce") and transposed:
                 raise ValueError(f"nd.gpu.{s.name} after transpose: spatial ops take (H, W, C) "
                                  "images; transpose last")
@@ -216,5 +237,5 @@ class Apply(Step):
         return f"apply({getattr(self.fn, '__qualname__', self.fn)})"
 
 
-__all__ = ["Apply", "Chain", "RUNNER", "Step", "bilinear_source", "check_image", "f32",
+__all__ = ["Apply", "Chain", "RUNNER", "Step", "bilinear_source", "check_image", "decode_first", "f32",
            "run_steps", "seed_pair", "type_name"]

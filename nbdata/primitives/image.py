@@ -504,13 +504,26 @@ def _flip_flags(seed, base, n):
 
 
 class _Cast(Step):
+    """``nd.gpu.cast``. float16 is written as the GPU's round-to-nearest-even conversion
+    of the float32 value; ``"bfloat16"`` (NumPy has no such dtype) gives uint16 arrays
+    holding bfloat16 bit patterns (round to nearest even; ``torch.from_dlpack(x)
+    .view(torch.bfloat16)`` reads them). Either must be the chain's last value op (a
+    transpose may follow)."""
+
     name = "cast"
 
     def __init__(self, dtype):
+        self.bits = None
+        name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None)
+        if name in ("bfloat16", "bf16"):
+            self.bits, self.dtype = "bfloat16", np.dtype(np.uint16)
+            return
         self.dtype = np.dtype(dtype)
-        if self.dtype.kind not in "biuf" or self.dtype == np.float16:
+        if self.dtype.kind not in "biuf":
             raise TypeError(f"nd.gpu.cast: cannot cast to {self.dtype} (bool, integers, "
-                            "float32 and float64 only)")
+                            "float16, bfloat16, float32 and float64 only)")
+        if self.dtype == np.float16:
+            self.bits = "float16"
 
     def out_dtype(self, dtype):
         return self.dtype
@@ -519,12 +532,15 @@ class _Cast(Step):
         def cast(y, x, c):
             value, _ = inner(y, x, c)
             v = g.fresh("v")
-            g.emit(f"{v} = {type_name(self.dtype)}({value})")
+            if self.bits is not None:   # the uint16 bits, written as they are
+                g.emit(f"{v} = {g.to_bits(self.bits)}(numba.float32({value}))")
+            else:
+                g.emit(f"{v} = {type_name(self.dtype)}({value})")
             return v, self.dtype
         return cast
 
     def describe(self):
-        return f"cast({self.dtype})"
+        return f"cast({self.bits or self.dtype})"
 
 
 class _Normalize(Step):
@@ -706,6 +722,17 @@ class _Resize(_Bilinear):
         return f"resize({self.size}, bilinear)"
 
 
+@numba.njit(nogil=True, cache=True)
+def _batch_windows(heights, widths, scale_low, scale_high, ratio_low, ratio_high, seed,
+                   counter, out):
+    """random_resized_crop's windows of a batch: image ``j`` at counter ``counter + j``."""
+    for j in range(heights.shape[0]):
+        top, left, h, w = _random_resized_crop_window(heights[j], widths[j], scale_low,
+                                                      scale_high, ratio_low, ratio_high, seed,
+                                                      counter + j)
+        out[0, j], out[1, j], out[2, j], out[3, j] = top, left, h, w
+
+
 class _RandomResizedCrop(_Bilinear):
     name = "random_resized_crop"
     param_count = 4
@@ -719,15 +746,34 @@ class _RandomResizedCrop(_Bilinear):
         self.seed, self.offset = seed_pair(self.name, seed)
 
     def params(self, shape, seed_base, n, sizes=None):
+        # The whole batch's windows in one compiled call (the same draws as
+        # random_resized_crop_window at counters seed_base + offset + j).
+        if sizes is None:
+            heights = np.full(n, int(shape[0]), np.int64)
+            widths = np.full(n, int(shape[1]), np.int64)
+        else:
+            sizes = np.asarray(sizes, np.int64).reshape(-1, 3)
+            heights, widths = np.ascontiguousarray(sizes[:n, 0]), np.ascontiguousarray(sizes[:n, 1])
         windows = np.empty((4, n), np.int64)
-        for j in range(n):
-            h, w = shape[:2] if sizes is None else sizes[j][:2]
-            windows[:, j] = random_resized_crop_window(
-                int(h), int(w), self.scale, self.ratio, (self.seed, int(seed_base) + self.offset + j))
+        _batch_windows(heights, widths, np.float64(self.scale[0]), np.float64(self.scale[1]),
+                       np.float64(self.ratio[0]), np.float64(self.ratio[1]), np.int64(self.seed),
+                       np.int64(int(seed_base) + self.offset), windows)
         return list(windows)
 
     def window(self, names, in_shape):
         return tuple(f"{q}[b]" for q in names)
+
+    def windows(self, seed_base: int):
+        """The batch's windows as a function of the images' (n, 3) sizes (a decode
+        that decodes only them: ``resized()`` then does the rest)."""
+        return lambda sizes: self.params(None, seed_base, len(sizes), sizes)
+
+    def resized(self) -> "_Resize":
+        """This crop's resize of an image that is already its window (one step object
+        per crop, so its chains keep their kernels)."""
+        if getattr(self, "_resized", None) is None:
+            self._resized = _Resize(self.size)
+        return self._resized
 
     def describe(self):
         return (f"random_resized_crop({self.size}, scale={self.scale}, ratio={self.ratio}, "

@@ -449,10 +449,13 @@ class _DeviceDecode(Step):
     def out_dtype(self, dtype):
         return np.dtype(np.uint8)
 
-    def decode(self, contents):
+    def decode(self, contents, windows=None):
+        """The batch decoded; ``windows`` (see ``nbdata.gpu.jpeg.decode_values``): only
+        those windows where nvImageCodec decodes regions (``batch.windowed``)."""
         from nbdata.gpu import jpeg
         return jpeg.decode_jpeg(contents, self.channels,
-                                JpegOptions(self.channels, dct_method="INTEGER_ACCURATE"))
+                                JpegOptions(self.channels, dct_method="INTEGER_ACCURATE"),
+                                windows=windows)
 
     def describe(self):
         return (f"decode_jpeg(channels={self.channels}): nvImageCodec decodes the batch's JPEGs "

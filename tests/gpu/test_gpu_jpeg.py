@@ -185,3 +185,34 @@ def test_decode_must_come_first_and_needs_a_channel_count(tmp_path):
         ds.map(lambda x, y: (nd.gpu.normalize(nd.gpu.decode_jpeg(x), 0.0, 1.0), y))
     with pytest.raises(TypeError, match="takes the encoded images"):
         ds.map(lambda x, y: (x, nd.gpu.decode_jpeg(y)))
+
+
+def test_region_decode_of_the_crop_windows_equals_the_whole_decode(tmp_path, gpu_backend,
+                                                                   monkeypatch):
+    # NBDATA_GPU_JPEG_ROI=1: a decode followed by random_resized_crop decodes each image's
+    # window only (nvImageCodec sub code streams) and resizes it: the same batches.
+    if gpu_backend is None:
+        pytest.skip("region decode needs nvImageCodec's regions: the CUDA-rules double's")
+    path = _records(tmp_path, 6)
+    ds = (nd.TFRecordDataset(path).map(_parse).batch(3)
+          .prefetch_to_device("cuda:0").map(_gpu_prep))
+    whole = [x.copy_to_host() for x, _ in ds]
+    monkeypatch.setenv("NBDATA_GPU_JPEG_ROI", "1")
+    calls = len(gpu_backend.decode_calls)
+    regions = [x.copy_to_host() for x, _ in ds]
+    assert len(gpu_backend.decode_calls) > calls
+    for a, b in zip(whole, regions):
+        np.testing.assert_array_equal(a, b)
+    # eager: decode then crop, and the region decode's batch holds the windows
+    from nbdata.primitives.jpeg import decode_jpeg
+    from nbdata.compiler.backend_gpu import run_steps
+    blobs = [_parse(r)[0] for r in nd.TFRecordDataset(path)][:3]
+    crop = nd.image.random_resized_crop.primitive.gpu((8, 8), seed=7)
+    batch = decode_jpeg.primitive.gpu(3).decode(np.array(blobs, object),
+                                                 windows=crop.windows(0))
+    assert batch.windowed and batch.shapes[:, :2].tolist() == \
+        np.stack(crop.params(None, 0, 3, np.array([[h, w, 3] for h, w in SIZES[:3]])))[2:].T.tolist()
+    got = run_steps([decode_jpeg.primitive.gpu(3), crop], np.array(blobs, object)).copy_to_host()
+    monkeypatch.setenv("NBDATA_GPU_JPEG_ROI", "0")
+    want = run_steps([decode_jpeg.primitive.gpu(3), crop], np.array(blobs, object)).copy_to_host()
+    np.testing.assert_array_equal(got, want)

@@ -10,6 +10,7 @@ import nbdata as nd
 from nbdata import image
 from nbdata.compiler.backend_gpu import kernel_source
 from nbdata.primitives.gpu import Chain
+from nbdata.gpu import runtime
 from nbdata.gpu.array import DeviceArray
 
 pytestmark = pytest.mark.skipif(not nd.gpu.available(), reason="no GPU and no CUDA simulator")
@@ -128,7 +129,9 @@ def test_one_kernel_for_a_chain_and_its_source():
     chain = Chain([step(image.random_crop, (4, 5), 3), step(image.random_flip_left_right, 5),
                    step(image.normalize, MEAN, STD), step(image.hwc_to_chw)], (6, 7, 3), np.uint8)
     source, _ = kernel_source(chain)
-    assert source.count("def kernel") == 1 and "cuda.grid(1)" in source
+    # a 2-D grid (images on y) with int32 index arithmetic within an image
+    assert source.count("def kernel") == 1 and "cuda.blockIdx.y" in source
+    assert "q0 = numba.int32(r // numba.int32(20))" in source
     assert chain.out_shape == (3, 4, 5) and chain.out_dtype == np.float32
 
 
@@ -207,6 +210,8 @@ def test_without_gpu_or_simulator_gpu_calls_raise_unavailable():
 def test_dlpack_consumers_take_device_arrays(images, library):
     mod = pytest.importorskip(library)
     d = DeviceArray.from_host(images)
+    if d.__dlpack_device__()[0] == 2 and runtime.simulated():
+        pytest.skip("the CUDA-rules double says CUDA memory: a framework needs a real GPU to take it")
     if library == "torch":
         got = mod.from_dlpack(d).cpu().numpy()
     elif library == "jax":

@@ -19,7 +19,8 @@ MEASURED = ("staging: pinned host->device copy loop [base]",
             "augment: nbdata fused kernel alone (crop+flip+normalize+CHW)",
             "augment: nbdata run_chain (params drawn + copied per batch)",
             "decode: nbdata decode_jpeg (one pooled buffer per batch)",
-            "decode: nbdata decode + random_resized_crop/flip/normalize/CHW")
+            "decode: nbdata decode + random_resized_crop/flip/normalize/CHW",
+            "augment: nbdata run_chain, float16 out")
 
 
 def _double_only(gpu_backend):
@@ -41,6 +42,7 @@ def test_harness_runs_every_part(gpu_backend):
         assert rows[name][0] is not None and rows[name][0] > 0, name
     if machine is None:
         return
+    assert rows["decode: the same, region decode of the crop windows"][0] > 0
     # On the double each copy or kernel takes WORK_MS between timing events on the stream
     # that ran it: the kernel alone (4 launches between the events) is one WORK_MS each,
     # counted in bytes read + written, as is the copy base (half the bytes each way).
