@@ -10,7 +10,7 @@ cuda_rules = pytest.importorskip("cuda_rules")
 pytest.importorskip("simplejpeg")
 gp = pytest.importorskip("perf.gpu_pipeline")
 
-TINY = dict(batch=2, side=40, crop=6, batches=3, images=4, decode_batch=2, decode_side=16,
+TINY = dict(batch=1, side=40, crop=4, batches=2, images=2, decode_batch=2, decode_side=16,
             peers=False)
 MEASURED = ("staging: pinned host->device copy loop [base]",
             "staging: nbdata from_tensors(batch).repeat(R).prefetch_to_device",
@@ -34,7 +34,7 @@ def test_harness_runs_every_part(gpu_backend):
     if machine is None and runtime.simulated():
         pytest.skip("the harness times streams and events: it runs on the CUDA-rules double")
     rows = {name: (rate, ratio, note)
-            for name, rate, ratio, note in gp.measure(gp.PARTS, gp.Sizes(**TINY), repeats=2,
+            for name, rate, ratio, note in gp.measure(gp.PARTS, gp.Sizes(**TINY), repeats=1,
                                                       allow_simulated=True)}
     failed = {k: v for k, v in rows.items() if "failed" in k or "failed" in v[2]}
     assert not failed
