@@ -39,6 +39,7 @@ from nbdata.ops.node import AUTOTUNE, INFINITE, UNKNOWN
 from nbdata.options import AutotuneOptions, OptimizationOptions, Options, ThreadingOptions
 from nbdata.trace.placeholder import Placeholder, placeholder
 from nbdata.spec import SparseTensor, SparseTensorSpec
+from nbdata.ragged import RaggedTensor, RaggedTensorSpec
 from nbdata.spec import DatasetSpec, TensorSpec, string
 from nbdata.train.graph import GraphKeys
 from nbdata.trace.graph import Graph, Operation, Tensor, constant, get_default_graph, name_scope, reset_default_graph
@@ -56,6 +57,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AUTOTUNE", "AutotuneOptions", "Checkpoint", "Dataset", "DatasetSpec",
+    "RaggedTensor", "RaggedTensorSpec",
     "FixedLengthRecordDataset", "INFINITE", "SparseTensor", "SparseTensorSpec",
     "TFRecordDataset", "TextLineDataset",
     "Initializer", "Iterator", "OptimizationOptions", "Options", "Pipeline", "Placeholder",

@@ -521,23 +521,46 @@ class MoreTransformations:
 
     def ragged_batch(self, batch_size: Any, drop_remainder: bool = False,
                      row_splits_dtype: Any = np.int64, name: str | None = None):
-        """Batches of ``batch_size`` elements. Elements of one shape batch densely (as
-        tf.data's ``ragged_batch`` does for uniform rows); elements whose shapes differ
-        need a ragged tensor type, which nbdata does not have yet (NotImplementedError:
-        use ``padded_batch``).
+        """Batches of ``batch_size`` elements whose shapes may differ: a component with
+        unknown dims batches into an ``nd.RaggedTensor`` whose dims up to its last unknown
+        one are ragged (tf.data's rule); components of a fully known shape batch densely.
 
         >>> import nbdata as nd
-        >>> [b.tolist() for b in nd.Dataset.range(5).ragged_batch(2)]
-        [[0, 1], [2, 3], [4]]
+        >>> b = next(iter(nd.Dataset.from_list([[1], [2, 3]]).ragged_batch(2)))
+        >>> b.to_list(), b.row_splits.tolist()
+        ([[1], [2, 3]], [0, 1, 3])
         """
+        from nbdata.ragged import RaggedTensorSpec, ragged_batch_of
+        from nbdata.ops.rebatch import RaggedBatch, stack_elements
         size = _count(batch_size, "ragged_batch", "batch_size", minimum=1)
-        ragged = any(s.shape is None or None in s.shape for s in flatten(self.element_spec)
-                     if isinstance(s, TensorSpec))
-        if not ragged:
+        spec = self.element_spec
+        leaves = flatten(spec)
+        ranks = [max((i for i, d in enumerate(s.shape) if d is None), default=-1)
+                 if isinstance(s, TensorSpec) and s.shape else -1 for s in leaves]
+        if all(r < 0 for r in ranks):
             return self.batch(size, drop_remainder=drop_remainder, name=name)
-        raise NotImplementedError("ragged_batch: elements of different shapes need a ragged "
-                                  "tensor type, which nbdata does not have yet; use "
-                                  "padded_batch")
+        dim = size if drop_remainder else None
+        out = []
+        for s, r in zip(leaves, ranks):
+            if r < 0:
+                out.append(TensorSpec(None if s.shape is None else (dim,) + s.shape, s.dtype))
+            else:
+                out.append(RaggedTensorSpec((dim,) + s.shape, s.dtype, r + 1, row_splits_dtype))
+        out_spec = pack_as(spec, out)
+
+        def build(elements):
+            rows = [flatten(e) for e in elements]
+            batch = []
+            for k, (s, r) in enumerate(zip(leaves, ranks)):
+                values = [row[k] for row in rows]
+                if r < 0:
+                    batch.append(flatten(stack_elements(values, s))[0])
+                else:
+                    batch.append(ragged_batch_of(values, r, np.dtype(row_splits_dtype)))
+            return pack_as(spec, batch)
+
+        return self._derive(RaggedBatch(self._node, size, bool(drop_remainder), build, out_spec,
+                                        name=name))
 
     # ---------------------------------------------------------- terminals
     def get_single_element(self, name: str | None = None):

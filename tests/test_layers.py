@@ -15,7 +15,8 @@ ROOT = Path(nbdata.__file__).parent
 # (a prefix matches the module and its submodules).
 LAYERS = [
     ("vocabulary", ["nbdata.errors", "nbdata.options", "nbdata.spec", "nbdata.random",
-                    "nbdata.chunks", "nbdata.profiler", "nbdata.memory", "nbdata.progress"]),
+                    "nbdata.chunks", "nbdata.profiler", "nbdata.memory", "nbdata.progress",
+                    "nbdata.ragged"]),
     ("kernels", ["nbdata.kernels"]),
     ("gpu runtime", ["nbdata.gpu.runtime", "nbdata.gpu.array", "nbdata.gpu.jpeg", "nbdata.gpu"]),
     ("trace", ["nbdata.trace"]),

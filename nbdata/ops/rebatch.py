@@ -106,3 +106,10 @@ class BuildBatch(ElementOp):
         if state and not self.drop_remainder:
             return [self.build(state)]
         return []
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RaggedBatch(BuildBatch):
+    """``ragged_batch``: batches whose components with unknown dims are RaggedTensors."""
+
+    op = "ragged_batch"

@@ -166,3 +166,32 @@ def test_get_single_element():
         nd.Dataset.range(0).get_single_element()
     with pytest.raises(nd.errors.InvalidArgumentError, match="more than one"):
         nd.Dataset.range(2).get_single_element()
+
+
+def test_ragged_batch():
+    ds = nd.Dataset.from_list([[1], [2, 3], [4, 5, 6]]).ragged_batch(2)
+    assert isinstance(ds.element_spec, nd.RaggedTensorSpec)
+    assert ds.element_spec.ragged_rank == 1 and ds.element_spec.shape == (None, None)
+    a, b = list(ds)
+    assert a.to_list() == [[1], [2, 3]] and a.row_splits.tolist() == [0, 1, 3]
+    assert b.to_list() == [[4, 5, 6]] and a.to_tensor().tolist() == [[1, 0], [2, 3]]
+    # a known trailing dim stays uniform, dense components batch densely
+    mixed = nd.Dataset.range(1, 4).map(lambda n: (np.ones((n, 2), np.int32) * n, n))
+    r, n = next(iter(mixed.apply(nd.experimental.dense_to_ragged_batch(3))))
+    assert r.shape == (3, None, 2) and r.to_list()[1] == [[2, 2], [2, 2]] and n.tolist() == [1, 2, 3]
+    # dims up to the last unknown one are ragged
+    inner = nd.Dataset.range(1, 3).map(lambda n: np.ones((2, n))).ragged_batch(2)
+    (x,) = list(inner)
+    assert x.ragged_rank == 2 and x.to_list() == [[[1.0], [1.0]], [[1.0, 1.0], [1.0, 1.0]]]
+    assert [b.tolist() for b in nd.Dataset.range(3).ragged_batch(2)] == [[0, 1], [2]]
+
+
+def test_ragged_batch_restores():
+    def make():
+        return nd.Dataset.from_list([np.full(i % 3, i) for i in range(9)]).ragged_batch(2)
+    full = [b.to_list() for b in make()]
+    it = iter(make())
+    head = [next(it).to_list() for _ in range(2)]
+    again = iter(make())
+    again.restore(it.save())
+    assert head + [b.to_list() for b in again] == full
