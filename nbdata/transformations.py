@@ -82,8 +82,9 @@ class MoreTransformations:
         >>> nd.Dataset.from_list([[1], [2, 3]]).element_spec
         TensorSpec(shape=(None,), dtype=int64, name=None)
         """
-        if not isinstance(elements, (list, tuple)):
-            raise TypeError(f"from_list: expected a list of elements, got {type(elements).__name__}")
+        if not isinstance(elements, list):
+            raise ValueError(f"from_list: `elements` must be a list of elements, got "
+                             f"{type(elements).__name__}")
         if len(elements) == 0:
             raise ValueError("from_list: `elements` must not be empty (there is no element "
                              "to take the element spec from)")

@@ -35,8 +35,17 @@ def test_errors():
         nd.Dataset.from_list([1, (1, 2)])
     with pytest.raises(TypeError):
         nd.Dataset.from_list([np.int32(1), np.float32(2.0)])
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError):
         nd.Dataset.from_list(np.arange(3))
+    with pytest.raises(ValueError):
+        nd.experimental.from_list((1, 2, 3))
+
+
+def test_elements_of_different_ranks():
+    elements = [np.tile(np.array([[1], [2]]), 3), np.array([7, 8])]
+    ds = nd.Dataset.from_list(elements)
+    assert ds.element_spec.shape is None
+    assert [e.tolist() for e in ds] == [e.tolist() for e in elements]
 
 
 def test_random_access_and_global_shuffle():
