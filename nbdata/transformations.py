@@ -421,14 +421,21 @@ class MoreTransformations:
         if sizes.dtype.kind not in "iu" or len(sizes) == 0:
             raise ValueError(f"rebatch: batch_size must be an integer or a list of integers, "
                              f"got {batch_size!r}")
-        if (sizes <= 0).any():
-            raise InvalidArgumentError(f"rebatch: batch sizes must be positive, got "
-                                       f"{sizes.tolist()}", "rebatch")
+        if (sizes < 0).any() or not (sizes > 0).any():
+            raise InvalidArgumentError(f"rebatch: batch sizes must be >= 0 and one of them "
+                                       f"positive, got {sizes.tolist()}", "rebatch")
+        # The batch dim is static when every batch is full: drop_remainder, or input
+        # batches of a static size that the one batch size divides.
+        leading = [s.shape[0] if isinstance(s, TensorSpec) and s.shape else None
+                   for s in flatten(self.element_spec)]
+        size = int(sizes[0])
+        uniform = bool((sizes == size).all()) and size > 0
+        divides = uniform and all(d is not None and d % size == 0 for d in leading)
         unbatched = self.unbatch()
-        if np.ndim(batch_size) == 0:
-            return unbatched.batch(int(sizes[0]), drop_remainder=drop_remainder, name=name)
+        if uniform:
+            return unbatched.batch(size, drop_remainder=bool(drop_remainder) or divides, name=name)
         return self._derive(Rebatch(unbatched._node, tuple(int(s) for s in sizes),
-                                    bool(drop_remainder), name=name))
+                                    bool(drop_remainder), None, name=name))
 
     def rejection_resample(self, class_func: Callable, target_dist: Any, initial_dist: Any = None,
                            seed: Any = None, name: str | None = None):

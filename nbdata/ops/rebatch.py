@@ -38,13 +38,12 @@ class Rebatch(ElementOp):
 
     batch_sizes: tuple = arg_field()
     drop_remainder: bool = arg_field(False)
+    static_dim: object = None     # the batch dim when every batch is known to be full
     op = "rebatch"
 
     @property
     def spec(self):
-        sizes = set(self.batch_sizes)
-        dim = sizes.pop() if (self.drop_remainder and len(sizes) == 1) else None
-        return batched_spec(self.input.spec, dim, "rebatch")
+        return batched_spec(self.input.spec, self.static_dim, "rebatch")
 
     def cardinality(self) -> int:
         n = self.input.cardinality()
@@ -54,6 +53,7 @@ class Rebatch(ElementOp):
         return {"rows": [], "k": 0}
 
     def step(self, ctx, state, element):
+        # A size of 0 is an empty batch, made without reading a row (tf.data's rule).
         state["rows"].append(element)
         out = []
         while True:

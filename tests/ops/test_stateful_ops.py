@@ -122,7 +122,20 @@ def test_rebatch():
     assert [b.tolist() for b in ds] == [[0, 1, 2], [3, 4, 5]]
     assert ds.element_spec.shape == (3,)
     with pytest.raises(nd.errors.InvalidArgumentError):
-        nd.Dataset.range(4).batch(2).rebatch([0, 1])
+        nd.Dataset.range(4).batch(2).rebatch([0, 0])
+    full = nd.Dataset.range(8).batch(4, drop_remainder=True)
+    assert full.rebatch([2, 2]).element_spec.shape == (2,)
+    assert nd.Dataset.range(10).batch(5, drop_remainder=True).rebatch(2).element_spec.shape == (None,)
+    assert [b.tolist() for b in nd.Dataset.range(12).batch(4).rebatch([6])] == \
+        [[0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10, 11]]
+
+
+def test_rebatch_empty_splits():
+    full = nd.Dataset.range(4).batch(2, drop_remainder=True)
+    assert [b.tolist() for b in full.rebatch([1, 1, 0])] == [[0], [1], [], [2], [3], []]
+    assert [b.tolist() for b in full.rebatch([0, 1])] == [[], [0], [], [1], [], [2], [], [3], []]
+    assert [b.tolist() for b in full.rebatch([1, 0], drop_remainder=True)] == \
+        [[0], [], [1], [], [2], [], [3], []]
 
 
 def test_rejection_resample():
