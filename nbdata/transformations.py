@@ -212,14 +212,19 @@ class MoreTransformations:
         if weights is None:
             w = [1.0 / len(datasets)] * len(datasets)
         else:
-            w = [float(x) for x in np.asarray(weights, np.float64).reshape(-1)]
+            raw = np.asarray(weights)
+            if raw.dtype.kind != "f":
+                raise TypeError(f"sample_from_datasets: `weights` must be convertible to a "
+                                f"tensor of `tf.float32` or `tf.float64` elements, got "
+                                f"{raw.dtype}")
+            w = [float(x) for x in raw.reshape(-1)]
             if len(w) != len(datasets):
-                raise ValueError(f"sample_from_datasets: got {len(w)} weights for "
-                                 f"{len(datasets)} datasets")
-            if any(x < 0 for x in w) or not np.isfinite(w).all() or sum(w) <= 0:
-                raise InvalidArgumentError(f"sample_from_datasets: weights must be finite, "
-                                           f"non-negative and not all zero, got {w}",
-                                           "sample_from_datasets")
+                raise ValueError(f"sample_from_datasets: `datasets` and `weights` should have "
+                                 f"the same length, got {len(datasets)} and {len(w)}")
+            if any(x < 0 for x in w) or not np.isfinite(w).all():
+                raise InvalidArgumentError(f"sample_from_datasets: weights must be finite and "
+                                           f"non-negative, got {w}", "sample_from_datasets")
+            # all zero: nothing is ever picked (an empty output, as tf.data's)
         node = WeightedPicks(tuple(w), nd_random.op_seed(seed), rerandomize)
         first = datasets[0]
         picks = first._family(node, first._options, first._state)
@@ -711,7 +716,7 @@ def _dataset_list(datasets: Any, op: str) -> list:
         raise TypeError(f"{op}: datasets must be a list of Datasets, got {type(datasets).__name__}")
     datasets = list(datasets)
     if not datasets:
-        raise ValueError(f"{op}: datasets must not be empty")
+        raise ValueError(f"{op}: Invalid `datasets`. `datasets` should not be empty.")
     for d in datasets:
         if not is_dataset(d):
             raise TypeError(f"{op}: datasets must be a list of Datasets, got a "
@@ -722,7 +727,8 @@ def _dataset_list(datasets: Any, op: str) -> list:
         try:
             spec = merge_specs(spec, d.element_spec)
         except (TypeError, ValueError) as e:
-            raise TypeError(f"{op}: all datasets must have compatible element specs: {e}") from None
+            raise TypeError(f"{op}: all datasets in `datasets` must have compatible element "
+                            f"specs: {e}") from None
     return datasets
 
 

@@ -73,7 +73,7 @@ class WeightedPicks(Node):
 def picks_of(weights, key: int, lo: int, n: int) -> np.ndarray:
     """Picks ``lo .. lo + n`` of the stream keyed ``key`` for ``weights``."""
     w = np.asarray(weights, np.float64)
-    cdf = np.cumsum(w) / w.sum()
+    cdf = np.cumsum(w) / max(w.sum(), np.finfo(np.float64).tiny)
     u = (nd_random.bits_block(key, lo, n) >> np.uint64(11)).astype(np.float64) * (2.0 ** -53)
     picks = np.searchsorted(cdf, u, side="right").astype(np.int64)
     return np.minimum(picks, len(w) - 1)

@@ -78,10 +78,54 @@ def test_sample_weights_dataset():
 
 
 def test_sample_bad_weights():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="should have the same length"):
         nd.Dataset.sample_from_datasets([nd.Dataset.range(2)], [0.5, 0.5])
+    with pytest.raises(TypeError, match="float32. or .tf.float64"):
+        nd.Dataset.sample_from_datasets([nd.Dataset.range(2), nd.Dataset.range(2)], [1, 1])
     with pytest.raises(nd.errors.InvalidArgumentError):
         nd.Dataset.sample_from_datasets([nd.Dataset.range(2), nd.Dataset.range(2)], [-1.0, 2.0])
+    with pytest.raises(TypeError, match="must have compatible"):
+        nd.Dataset.sample_from_datasets([nd.Dataset.from_tensors(0), nd.Dataset.from_tensors(0.0)])
+    with pytest.raises(ValueError, match="should not be empty"):
+        nd.Dataset.sample_from_datasets([], [])
+
+
+def test_sample_all_zero_weights_and_stop_rules():
+    zero = nd.Dataset.sample_from_datasets([nd.Dataset.from_tensors(-1).repeat(),
+                                            nd.Dataset.from_tensors(1).repeat()], [0.0, 0.0])
+    assert list(zero) == []
+    sources = [nd.Dataset.from_tensors(np.int64(-1)), nd.Dataset.from_tensors(np.int64(1)).repeat(),
+               nd.Dataset.range(10).repeat()]
+    skipping = nd.Dataset.sample_from_datasets(sources, [0.5, 0.1, 0.4], seed=3).take(100)
+    out = [int(x) for x in skipping]
+    assert len(out) == 100 and out.count(-1) == 1
+    stopping = nd.Dataset.sample_from_datasets(sources, [0.5, 0.1, 0.4], seed=3,
+                                               stop_on_empty_dataset=True)
+    assert [int(x) for x in stopping].count(-1) == 1
+    empty_first = nd.Dataset.sample_from_datasets(
+        [nd.Dataset.range(0), nd.Dataset.range(1).repeat()], [1.0, 0.0],
+        stop_on_empty_dataset=True)
+    assert list(empty_first) == []
+
+
+def test_sample_rerandomize_each_iteration():
+    def make(r):
+        return nd.Dataset.sample_from_datasets([nd.Dataset.range(10), nd.Dataset.range(100, 110)],
+                                               [0.5, 0.5], seed=42, stop_on_empty_dataset=True,
+                                               rerandomize_each_iteration=r)
+    for r in (None, False):
+        ds = make(r)
+        assert [int(x) for x in ds] == [int(x) for x in ds]
+    ds = make(True)
+    assert [int(x) for x in ds] != [int(x) for x in ds]
+    both = [int(x) for x in make(True).repeat(2)]
+    assert both[:len(both) // 2] != both[len(both) // 2:]
+
+
+def test_sample_nested_datasets():
+    ds = nd.Dataset.sample_from_datasets([nd.Dataset.range(10).window(2),
+                                          nd.Dataset.range(10, 20).window(2)], [0.3, 0.7], seed=1)
+    assert len([int(x) for x in ds.flat_map(lambda w: w)]) == 20
 
 
 def test_mixture_resumes_per_source_exactly_once_after_weights_change():
