@@ -27,6 +27,7 @@ the batches to a model.
 
 from __future__ import annotations
 
+import sys as _sys
 import types as _types
 
 from nbdata.compat.v1 import data
@@ -55,11 +56,13 @@ io = _IoModule("nbdata.compat.v1.io", _IoModule.__doc__)
 io.gfile, io.decode_csv = _platform.io_gfile, _ops.decode_csv
 
 
+# tf.compat: the text helpers, and v1 (this namespace)
+compat = _types.SimpleNamespace(v1=_sys.modules[__name__], **_platform.compat_names)
+
+
 def __getattr__(name: str):
-    if name == "compat":
-        return _platform._compat()
     raise _ops.missing(name)
 
 
-__all__ = sorted({"contrib", "data", "gfile", "image", "io", "logging", "random_crop", "summary",
+__all__ = sorted({"compat", "contrib", "data", "gfile", "image", "io", "logging", "random_crop", "summary",
                   *_ops.__all__})

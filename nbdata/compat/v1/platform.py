@@ -16,6 +16,7 @@ import shutil
 import types
 
 from nbdata import errors
+from nbdata.trace.graph import constant, get_default_graph
 
 
 # ------------------------------------------------------------------ gfile
@@ -144,10 +145,9 @@ _SUMMARIES = "summaries"
 def _summary(name, tensor=None, *args, collections=None, family=None, **kwargs):
     """A summary op: recorded as a string tensor holding no event (an input pipeline
     writes no event files), added to the summaries collection as in TF1."""
-    from nbdata.compat.v1 import ops
-    out = ops.constant(b"", name=name if isinstance(name, str) else None)
+    out = constant(b"", name=name if isinstance(name, str) else None)
     for key in collections if collections is not None else [_SUMMARIES]:
-        ops.add_to_collection(key, out)
+        get_default_graph().add_to_collection(key, out)
     return out
 
 
@@ -156,8 +156,7 @@ def _merge(inputs, collections=None, name=None):
 
 
 def _merge_all(key=_SUMMARIES, scope=None, name=None):
-    from nbdata.compat.v1 import ops
-    return _merge([]) if ops.get_collection(key, scope) else None
+    return _merge([]) if get_default_graph().get_collection(key, scope) else None
 
 
 class FileWriter:
@@ -213,12 +212,9 @@ def as_text(bytes_or_text, encoding: str = "utf-8") -> str:
     raise TypeError(f"Expected binary or unicode string, got {bytes_or_text!r}")
 
 
-def _compat():
-    import nbdata.compat.v1 as v1
-    return types.SimpleNamespace(v1=v1, as_bytes=as_bytes, as_text=as_text, as_str=as_text,
-                                 as_str_any=lambda v: as_text(v) if isinstance(v, (bytes, str))
-                                 else str(v), path_to_str=os.fspath,
-                                 bytes_or_text_types=(bytes, str))
+compat_names = dict(as_bytes=as_bytes, as_text=as_text, as_str=as_text, path_to_str=os.fspath,
+                    as_str_any=lambda v: as_text(v) if isinstance(v, (bytes, str)) else str(v),
+                    bytes_or_text_types=(bytes, str))
 
 
 __all__ = ["FileWriter", "GFile", "as_bytes", "as_text", "gfile", "io_gfile", "logging", "summary"]
