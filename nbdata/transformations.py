@@ -631,10 +631,15 @@ class MoreTransformations:
     def snapshot(self, path: Any, compression: Any = "AUTO", reader_func: Callable | None = None,
                  shard_func: Callable | None = None, name: str | None = None):
         """Persist this dataset under the directory ``path``: the first complete
-        iteration writes it (a file named by the pipeline's fingerprint, in the
-        checksummed format of ``cache(filename)``), later iterations, also in other
-        processes, read it instead of computing the input. A changed pipeline has
-        another fingerprint, so it writes a snapshot of its own.
+        iteration writes ``<path>/<fingerprint>/`` in tf.data's layout (a run directory
+        of ``%08d.shard`` files, one per core by default, ``shard_func(index, element)``
+        choosing a row's shard otherwise, and ``snapshot.metadata`` written last, in
+        nbdata's checksummed column format); later iterations, also in other processes,
+        read the shards (round robin, which gives back the input's order for the default
+        sharding) instead of computing the input. A changed pipeline has another
+        fingerprint, so it writes a snapshot of its own; an iteration that stops early
+        leaves none. ``reader_func`` is accepted and not called (the shards are always
+        read round robin); ``compression`` is accepted (the shards are not compressed).
 
         >>> import tempfile, nbdata as nd
         >>> d = tempfile.mkdtemp()
@@ -642,13 +647,17 @@ class MoreTransformations:
         >>> [int(x) for x in ds] == [int(x) for x in ds] == [0, 1, 2]
         True
         """
+        import multiprocessing
+        from nbdata.ops.snapshot import Snapshot
         path = os.fspath(path)
         if isinstance(path, bytes):
             path = path.decode()
         if compression not in ("AUTO",):
             _compression(compression, "snapshot")
-        os.makedirs(path, exist_ok=True)
-        return self.cache(os.path.join(path, f"snapshot-{self.fingerprint():016x}"), name=name)
+        directory = os.path.join(path, f"{int(self.fingerprint()):016x}")
+        fn = None if shard_func is None else _shard_caller(shard_func)
+        return self._derive(Snapshot(self._node, directory, multiprocessing.cpu_count(), fn,
+                                     name=name))
 
     def fingerprint(self) -> np.uint64:
         """A 64-bit fingerprint of this dataset's plan (its ops, arguments, element specs
@@ -672,6 +681,15 @@ class MoreTransformations:
 def _tuple_lists(value: Any) -> Any:
     """Lists are tensors (tf.data's rule) but a top-level tuple is structure."""
     return value
+
+
+def _shard_caller(shard_func: Callable) -> Callable:
+    """``shard_func(*element)`` (tf.data's signature: the element, tuples unpacked) as a
+    ``(index, element)`` function."""
+    def call(index, element):
+        out = shard_func(*element) if isinstance(element, tuple) else shard_func(element)
+        return int(np.asarray(out))
+    return call
 
 
 def _compression(value: Any, op: str) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 
 from nbdata.errors import InvalidArgumentError, NotFoundError
 from nbdata.ops.cache import FILE_SUFFIX, FileChunks
-from nbdata.ops.node import Node
+from nbdata.ops.node import Node, UnaryNode
 from nbdata.spec import SparseTensorSpec, TensorSpec, as_dtype, dtype_name, string
 
 DATA_NAME = "data"
@@ -94,3 +94,187 @@ class Load(Node):
     def open_chunks(self, ctx, state=None):
         return FileChunks(os.path.join(self.path, DATA_NAME + FILE_SUFFIX), self.spec,
                           0 if state is None else int(state["pos"]))
+
+
+# ------------------------------------------------------------------ snapshot
+
+METADATA_NAME = "snapshot.metadata"
+
+
+def shard_path(run_dir: str, shard: int) -> str:
+    return os.path.join(run_dir, "%08d.shard" % shard)
+
+
+def read_snapshot_metadata(directory: str) -> dict | None:
+    """The metadata of a complete snapshot in ``directory`` (``<path>/<fingerprint>``)."""
+    path = os.path.join(directory, METADATA_NAME)
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except ValueError:
+        return None
+    return doc if doc.get("finalized") else None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Snapshot(UnaryNode):
+    """``snapshot(path)``: the first complete iteration writes ``<path>/<fingerprint>/``
+    (tf.data's layout: a run directory of ``%08d.shard`` files, row ``i`` going to shard
+    ``shard_func(i, element)`` — default ``i % num_shards`` — and ``snapshot.metadata``,
+    written last); later iterations read the shards back, round robin over them (the
+    order of tf.data's default reader, which for the default sharding is the input's
+    order) without opening the input. Shards are column files (checksummed)."""
+
+    directory: str = ""
+    num_shards: int = 1
+    shard_fn: Any = None
+    op = "snapshot"
+
+    def describe(self) -> str:
+        return f"{self.label}({self.directory!r})"
+
+    def open_chunks(self, ctx, state=None):
+        meta = read_snapshot_metadata(self.directory)
+        mode = None if state is None else state["mode"]
+        if meta is not None and mode != "write":
+            return SnapshotReadChunks(self, meta, 0 if state is None else int(state["pos"]))
+        if mode == "read":
+            if state.get("start") is None:
+                raise NotFoundError(f"restore: the state reads the snapshot {self.directory} "
+                                    "and it is gone", self.op)
+            state = {"mode": "write", "start": state["start"], "rows": state["pos"]}
+        from nbdata.ops.cache import CacheWriterChunks
+        return CacheWriterChunks(ctx, self, SnapshotSink(self), state)
+
+
+class SnapshotSink:
+    """Writes rows to the shard files of a new run directory (a temporary name, renamed
+    and then recorded in ``snapshot.metadata`` when the input ended)."""
+
+    def __init__(self, node: Snapshot):
+        import uuid
+        from nbdata.kernels.column_file import ColumnFileWriter
+        self.node = node
+        os.makedirs(node.directory, exist_ok=True)
+        self.run = uuid.uuid4().hex
+        self.tmp = os.path.join(node.directory, f".{self.run}.tmp")
+        os.makedirs(self.tmp, exist_ok=True)
+        self.writers: dict = {}
+        self.counts: dict = {}
+        self.index = 0
+        self.done = False
+        self._writer_type = ColumnFileWriter
+
+    def _writer(self, shard: int):
+        w = self.writers.get(shard)
+        if w is None:
+            w = self.writers[shard] = self._writer_type(shard_path(self.tmp, shard))
+            self.counts[shard] = 0
+        return w
+
+    def write(self, chunk) -> None:
+        n = chunk.n
+        if n == 0:
+            return
+        index = np.arange(self.index, self.index + n, dtype=np.int64)
+        self.index += n
+        if self.node.shard_fn is None:
+            shards = index % self.node.num_shards
+        else:
+            from nbdata.chunks import chunk_elements
+            shards = np.array([int(self.node.shard_fn(int(i), e)) for i, e in
+                               zip(index, chunk_elements(chunk, self.node.spec))], np.int64)
+        for s in np.unique(shards).tolist():
+            rows = np.flatnonzero(shards == s)
+            part = chunk if len(rows) == n else chunk.take(rows)
+            self._writer(int(s)).write(part.columns, part.n)
+            self.counts[int(s)] += part.n
+
+    def finish(self, start=None) -> None:
+        if self.done:
+            return
+        self.done = True
+        for w in self.writers.values():
+            w.close()
+        final = os.path.join(self.node.directory, self.run)
+        os.replace(self.tmp, final)
+        shards = sorted(self.counts)
+        doc = {"version": 1, "finalized": True, "run_id": self.run,
+               "spec": spec_to_json(self.node.spec), "shards": shards,
+               "counts": [self.counts[s] for s in shards]}
+        tmp = os.path.join(self.node.directory, METADATA_NAME + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump(doc, f)
+        os.replace(tmp, os.path.join(self.node.directory, METADATA_NAME))
+
+    def abandon(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        import shutil
+        for w in self.writers.values():
+            w.abandon()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class SnapshotReadChunks:
+    """Rows of a complete snapshot, round robin over its shards (a shard that ended is
+    skipped). State: rows read."""
+
+    def __init__(self, node: Snapshot, meta: dict, pos: int):
+        from nbdata.ops.runtime import RowQueue
+        self.node, self.meta, self.pos = node, meta, pos
+        run = os.path.join(node.directory, meta["run_id"])
+        self.paths = [shard_path(run, s) for s in meta["shards"]]
+        counts = np.asarray(meta["counts"], np.int64)
+        shard_of = np.repeat(np.arange(len(counts)), counts)
+        offset = np.concatenate([np.arange(c) for c in counts]) if len(counts) else \
+            np.zeros(0, np.int64)
+        order = np.lexsort((shard_of, offset))     # by offset, then shard: round robin
+        self.shard_of = shard_of[order]
+        self.total = len(order)
+        self.readers: list = [None] * len(self.paths)
+        self.queues = [RowQueue() for _ in self.paths]
+        self.skip = np.bincount(self.shard_of[:pos], minlength=len(self.paths)) if pos else \
+            np.zeros(len(self.paths), np.int64)
+
+    def _rows(self, s: int, k: int):
+        from nbdata.ops.cache import _open_file
+        from nbdata.chunks import Chunk
+        q = self.queues[s]
+        if self.readers[s] is None:
+            self.readers[s] = _open_file(self.paths[s], self.node.spec).chunks()
+        while q.n < k + int(self.skip[s]):
+            columns, rows = next(self.readers[s])
+            q.add(Chunk(columns, rows))
+        if self.skip[s]:
+            q.take(int(self.skip[s]))
+            self.skip[s] = 0
+        return q.take(k)
+
+    def next(self, want: int):
+        from nbdata.chunks import chunk_elements, chunk_from_elements, concat_chunks
+        if self.pos >= self.total:
+            return None
+        lo, hi = self.pos, min(self.total, self.pos + want)
+        shards = self.shard_of[lo:hi]
+        parts, base, where = [], 0, np.empty(hi - lo, np.int64)
+        for s in np.unique(shards).tolist():
+            rows = np.flatnonzero(shards == s)
+            parts.append(self._rows(int(s), len(rows)))
+            where[rows] = np.arange(base, base + len(rows))
+            base += len(rows)
+        self.pos = hi
+        try:
+            return concat_chunks(parts).take(where)
+        except Exception:  # noqa: BLE001 - columns of different kinds
+            elements = [e for p in parts for e in chunk_elements(p, self.node.spec)]
+            return chunk_from_elements([elements[i] for i in where.tolist()], self.node.spec)
+
+    def save(self) -> dict:
+        return {"mode": "read", "pos": self.pos, "start": None}
+
+    def close(self) -> None:
+        self.readers = [None] * len(self.paths)

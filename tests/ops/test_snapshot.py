@@ -65,6 +65,17 @@ def test_load_restores(tmp_path):
     assert head + [int(x) for x in again] == list(range(50))
 
 
+def _layout(path):
+    """{fingerprint dir: (entries, {run dir: shard files})} of a snapshot directory."""
+    out = {}
+    for fp in sorted(os.listdir(path)):
+        entries = sorted(os.listdir(os.path.join(path, fp)))
+        runs = {r: sorted(os.listdir(os.path.join(path, fp, r))) for r in entries
+                if os.path.isdir(os.path.join(path, fp, r))}
+        out[fp] = (entries, runs)
+    return out
+
+
 def test_snapshot_writes_once_and_reads_after(tmp_path):
     calls = []
 
@@ -78,24 +89,52 @@ def test_snapshot_writes_once_and_reads_after(tmp_path):
     assert len(calls) == 6
     assert [int(x) for x in ds] == [0, 3, 6, 9, 12, 15]
     assert len(calls) == 6            # the second iteration reads the snapshot
-    files = [n for n in os.listdir(tmp_path) if n.endswith(".nbcache")]
-    assert len(files) == 1
+    (entries, runs), = _layout(tmp_path).values()
+    assert entries[-1] == "snapshot.metadata" and len(runs) == 1
+    shards = list(runs.values())[0]
+    assert shards == ["%08d.shard" % i for i in range(min(6, os.cpu_count()))]
 
-    def build():   # the same pipeline built again (in another process too): same file
+    def build():   # the same pipeline built again (in another process too): same files
         return nd.Dataset.range(6).map(lambda x: x * 3).snapshot(str(tmp_path / "p"))
     assert [int(x) for x in build()] == [0, 3, 6, 9, 12, 15]
     assert [int(x) for x in build()] == [0, 3, 6, 9, 12, 15]
-    assert len(os.listdir(tmp_path / "p")) == 2   # one snapshot and its lock file
+    assert len(_layout(tmp_path / "p")) == 1
     other = nd.Dataset.range(6).map(lambda x: x + 1).snapshot(str(tmp_path / "p"))
-    assert [int(x) for x in other] == [1, 2, 3, 4, 5, 6]   # another pipeline, its own file
-    assert len(os.listdir(tmp_path / "p")) == 4
+    assert [int(x) for x in other] == [1, 2, 3, 4, 5, 6]   # another pipeline, its own files
+    assert len(_layout(tmp_path / "p")) == 2
+
+
+def test_snapshot_reads_without_its_input(tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("".join(f"line {i}\n" for i in range(50)))
+    out = str(tmp_path / "snap")
+    first = [x for x in nd.TextLineDataset(str(src)).snapshot(out)]
+    os.unlink(src)
+    assert [x for x in nd.TextLineDataset(str(src)).snapshot(out)] == first
+
+
+def test_snapshot_shard_func_and_restore(tmp_path):
+    def make():
+        return nd.Dataset.range(20).snapshot(str(tmp_path), shard_func=lambda x: x % 3)
+    assert sorted(int(x) for x in make()) == list(range(20))
+    (entries, runs), = _layout(tmp_path).values()
+    assert list(runs.values())[0] == ["00000000.shard", "00000001.shard", "00000002.shard"]
+    full = [int(x) for x in make()]        # read back: round robin over the 3 shards
+    assert full == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]
+    for k in (0, 7, 20):
+        it = iter(make())
+        head = [int(next(it)) for _ in range(k)]
+        again = iter(make())
+        again.restore(it.save())
+        assert head + [int(x) for x in again] == full
 
 
 def test_partial_iteration_leaves_no_snapshot(tmp_path):
     it = iter(nd.Dataset.range(10).snapshot(str(tmp_path)))
     next(it)
     del it
-    assert not [n for n in os.listdir(tmp_path) if n.endswith(".nbcache")]
+    for entries, runs in _layout(tmp_path).values():
+        assert "snapshot.metadata" not in entries and not runs
 
 
 def test_fingerprint():
