@@ -256,24 +256,32 @@ class MoreTransformations:
             raise TypeError(f"scan: scan_func must be callable, got {type(scan_func).__name__}")
         state = map_nest(lambda v: to_leaf(v, "scan: initial_state"), _tuple_lists(initial_state))
         state_spec = pack_as(state, [spec_of_value(v) for v in flatten(state)])
-        relaxed = state_spec_of(state_spec)
+        from nbdata.spec import merge_shapes, same_structure
         first = self._first_element
-        fn = UserFunction(scan_func, f"scan[{name}]" if name else "scan",
-                          (state_spec, self.element_spec), type(self)._make_dataset,
-                          record=True, first_element=lambda k: [(state, e) for e in first(1)])
-        out = fn.output_spec
-        if not isinstance(out, tuple) or len(out) != 2:
-            raise TypeError(f"scan: scan_func must return a pair (new_state, output_element), "
-                            f"it returns {out}")
-        from nbdata.spec import same_structure
-        if not same_structure(out[0], state_spec):
-            raise TypeError(f"scan: the new state {out[0]} does not have the structure of "
-                            f"the initial state {state_spec}")
-        for a, b in zip(flatten(out[0]), flatten(state_spec)):
-            if a.dtype != b.dtype:
-                raise TypeError(f"scan: the new state has dtype {a.dtype} where the initial "
-                                f"state has {b.dtype}")
-        return self._derive(Scan(self._node, state, fn, relaxed, name=name))
+        label = f"scan[{name}]" if name else "scan"
+        # tf.data's fixed point: a state whose shape changes is traced again with the
+        # dims (or rank) that changed unknown, until its spec stays the same.
+        for _ in range(4):
+            fn = UserFunction(scan_func, label, (state_spec, self.element_spec),
+                              type(self)._make_dataset, record=True,
+                              first_element=lambda k, st=state: [(st, e) for e in first(1)])
+            out = fn.output_spec
+            if not isinstance(out, tuple) or len(out) != 2:
+                raise TypeError("scan: `scan_func` should return a pair consisting of new "
+                                f"state and the output value, it returns {out}")
+            if not same_structure(out[0], state_spec):
+                raise TypeError(f"scan: the new state {out[0]} does not have the structure "
+                                f"of the initial state {state_spec}")
+            for a, b in zip(flatten(out[0]), flatten(state_spec)):
+                if a.dtype != b.dtype:
+                    raise TypeError("scan: The element types for the new state must match "
+                                    f"the initial state. Expected {b.dtype}, got {a.dtype}")
+            relaxed = pack_as(state_spec, [TensorSpec(merge_shapes(b.shape, a.shape), b.dtype)
+                                           for a, b in zip(flatten(out[0]), flatten(state_spec))])
+            if relaxed == state_spec:
+                break
+            state_spec = relaxed
+        return self._derive(Scan(self._node, state, fn, state_spec, name=name))
 
     def unique(self, name: str | None = None):
         """Each distinct element once, at its first occurrence (elements of int32, int64
