@@ -12,6 +12,7 @@ step applies included), the most recent ``_MAX_KERNELS`` of them.
 from __future__ import annotations
 
 import collections
+import functools
 import math
 import threading
 
@@ -62,20 +63,30 @@ class _KernelSource:
         if runtime.simulated():
             fn = {"float16": _float16_bits_host, "bfloat16": _bfloat16_bits_host}[kind]
             return self.src.global_name(f"bits_{kind}", fn)
-        return self.device_function({"float16": _float16_bits, "bfloat16": _bfloat16_bits}[kind])
+        return self.device_function(_gpu_bits()[kind])
 
 
-def _float16_bits(v):
-    from numba.cuda import libdevice
+# The GPU's float32 -> 16-bit conversions, as device functions over libdevice (written
+# with libdevice as a global: a jitted function cannot import).
+_BITS_SOURCE = """
+def float16_bits(v):
     return libdevice.float2half_rn(v)
 
 
-def _bfloat16_bits(v):
-    from numba.cuda import libdevice
+def bfloat16_bits(v):
     if v != v:
         return numba.uint16(0x7FC0)
     bits = numba.int64(libdevice.float_as_int(v)) & 0xFFFFFFFF
     return numba.uint16((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16)
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_bits() -> dict:
+    from numba.cuda import libdevice
+    glb = {"libdevice": libdevice, "numba": numba}
+    exec(compile(_BITS_SOURCE, "<nbdata gpu bits>", "exec"), glb)  # noqa: S102 - fixed source
+    return {"float16": glb["float16_bits"], "bfloat16": glb["bfloat16_bits"]}
 
 
 def _float16_bits_host(v):
@@ -92,8 +103,8 @@ def _bfloat16_bits_host(v):
     return np.uint16((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16)
 
 
-def _i32(value: int) -> str:
-    return f"numba.int32({int(value)})"
+def _u32(value: int) -> str:
+    return f"numba.uint32({int(value)})"
 
 
 def check_index_range(chain: Chain) -> None:
@@ -108,8 +119,9 @@ def check_index_range(chain: Chain) -> None:
 def kernel_source(chain: Chain) -> tuple[str, dict]:
     """One kernel for a chain without reductions inside, on a 2-D grid: ``blockIdx.y``
     is the image (looping by ``gridDim.y`` past 65,535 images), ``x`` the output value
-    within it. Index arithmetic within an image is int32 (divisions by the output's
-    constant dims), the image's base offset int64. Parameters: ``src, out, n``, then for
+    within it. Positions within an image are 32-bit (divisions by the output's constant
+    dims), the image's base offset int64, indices unsigned. Parameters: ``src, out, n``
+    (``n`` a uint64), then for
     images of their own sizes each one's offset (int64), height and width, then each
     step's parameters (a reduction's channel means first) and constants."""
     check_index_range(chain)
@@ -121,9 +133,14 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
         names.append([g.param() for _ in range(count)])
     out_shape = chain.out_shape
     out_size = int(np.prod(out_shape, dtype=np.int64))
-    g.emit(f"r = numba.int32(cuda.blockIdx.x) * {_i32(_THREADS)} + numba.int32(cuda.threadIdx.x)")
-    g.emit(f"if r >= {_i32(out_size)}:")
+    # Positions are computed unsigned in 32 bits (the divisions by the output's constant
+    # dims then narrow to 32-bit multiplies) and used as int64; array indices are cast to
+    # uint64, so no negative-index wraparound is emitted for them.
+    g.emit(f"ru = numba.uint32(numba.uint32(cuda.blockIdx.x) * {_u32(_THREADS)} + "
+           "numba.uint32(cuda.threadIdx.x))")
+    g.emit(f"if ru >= {_u32(out_size)}:")
     g.emit("    return")
+    g.emit("r = numba.int64(ru)")
     if chain.image:
         h, w, c_in = chain.shape
 
@@ -131,11 +148,11 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
             var = g.fresh("s")
             if chain.ragged:
                 base, _, width = ragged
-                g.emit(f"{var} = src[{base}[b] + numba.int32(({y} * {width}[b] + {x}) * "
-                       f"{c_in} + {c})]")
+                g.emit(f"{var} = src[numba.uint64({base}[b] + numba.int32(({y} * {width}[b] + "
+                       f"{x}) * {c_in} + {c}))]")
             else:
-                g.emit(f"{var} = src[numba.int64(b) * {h * w * c_in} + "
-                       f"numba.int32(({y} * {w} + {x}) * {c_in} + {c})]")
+                g.emit(f"{var} = src[numba.uint64(numba.int64(b) * {h * w * c_in} + "
+                       f"numba.int32(({y} * {w} + {x}) * {c_in} + {c}))]")
             return var, chain.dtype
 
         layout = next((s for s in chain.steps if s.kind == "layout"), None)
@@ -143,10 +160,12 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
         perm = layout.perm if layout else (0, 1, 2)
         # Output position -> logical (y, x, c) of the (H, W, C) image before the layout.
         dims = [img_shape[p] for p in perm]
-        g.emit(f"q0 = numba.int32(r // {_i32(dims[1] * dims[2])})")
-        g.emit(f"t0 = numba.int32(r - q0 * {_i32(dims[1] * dims[2])})")
-        g.emit(f"q1 = numba.int32(t0 // {_i32(dims[2])})")
-        g.emit(f"q2 = numba.int32(t0 - q1 * {_i32(dims[2])})")
+        g.emit(f"u0 = numba.uint32(ru // {_u32(dims[1] * dims[2])})")
+        g.emit(f"t0 = numba.uint32(ru - u0 * {_u32(dims[1] * dims[2])})")
+        g.emit(f"u1 = numba.uint32(t0 // {_u32(dims[2])})")
+        g.emit("q0 = numba.int64(u0)")
+        g.emit("q1 = numba.int64(u1)")
+        g.emit(f"q2 = numba.int64(numba.uint32(t0 - u1 * {_u32(dims[2])}))")
         logical = [None, None, None]
         for k, p in enumerate(perm):
             logical[p] = f"q{k}"
@@ -154,14 +173,14 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
     else:
         size = int(np.prod(chain.shape, dtype=np.int64))
         channels = int(chain.shape[-1]) if chain.shape else 1
-        g.emit(f"c = numba.int32(r % {_i32(channels)})")
+        g.emit(f"c = numba.int64(numba.uint32(ru % {_u32(channels)}))")
 
         def source(y, x, c):
             var = g.fresh("s")
-            g.emit(f"{var} = src[numba.int64(b) * {size} + {x}]")
+            g.emit(f"{var} = src[numba.uint64(numba.int64(b) * {size} + {x})]")
             return var, chain.dtype
         coords = (None, "r", "c")
-    g.emit("b = numba.int32(cuda.blockIdx.y)")
+    g.emit("b = numba.uint64(cuda.blockIdx.y)")
     g.emit("while b < n:")
     g.depth = 2
     sample = source
@@ -171,8 +190,9 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
             in_shape = (f"{height}[b]", f"{width}[b]", in_shape[2])
         sample = s.sampler(g, names[k], in_shape, sample)
     value, _ = sample(*coords)
-    g.emit(f"out[numba.int64(b) * {out_size} + r] = {_out_type(chain.out_dtype)}({value})")
-    g.emit("b += numba.int32(cuda.gridDim.y)")
+    g.emit(f"out[numba.uint64(numba.int64(b) * {out_size} + r)] = "
+           f"{_out_type(chain.out_dtype)}({value})")
+    g.emit("b += numba.uint64(cuda.gridDim.y)")
     g.src.lines.insert(0, f"def kernel({', '.join(['src', 'out', 'n'] + g.params)}):")
     return g.src.text(), g.src.globals
 
@@ -281,7 +301,7 @@ def _run_segment(chain: Chain, x, seed_base: int):
     if total == 0:
         return out
     params, sizes, x = _params(chain, x, seed_base, n)
-    _launch(compiled(chain), _grid(chain, n), x, out, n, params)
+    _launch(compiled(chain), _grid(chain, n), x, out, np.uint64(n), params)
     return out
 
 
@@ -417,7 +437,7 @@ class Prepared:
         else:
             be.wait(self.stream, x.ready)
             self.params, self.keep = pack(params, be, self.stream)
-        self.kernel, self.n = compiled(chain), n
+        self.kernel, self.n = compiled(chain), np.uint64(n)
         self.grid, self.threads = _grid(chain, n)
 
     def launch(self) -> None:

@@ -131,7 +131,7 @@ def test_one_kernel_for_a_chain_and_its_source():
     source, _ = kernel_source(chain)
     # a 2-D grid (images on y) with int32 index arithmetic within an image
     assert source.count("def kernel") == 1 and "cuda.blockIdx.y" in source
-    assert "q0 = numba.int32(r // numba.int32(20))" in source
+    assert "u0 = numba.uint32(ru // numba.uint32(20))" in source
     assert chain.out_shape == (3, 4, 5) and chain.out_dtype == np.float32
 
 
