@@ -315,8 +315,8 @@ class MoreTransformations:
         if (window_size is None) == (window_size_func is None):
             raise ValueError("group_by_window: give exactly one of window_size and "
                              "window_size_func")
-        if window_size is not None:
-            window_size = _count(window_size, "group_by_window", "window_size", minimum=1)
+        if window_size is not None:   # a size below 1 is an error when the input is read
+            window_size = _count(window_size, "group_by_window", "window_size")
         op = "group_by_window"
         key_fn = self._fn(key_func, op, name=name, record=True)
         _check_int64_scalar(key_fn.output_spec, op, "key_func")
@@ -733,8 +733,11 @@ def _window_output_spec(ds, reduce_func: Callable, op: str) -> Any:
 
 
 def _check_int64_scalar(spec: Any, op: str, what: str) -> None:
-    if not isinstance(spec, TensorSpec) or spec.dtype != np.int64 or spec.shape not in ((), None):
-        raise ValueError(f"{op}: {what} must return a scalar int64, it returns {spec}")
+    """A key function returns one integer scalar (converted to int64)."""
+    if not isinstance(spec, TensorSpec) or spec.dtype is string or \
+            np.dtype(spec.dtype).kind not in "iu" or spec.shape not in ((), None):
+        raise ValueError(f"{op}: `{what}` must return a single tf.int64 scalar tensor, it "
+                         f"returns {spec}")
 
 
 def _dataset_list(datasets: Any, op: str) -> list:

@@ -27,8 +27,10 @@ from nbdata.trace.abstract import conform
 
 
 def int64_key(value, op: str, what: str) -> int:
+    """A key or window size: a scalar integer (converted to int64, as tf.data converts
+    what the function returns)."""
     a = np.asarray(value)
-    if a.shape != () or a.dtype != np.int64:
+    if a.shape != () or a.dtype.kind not in "iu":
         raise InvalidArgumentError(f"{op}: {what} must return a scalar int64, got "
                                    f"{a.dtype} of shape {a.shape}", op)
     return int(a)
@@ -55,11 +57,12 @@ class GroupByWindow(ElementOp):
 
     def _size(self, key: int) -> int:
         if self.window_size is not None:
-            return int(self.window_size)
-        size = int64_key(self.size_fn.call_raw(np.int64(key)), self.op, "window_size_func")
+            size = int(self.window_size)
+        else:
+            size = int64_key(self.size_fn.call_raw(np.int64(key)), self.op, "window_size_func")
         if size <= 0:
-            raise InvalidArgumentError(f"{self.op}: window size must be greater than zero, "
-                                       f"but got {size}", self.op)
+            raise InvalidArgumentError(f"Window size must be greater than zero, but got "
+                                       f"{size}.", self.op)
         return size
 
     def _reduce(self, ctx, key: int, window: list) -> list:

@@ -78,7 +78,18 @@ def test_group_by_window():
     with pytest.raises(ValueError):
         nd.Dataset.range(3).group_by_window(lambda x: x, lambda k, w: w)
     with pytest.raises(ValueError):
-        nd.Dataset.range(3).group_by_window(lambda x: x.astype(np.int32), lambda k, w: w, 2)
+        nd.Dataset.range(3).group_by_window(lambda x: x.astype(np.float32), lambda k, w: w, 2)
+    # an int32 (or Python int) key is converted to int64
+    ds = nd.Dataset.range(4).group_by_window(lambda x: (x % 2).astype(np.int32),
+                                             lambda k, w: w.batch(2), 2)
+    assert [b.tolist() for b in ds] == [[0, 2], [1, 3]]
+    with pytest.raises(nd.errors.InvalidArgumentError, match="greater than zero, but got 0"):
+        list(nd.Dataset.range(4).group_by_window(lambda _: 0, lambda _, xs: xs, 0))
+    # windows go out as soon as they are full (an endless input)
+    src = nd.Dataset.from_tensor_slices(np.array([0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 0, 0, 2, 2, 0, 0]))
+    ds = src.repeat().group_by_window(lambda x: x % 3, lambda _, xs: xs.batch(4), 4)
+    it = iter(ds)
+    assert [next(it).tolist() for _ in range(4)] == [[0] * 4, [1] * 4, [2] * 4, [0] * 4]
 
 
 def test_group_by_window_bad_size():
