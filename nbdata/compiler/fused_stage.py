@@ -182,11 +182,16 @@ class FusedChunks(ChunkIter):
         steps = [s for s in self.plan.steps if getattr(s, "kind", None) == "counter"]
         if len(steps) == len(initial):
             for k, step in enumerate(steps):
-                hi = step.count if step.drops else state_check.MAX_POSITION
+                # a take's or skip's count; an enumerate's index: its start plus the
+                # rows its input can have
+                node = getattr(step, "node", None)
+                hi = (step.count if step.drops else state_check.MAX_POSITION if node is None
+                      else min(state_check.MAX_POSITION,
+                               step.initial + state_check.most_rows(node.input)))
                 state_check.check_int(int(counters[k]), f"counters[{k}]", step.initial, hi)
         pending = state["pending"]
         if not isinstance(pending, list) or not all(
-                isinstance(p, Chunk) and len(p.columns) == len(self.stage.out_specs)
+                isinstance(p, Chunk) and len(p.columns) == len(self.stage.results)
                 and all(len(c) == p.n for c in p.columns) for p in pending):
             raise state_check.StateFieldError("pending", pending, "expected rows of this "
                                               "stage's output")

@@ -25,17 +25,28 @@ from nbdata.trace.placeholder import Placeholder
 STATE_VERSION = 2
 
 
-def _well_formed(doc: dict) -> bool:
-    """True when a state document has the fields a restore reads, of the right kinds."""
+def _malformed_field(doc: dict) -> str | None:
+    """The first field a restore reads that a state document lacks or holds of another
+    kind (None: it is well formed)."""
     run = doc.get("run")
     top = run.get("run") if isinstance(run, dict) else None
     epochs = run.get("epochs") if isinstance(run, dict) else None
-    return (isinstance(top, dict) and {"root", "skip", "ended"} <= set(top)
-            and isinstance(top["skip"], int) and isinstance(epochs, dict)
-            and all(isinstance(k, int) and isinstance(v, int) for k, v in epochs.items())
-            and isinstance(doc.get("fingerprint"), str) and isinstance(doc.get("ops"), list)
-            and isinstance(doc.get("stages"), list)
-            and (doc.get("seed") is None or isinstance(doc["seed"], int)))
+    checks = [
+        ("run", isinstance(top, dict) and {"root", "skip", "ended"} <= set(top)),
+        ("skip", isinstance(top, dict) and isinstance(top.get("skip"), int)),
+        ("epochs", isinstance(epochs, dict) and all(
+            isinstance(k, int) and isinstance(v, int) for k, v in epochs.items())),
+        ("fingerprint", isinstance(doc.get("fingerprint"), str)),
+        ("ops", isinstance(doc.get("ops"), list)),
+        ("stages", isinstance(doc.get("stages"), list)),
+        ("seed", doc.get("seed") is None or isinstance(doc["seed"], int)),
+    ]
+    return next((name for name, ok in checks if not ok), None)
+
+
+def _well_formed(doc: dict) -> bool:
+    """True when a state document has the fields a restore reads, of the right kinds."""
+    return _malformed_field(doc) is None
 
 
 def _check_run_fields(doc: dict) -> None:
@@ -193,8 +204,9 @@ class Pipeline:
         if doc["version"] != STATE_VERSION:
             raise DataLossError(f"restore: unknown iterator state version {doc['version']!r} "
                                 f"(this nbdata reads version {STATE_VERSION})")
-        if not _well_formed(doc):
-            raise DataLossError("restore: the iterator state is malformed")
+        bad = _malformed_field(doc)
+        if bad is not None:
+            raise DataLossError(f"restore: the iterator state is malformed (its field {bad!r})")
         try:
             _check_run_fields(doc)
         except InvalidArgumentError as e:

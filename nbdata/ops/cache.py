@@ -64,7 +64,7 @@ class Cache(UnaryNode):
     def open_chunks(self, ctx, state=None):
         mode = None if state is None else state_check.choice(state, "mode", ("read", "write"))
         if state is not None:   # rows read (or written), at most the input's
-            most = state_check.bound(self.input.cardinality())
+            most = state_check.most_rows(self.input)
             state_check.integer(state, "pos" if mode == "read" else "rows", 0, most)
             state_check.nested(state, "start", default=None)
         if self.filename:

@@ -38,8 +38,8 @@ class Enumerate(UnaryNode):
     def open_chunks(self, ctx, state=None):
         return EnumerateChunks(ctx.open_chunks(self.input, None if state is None else state["input"]),
                                self.start if state is None else state_check.integer(
-                                   state, "next", self.start, self.start + state_check.bound(
-                                       self.input.cardinality())))
+                                   state, "next", self.start, self.start + state_check.most_rows(
+                                       self.input)))
 
 
 @dataclasses.dataclass

@@ -162,7 +162,7 @@ class RowReader:
         self.limit = limit
         self.before = None if state is None else state_check.nested(state, "input")
         skip = 0 if state is None else state_check.integer(
-            state, "skip", 0, min(state_check.MAX_CHUNK_SKIP, state_check.bound(node.cardinality())))
+            state, "skip", 0, min(state_check.MAX_CHUNK_SKIP, state_check.most_rows(node)))
         self.it = ctx.open_chunks(node, self.before)
         self.chunk: Chunk | None = None
         self.pos = 0
@@ -321,7 +321,7 @@ class PerElement(ChunkIter):
         self.before = None if state is None else state_check.nested(state, "input")
         self.skip = 0 if state is None else state_check.integer(
             state, "done", 0, min(state_check.MAX_CHUNK_SKIP,
-                                  state_check.bound(node.input.cardinality())))
+                                  state_check.most_rows(node.input)))
         self.it = ctx.open_chunks(node.input, self.before)
         self.chunk: Chunk | None = None
         self.done = 0           # rows of self.chunk handled

@@ -32,7 +32,7 @@ class Shard(UnaryNode):
     def open_chunks(self, ctx, state=None):
         return ShardChunks(ctx.open_chunks(self.input, None if state is None else state["input"]),
                            self.num_shards, self.index, 0 if state is None else state_check.integer(
-                               state, "pos", 0, state_check.bound(self.input.cardinality())),
+                               state, "pos", 0, state_check.most_rows(self.input)),
                            ctx.max_rows(self.spec))
 
 

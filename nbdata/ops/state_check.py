@@ -91,6 +91,29 @@ def bound(n: int) -> int:
     return n if n >= 0 else MAX_POSITION
 
 
+#: Ops that yield at most as many rows as their one input.
+_AT_MOST_INPUT = frozenset(["filter", "map", "random_map", "take", "take_while", "skip",
+                            "shard", "prefetch", "cache", "ignore_errors", "select", "shuffle",
+                            "global_shuffle", "enumerate", "unique", "assert_cardinality"])
+
+
+def most_rows(node) -> int:
+    """The most rows ``node`` can yield (:data:`MAX_POSITION` where nothing bounds
+    them): its cardinality when known, else, for an op that yields at most as many rows
+    as its input (a filter, a take of ``count``), its input's bound."""
+    n = node.cardinality()
+    if n >= 0:
+        return n
+    inputs = getattr(node, "inputs", ())
+    if n != -2 or len(inputs) != 1 or getattr(node, "op", None) not in _AT_MOST_INPUT:
+        return MAX_POSITION   # infinite (-1), or unknown without a bound
+    most = most_rows(inputs[0])
+    count = getattr(node, "count", None)
+    if node.op == "take" and is_int(count) and count >= 0:
+        most = min(most, int(count))
+    return most
+
+
 def flag(state: Any, key: str, default: Any = _MISSING) -> bool:
     value = _get(state, key, default)
     if not isinstance(value, (bool, np.bool_)):

@@ -143,7 +143,7 @@ class WindowChunks(ChunkIter):
         # shift before the next window and holds at most one window's span.
         span = (node.size - 1) * node.stride + 1
         buffer_start = 0 if state is None else state_check.integer(
-            state, "buffer_start", 0, state_check.bound(node.input.cardinality()))
+            state, "buffer_start", 0, state_check.most_rows(node.input))
         window_start = 0 if state is None else state_check.integer(
             state, "window_start", buffer_start, buffer_start + max(node.shift, span))
         buffered = 0 if state is None else state_check.integer(state, "buffered", 0, span)

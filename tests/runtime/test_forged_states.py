@@ -328,6 +328,40 @@ def _refused(make, state: bytes, *match: str) -> str:
     return outcome["detail"]
 
 
+def _plain(element):
+    out = []
+    _scalars(element, out)
+    return out
+
+
+def test_every_state_saved_by_the_corpus_restores_as_saved(corpus):
+    """The checks refuse no state nbdata saved: each resumes where it was saved."""
+    for name, (make, _, _) in corpus.items():
+        for k in (0, 1, 2, 5, 9, 17, 40):
+            it = iter(make())
+            for _ in range(k):
+                next(it, None)
+            state = it.save()
+            expected = [_plain(x) for _, x in zip(range(8), it)]
+            again = iter(make())
+            again.restore(state)
+            assert [_plain(x) for _, x in zip(range(8), again)] == expected, (name, k)
+
+
+def test_an_enumerate_index_stays_within_its_input(corpus):
+    make, _, states = corpus["fused"]
+    doc = checkpoint.decode(states[2])
+    counters = doc["run"]["run"]["root"]["counters"]
+    assert len(counters) == 3   # skip, take, enumerate
+    for k, value in ((0, 6), (1, 3001), (2, 3001), (2, -1)):
+        forged = counters.copy()
+        forged[k] = value
+        _refused(make, _forged(states[2], ("root", "counters"), forged), "fused_stage",
+                 "'counters[" if value >= 0 else "'counters'")
+    make, _, states = corpus["enumerate"]
+    _refused(make, _forged(states[3], ("root", "next"), 2 ** 40), "enumerate", "'next'")
+
+
 def test_the_states_of_the_issue_are_refused_naming_op_and_field(corpus):
     make, _, states = corpus["global_shuffle"]
     detail = _refused(make, _forged(states[2], ("root", "pos"), -5), "global_shuffle", "'pos'")
