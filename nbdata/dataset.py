@@ -48,11 +48,20 @@ from nbdata.options import Options
 from nbdata.trace.abstract import canonical_output, conform
 from nbdata.trace.graph import Tensor, TraceError
 from nbdata.trace.placeholder import Placeholder
-from nbdata.spec import (legacy_classes, legacy_shapes, legacy_types, DatasetBase, batched_spec, DatasetSpec, TensorSpec, as_dtype, flatten, flatten_up_to,
-                         is_dataset, map_nest, map_structure, pack_as, string, to_leaf)
+from nbdata.spec import (legacy_classes, legacy_shapes, legacy_types, DatasetBase, batched_spec, DatasetSpec, SparseTensor, TensorSpec, as_dtype, flatten, flatten_up_to,
+                         is_dataset, is_dataset_array, map_nest, map_structure, pack_as, string, to_leaf)
 
 
 # ------------------------------------------------------------- validation
+
+def _batch_size_arg(value: Any, op: str) -> Any:
+    """A batch size (or placeholder); InvalidArgumentError in TF's words when not positive."""
+    size = _int_arg(value, op, "batch_size")
+    if isinstance(size, int) and size < 1:
+        raise InvalidArgumentError(
+            f"{op}: Batch size must be greater than zero. (batch_size must be >= 1, got {size})", op)
+    return size
+
 
 def _int_arg(value: Any, op: str, name: str, minimum: int | None = None,
              allow: tuple = (), placeholder: bool = True) -> Any:
@@ -95,6 +104,8 @@ def _source_structure(value: Any, op: str, lazy: bool = False) -> Any:
         if isinstance(v, Placeholder):
             return v
         if is_dataset(v):
+            if op == "from_tensors":   # a dataset as a component (DatasetSpec), as in TF
+                return v
             raise TypeError(f"{op}: got a Dataset where tensors were expected")
         found = LazyArray.of(v) if lazy else None
         return found if found is not None else to_leaf(v, op)
@@ -183,7 +194,12 @@ class Dataset(MoreTransformations, DatasetBase):
         >>> [x.tolist() for x in nd.Dataset.from_tensors([1, 2, 3])]
         [[1, 2, 3]]
         """
-        return Dataset(FromTensors(_source_structure(tensors, "from_tensors"), name=name))
+        value = _source_structure(tensors, "from_tensors")
+        if not flatten(value):   # TF: an element needs at least one component
+            raise InvalidArgumentError(
+                f"from_tensors: the element {tensors!r:.60} has no component (None is one "
+                "only beside others)", "from_tensors")
+        return Dataset(FromTensors(value, name=name))
 
     @staticmethod
     def from_tensor_slices(tensors: Any, name: str | None = None) -> "Dataset":
@@ -212,6 +228,13 @@ class Dataset(MoreTransformations, DatasetBase):
         [(0, b'a'), (1, b'b'), (2, b'c')]
         """
         value = _source_structure(tensors, "from_tensor_slices", lazy=True)
+        if not flatten(value):   # only None components: nothing gives the number of rows
+            raise ValueError(f"from_tensor_slices: Invalid `element`. `element` should not be "
+                             f"empty (no component to slice in {tensors!r:.60})")
+        if any(is_dataset_array(v) or isinstance(v, SparseTensor) for v in flatten(value)):
+            # Slices of a list of datasets (TF's batched DatasetSpec) or of a sparse
+            # tensor (the entries of each row of its dim 0): unbatch does both.
+            return Dataset.from_tensors(value, name=name).unbatch()
         check_sliceable(value, "from_tensor_slices")
         return Dataset(FromTensorSlices(value, name=name))
 
@@ -519,7 +542,7 @@ class Dataset(MoreTransformations, DatasetBase):
         >>> [b.tolist() for b in nd.Dataset.range(5).batch(2, drop_remainder=True)]
         [[0, 1], [2, 3]]
         """
-        size = _int_arg(batch_size, "batch", "batch_size", minimum=1)
+        size = _batch_size_arg(batch_size, "batch")
         _bool_arg(drop_remainder, "batch", "drop_remainder")
         batched_spec(self.element_spec, None, "batch")
         calls = _parallel_calls(num_parallel_calls, "batch")
@@ -535,7 +558,7 @@ class Dataset(MoreTransformations, DatasetBase):
         >>> [b.tolist() for b in ds.padded_batch(3, padding_values=np.int64(-1))]
         [[[0, -1, -1], [0, 1, -1], [0, 1, 2]]]
         """
-        size = _int_arg(batch_size, "padded_batch", "batch_size", minimum=1)
+        size = _batch_size_arg(batch_size, "padded_batch")
         _bool_arg(drop_remainder, "padded_batch", "drop_remainder")
         try:
             shapes, values = self._padding(padded_shapes, padding_values)
@@ -567,8 +590,10 @@ class Dataset(MoreTransformations, DatasetBase):
                     raise ValueError(f"padded_batch: padded shape for {s} must have a known rank")
                 if s.shape is not None:
                     if len(s.shape) != len(shape):
-                        raise ValueError(f"padded_batch: padded shape {list(shape)} has rank "
-                                         f"{len(shape)} but the component {s} has rank {len(s.shape)}")
+                        raise ValueError(
+                            f"padded_batch: The padded shape {tuple(shape)} is not compatible "
+                            f"with the shape {tuple(s.shape)} of the corresponding input "
+                            f"component (rank {len(shape)}, the component's {len(s.shape)})")
                     for d, (have, want) in enumerate(zip(s.shape, shape)):
                         if have is not None and want is not None and want < have:
                             raise ValueError(
@@ -594,7 +619,12 @@ class Dataset(MoreTransformations, DatasetBase):
                                         "must be bytes or str")
                     values.append(leaf)
                 else:
-                    if isinstance(leaf, bytes) or np.ndim(leaf) != 0:
+                    if isinstance(leaf, bytes):
+                        raise TypeError(
+                            f"padded_batch: Invalid `padding_values`. `padding_values` values "
+                            f"type string does not match type {s.dtype} of the corresponding "
+                            f"input component ({v!r})")
+                    if np.ndim(leaf) != 0:
                         raise ValueError(f"padded_batch: padding value {v!r} must be a scalar")
                     if not np.can_cast(leaf.dtype, s.dtype, "same_kind"):
                         raise TypeError(f"padded_batch: padding value {v!r} ({leaf.dtype}) does not "
@@ -1110,6 +1140,8 @@ def at(dataset: Dataset, index: int) -> Any:
         raise OutOfRangeError(f"at: index {index} is out of range", "at")
     if n == INFINITE and node.op == "cache" and index >= 0:
         return next(iter(dataset._derive(node.input).skip(index)))
+    if n >= 0 and not 0 <= index < n:   # TF checks the index first (repeat(0) included)
+        raise OutOfRangeError(f"at: index {index} is out of range [0, {n})", "at")
     if n == INFINITE:
         reason = "its length is infinite"
     elif reason is None and n < 0:
@@ -1117,9 +1149,16 @@ def at(dataset: Dataset, index: int) -> Any:
     if reason is not None:
         raise FailedPreconditionError(
             f"at: the dataset does not support random access ({reason})", "at")
-    if not 0 <= index < n:
-        raise OutOfRangeError(f"at: index {index} is out of range [0, {n})", "at")
     return next(iter(dataset._derive(At(node, index))))
+
+
+def _global_shuffle_refusal(node: Node) -> str | None:
+    """What below ``node`` refuses a global shuffle though it gives random access."""
+    refusal = getattr(node, "global_shuffle_refusal", None)
+    reason = refusal() if refusal is not None else None
+    for child in node.inputs:
+        reason = reason or _global_shuffle_refusal(child)
+    return reason
 
 
 def global_shuffle(dataset: Dataset, seed: int | None = None,
@@ -1140,6 +1179,8 @@ def global_shuffle(dataset: Dataset, seed: int | None = None,
     reason = dataset._node.random_access()
     if reason is None and dataset.cardinality() < 0:
         reason = "its length is infinite or unknown"
+    if reason is None:
+        reason = _global_shuffle_refusal(dataset._node)
     if reason is not None:
         raise FailedPreconditionError(
             f"global_shuffle: `global_shuffle` requires all upstream transformations be "

@@ -111,8 +111,18 @@ def _flatten_into(x, out):
     elif isinstance(x, tuple):
         for v in x:
             _flatten_into(v, out)
-    else:
+    elif is_custom_nest(x):
+        _flatten_into(tuple(x.__tf_flatten__()[1]), out)
+    elif x is not None:   # None is a component without values (TF's NoneTensor)
         out.append(x)
+
+
+def is_custom_nest(x: Any) -> bool:
+    """Whether ``x`` is a structure by TF's protocol: ``x.__tf_flatten__()`` gives
+    ``(metadata, components)`` and ``type(x).__tf_unflatten__(metadata, components)``
+    rebuilds it (a dataclass implementing them; plain dataclasses are leaves, as in TF)."""
+    t = type(x)
+    return hasattr(t, "__tf_flatten__") and hasattr(t, "__tf_unflatten__")
 
 
 def pack_as(structure: Any, leaves: list) -> Any:
@@ -132,9 +142,14 @@ def packer(structure: Any):
     >>> packer((0, 0))([1, 2]), packer(0)([5])
     ((1, 2), 5)
     """
+    if structure is None:
+        return lambda leaves: None
+    if is_custom_nest(structure):
+        return lambda leaves: pack_as(structure, leaves)
     if not isinstance(structure, (tuple, Mapping)):
         return lambda leaves: leaves[0]
-    if type(structure) is tuple and not any(isinstance(v, (tuple, Mapping)) for v in structure):
+    if type(structure) is tuple and not any(isinstance(v, (tuple, Mapping)) or v is None
+                                            for v in structure):
         return tuple
     return lambda leaves: pack_as(structure, leaves)
 
@@ -147,6 +162,11 @@ def _pack(s, it):
         return type(s)(*[_pack(v, it) for v in s])
     if isinstance(s, tuple):
         return tuple(_pack(v, it) for v in s)
+    if s is None:
+        return None
+    if is_custom_nest(s):
+        metadata, components = s.__tf_flatten__()
+        return type(s).__tf_unflatten__(metadata, tuple(_pack(v, it) for v in components))
     return next(it)
 
 
@@ -176,6 +196,12 @@ def map_nest(fn: Callable, x: Any, lists: bool = False) -> Any:
         return type(x)(*[map_nest(fn, v, lists) for v in x])
     if isinstance(x, tuple) or (lists and isinstance(x, list)):
         return tuple(map_nest(fn, v, lists) for v in x)
+    if x is None:
+        return None
+    if is_custom_nest(x):
+        metadata, components = x.__tf_flatten__()
+        return type(x).__tf_unflatten__(metadata, tuple(map_nest(fn, v, lists)
+                                                        for v in components))
     return fn(x)
 
 
@@ -225,6 +251,11 @@ def structure_repr(x: Any) -> str:
 
 
 def same_structure(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if is_custom_nest(a) or is_custom_nest(b):
+        return (type(a) is type(b)
+                and same_structure(tuple(a.__tf_flatten__()[1]), tuple(b.__tf_flatten__()[1])))
     if isinstance(a, Mapping) or isinstance(b, Mapping):
         return (isinstance(a, Mapping) and isinstance(b, Mapping)
                 and sorted(a) == sorted(b)
@@ -344,8 +375,13 @@ class DatasetSpec:
     """
 
     element_spec: Any
+    # TF's dataset_shape: () for one dataset, (n,) for a batch of n datasets (an object
+    # array of datasets: ``from_tensors([ds1, ds2])``, ``batch`` of dataset elements).
+    shape: tuple = ()
 
     def __repr__(self) -> str:
+        if self.shape:
+            return f"DatasetSpec({self.element_spec!r}, shape={self.shape})"
         return f"DatasetSpec({self.element_spec!r})"
 
     def is_compatible_with(self, other) -> bool:
@@ -355,7 +391,8 @@ class DatasetSpec:
         >>> a.is_compatible_with(DatasetSpec(TensorSpec((3,), np.int64)))
         True
         """
-        return isinstance(other, DatasetSpec) and specs_compatible(self.element_spec, other.element_spec)
+        return (isinstance(other, DatasetSpec) and shapes_compatible(self.shape, other.shape)
+                and specs_compatible(self.element_spec, other.element_spec))
 
     def most_specific_compatible(self, other: "DatasetSpec") -> "DatasetSpec":
         """The DatasetSpec describing both (element specs merged leaf by leaf).
@@ -364,7 +401,8 @@ class DatasetSpec:
         ...     DatasetSpec(TensorSpec((3,), np.int64)))
         DatasetSpec(TensorSpec(shape=(None,), dtype=int64, name=None))
         """
-        return DatasetSpec(merge_specs(self.element_spec, other.element_spec))
+        return DatasetSpec(merge_specs(self.element_spec, other.element_spec),
+                           merge_shapes(self.shape, other.shape) or ())
 
 
 def shapes_compatible(a, b) -> bool:
@@ -589,8 +627,8 @@ class SparseTensorSpec:
 def batched_spec(spec: Any, batch_dim: int | None, op: str) -> Any:
     """The spec of batches of elements of ``spec`` (leading dim ``batch_dim``)."""
     def leaf(s):
-        if isinstance(s, DatasetSpec):
-            raise TypeError(f"{op}: cannot batch elements that are datasets; flat_map them first")
+        if isinstance(s, DatasetSpec):   # a batch of datasets, as TF batches them
+            return DatasetSpec(s.element_spec, (batch_dim,) + tuple(s.shape))
         if isinstance(s, SparseTensorSpec):
             return SparseTensorSpec((batch_dim,) + s.shape, s.dtype)
         return TensorSpec(None if s.shape is None else (batch_dim,) + s.shape, s.dtype)
@@ -609,6 +647,28 @@ def is_dataset(x: Any) -> bool:
     return isinstance(x, DatasetBase)
 
 
+def is_dataset_array(x: Any) -> bool:
+    """Whether ``x`` is a batch of datasets: an object array of datasets."""
+    return (isinstance(x, np.ndarray) and x.dtype == object and x.size > 0
+            and all(is_dataset(v) for v in x.flat))
+
+
+def dataset_array(values: list) -> np.ndarray:
+    """An object array of datasets (nested lists give its dims)."""
+    def shape_of(v):
+        return (len(v),) + shape_of(v[0]) if isinstance(v, list) and v else ()
+    shape = shape_of(values)
+    out = np.empty(shape, dtype=object)
+    for index in np.ndindex(*shape):
+        item = values
+        for k in index:
+            item = item[k]
+        if not is_dataset(item):
+            raise TypeError(f"expected a dataset, got {type(item).__name__}")
+        out[index] = item
+    return out
+
+
 def spec_of_value(value: Any):
     """The spec describing one canonical leaf value.
 
@@ -619,6 +679,12 @@ def spec_of_value(value: Any):
     """
     if is_dataset(value):
         return DatasetSpec(value.element_spec)
+    if is_dataset_array(value):
+        specs = [v.element_spec for v in value.flat]
+        merged = specs[0]
+        for other in specs[1:]:
+            merged = merge_specs(merged, other)
+        return DatasetSpec(merged, value.shape)
     if isinstance(value, bytes):
         return TensorSpec((), string)
     if isinstance(value, SparseTensor):
@@ -643,6 +709,8 @@ def to_leaf(value: Any, what: str = "value") -> Any:
     (np.int64(3), b'\\xc3\\xa9', array([1.5, 2. ]))
     """
     if isinstance(value, np.ndarray):
+        if is_dataset_array(value):
+            return value
         if value.dtype.kind in "OSU":
             return _string_array(value) if value.ndim else _string_scalar(value[()])
         return value[()] if value.ndim == 0 else value
@@ -667,7 +735,11 @@ def to_leaf(value: Any, what: str = "value") -> Any:
         return np.float64(value)
     if isinstance(value, complex):
         return np.complex128(value)
+    if isinstance(value, range):   # TF converts a range to a tensor of its values
+        return np.arange(value.start, value.stop, value.step, dtype=np.int64)
     if isinstance(value, list):
+        if value and any(is_dataset(v) for v in flatten_list(value)):
+            return dataset_array(value)
         if any(isinstance(v, (str, bytes)) for v in flatten_list(value)):
             return _string_array(np.array(value, dtype=object))
         try:
@@ -721,6 +793,14 @@ def to_element(value: Any, what: str = "value") -> Any:
 def cast_leaf(value: Any, spec, what: str) -> Any:
     """Check a canonical leaf against ``spec``; cast safely or raise InvalidArgumentError."""
     if isinstance(spec, DatasetSpec):
+        if spec.shape and is_dataset_array(value):   # a batch of datasets
+            if not shapes_compatible(spec.shape, value.shape):
+                raise InvalidArgumentError(
+                    f"{what}: expected datasets of shape {list(spec.shape)}, got "
+                    f"{list(value.shape)}")
+            for v in value.flat:
+                cast_leaf(v, DatasetSpec(spec.element_spec), what)
+            return value
         if not is_dataset(value):
             raise InvalidArgumentError(f"{what}: expected a dataset, got {type(value).__name__}")
         inner = value.element_spec
@@ -777,8 +857,14 @@ def dummy_leaf(spec, variant: int, make_dataset: Callable | None = None):
     if isinstance(spec, DatasetSpec):
         if make_dataset is None:
             raise TypeError("cannot build a sample dataset")
-        return make_dataset(pack_as(spec.element_spec,
-                                    [dummy_leaf(s, variant, make_dataset) for s in flatten(spec.element_spec)]))
+        one = make_dataset(pack_as(spec.element_spec,
+                                   [dummy_leaf(s, variant, make_dataset) for s in flatten(spec.element_spec)]))
+        if not spec.shape:
+            return one
+        out = np.empty(tuple((8, 9, 3)[variant % 3] if d is None else d for d in spec.shape), object)
+        for index in np.ndindex(*out.shape):
+            out[index] = one
+        return out
     unknown = (8, 9, 3)[variant % 3]
     if spec.shape is None and not isinstance(spec, SparseTensorSpec):
         # Unknown rank: probes of different ranks, so that what a function returns

@@ -9,7 +9,7 @@ import numpy as np
 from nbdata.chunks import RowList, StringColumn
 from nbdata.errors import InvalidArgumentError
 from nbdata.kernels.compact import compact
-from nbdata.spec import SparseTensor
+from nbdata.spec import SparseTensor, is_dataset, is_dataset_array
 
 
 def stack_leaves(values: list, component: int, op: str) -> np.ndarray:
@@ -18,6 +18,12 @@ def stack_leaves(values: list, component: int, op: str) -> np.ndarray:
     first = values[0]
     if isinstance(first, SparseTensor):
         return batch_sparse(values, component, op)
+    if is_dataset(first) or is_dataset_array(first):   # a batch of datasets: an object array
+        shape0 = np.shape(first) if isinstance(first, np.ndarray) else ()
+        for j, v in enumerate(values):
+            if (np.shape(v) if isinstance(v, np.ndarray) else ()) != shape0:
+                raise_shape_mismatch(op, component, shape0, j, np.shape(v))
+        return object_rows(values)
     strings = isinstance(first, bytes) or (isinstance(first, np.ndarray) and first.dtype == object)
     shape_of = _string_shape if strings else np.shape
     shape0 = shape_of(first)
@@ -59,8 +65,8 @@ def batch_sparse(values: list, component: int, op: str) -> SparseTensor:
 
 def raise_shape_mismatch(op, component, shape0, j, shape):
     raise InvalidArgumentError(
-        f"{op}: cannot batch tensors with different shapes in component {component}: the first "
-        f"element had shape {list(shape0)} and element {j} had shape {list(shape)}; use "
+        f"{op}: Cannot batch tensors with different shapes in component {component}. First "
+        f"element had shape {list(shape0)} and element {j} had shape {list(shape)}. Use "
         f"padded_batch to pad them to a common shape", op)
 
 

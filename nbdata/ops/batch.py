@@ -48,6 +48,13 @@ class Batch(UnaryNode):
         return BatchChunks(self, ctx, state, self.batch_leaf,
                            threads=None if calls in (None, AUTOTUNE) else int(calls))
 
+    def global_shuffle_refusal(self) -> str | None:
+        """Why ``global_shuffle`` above this batch is refused (TF: a last partial batch
+        would move to any position)."""
+        if self.drop_remainder:
+            return None
+        return "`batch` does not support global shuffling with `drop_remainder=False`."
+
     def random_access(self) -> str | None:
         if not isinstance(self.batch_size, int):
             return "batch with a placeholder batch_size"

@@ -8,7 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nbdata.errors import InvalidArgumentError, OpError
-from nbdata.spec import DatasetSpec, TensorSpec, flatten, is_dataset, pack_as, spec_of_value
+from nbdata.spec import DatasetSpec, TensorSpec, flatten, is_custom_nest, is_dataset, pack_as, spec_of_value
 from nbdata.trace.abstract import TracedFunction, canonical_output, spec_of_results
 from nbdata.trace.function import FunctionGraph, record_function, recording_failed
 from nbdata.trace.graph import Tensor, TraceError, enter_eager_calls, leave_eager_calls
@@ -18,7 +18,7 @@ def graph_output_spec(graph: FunctionGraph, op: str, fname: str) -> Any:
     """The output spec of a recorded function: its tensors' specs, and for constants
     it returned the spec of their canonical value."""
     out = graph.outputs
-    if not isinstance(out, (tuple, dict)) and not isinstance(out, Tensor):
+    if not isinstance(out, (tuple, dict)) and not isinstance(out, Tensor) and not is_custom_nest(out):
         out = canonical_output(out, op, fname)
     leaves = [t.spec if isinstance(t, Tensor) else spec_of_value(canonical_output(t, op, fname, top=False))
               for t in flatten(out)]
@@ -206,8 +206,9 @@ def check_predicate_spec(spec: Any, op: str, fname: str) -> None:
 
 
 def check_dataset_spec(spec: Any, op: str, fname: str) -> DatasetSpec:
-    if not isinstance(spec, DatasetSpec):
-        raise TypeError(f"{op}: function {fname} must return a Dataset, but it returns {spec}")
+    if not isinstance(spec, DatasetSpec) or spec.shape:
+        raise TypeError(f"{op}: The `map_func` argument must return a `Dataset` object: "
+                        f"function {fname} must return a Dataset, but it returns {spec}")
     return spec
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from nbdata.errors import InvalidArgumentError
+from nbdata.errors import DataLossError, InvalidArgumentError
 from nbdata.ops.batch import BatchChunks, batch_cardinality
 from nbdata.ops.fusion import Terminal, check_structure
 from nbdata.ops.node import UnaryNode, arg_field
@@ -43,8 +43,8 @@ def pad_component(values: list, padded_shape: tuple, pad_value, component: int, 
             continue
         if biggest > want:
             j = next(k for k, s in enumerate(shapes) if s[d] > want)
-            raise InvalidArgumentError(
-                f"{op}: attempted to pad to a smaller size than the input element: component "
+            raise DataLossError(   # TF's class for this
+                f"{op}: Attempted to pad to a smaller size than the input element: component "
                 f"{component} of element {j} has shape {list(shapes[j])}, larger than padded shape "
                 f"{list(padded_shape)} in dimension {d}", op)
         target.append(want)

@@ -11,7 +11,8 @@ from nbdata.chunks import Chunk, col_values, column_from_values
 from nbdata.errors import InvalidArgumentError
 from nbdata.ops.node import INFINITE, UNKNOWN, UnaryNode
 from nbdata.ops.runtime import InputChunks
-from nbdata.spec import TensorSpec, flatten, pack_as
+from nbdata.spec import (DatasetSpec, SparseTensor, SparseTensorSpec, TensorSpec, flatten,
+                         pack_as)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -21,12 +22,19 @@ class Unbatch(UnaryNode):
     @property
     def spec(self):
         dims = {s.shape[0] for s in flatten(self.input.spec)
-                if isinstance(s, TensorSpec) and s.shape and s.shape[0] is not None}
+                if isinstance(s, (TensorSpec, DatasetSpec, SparseTensorSpec)) and s.shape
+                and s.shape[0] is not None}
         if len(dims) > 1:
             raise InvalidArgumentError(
                 f"unbatch: components have different leading dimensions {sorted(dims)}", self.op)
         out = []
         for s in flatten(self.input.spec):
+            if isinstance(s, DatasetSpec) and s.shape:   # a batch of datasets: each of them
+                out.append(DatasetSpec(s.element_spec, tuple(s.shape[1:])))
+                continue
+            if isinstance(s, SparseTensorSpec) and s.shape:   # rows of a sparse batch
+                out.append(SparseTensorSpec(tuple(s.shape[1:]), s.dtype))
+                continue
             if not isinstance(s, TensorSpec) or (s.shape is not None and len(s.shape) == 0):
                 raise InvalidArgumentError(
                     f"unbatch: every component must have rank >= 1, got {s}", self.op)
@@ -45,6 +53,21 @@ class Unbatch(UnaryNode):
 
     def open_chunks(self, ctx, state=None):
         return UnbatchChunks(self, ctx, state)
+
+
+def _leading(value) -> int:
+    """The number of rows of one batch component (a sparse one's: its dense dim 0)."""
+    if isinstance(value, SparseTensor):
+        return int(value.dense_shape[0])
+    return len(value)
+
+
+def _row(value, k: int):
+    """Row ``k`` of one batch component (of a sparse one: its entries in row ``k``)."""
+    if isinstance(value, SparseTensor):
+        mask = value.indices[:, 0] == k
+        return SparseTensor(value.indices[mask, 1:], value.values[mask], value.dense_shape[1:])
+    return value[k]
 
 
 def _mismatch(sizes) -> InvalidArgumentError:
@@ -84,14 +107,14 @@ class UnbatchChunks(InputChunks):
         parts: list[list] = [[] for _ in columns]
         rows = 0
         for j in range(chunk.n):
-            sizes = {len(col[j]) for col in columns}
+            sizes = {_leading(col[j]) for col in columns}
             if len(sizes) > 1:
                 if rows == 0:
                     raise _mismatch(sizes)
                 self.error = _mismatch(sizes)
                 break
             for part, col in zip(parts, columns):
-                part.extend(col[j][k] for k in range(len(col[j])))
+                part.extend(_row(col[j], k) for k in range(_leading(col[j])))
             rows += sizes.pop() if sizes else 0
         return Chunk([column_from_values(part, s) for part, s in zip(parts, self.specs)], rows)
 

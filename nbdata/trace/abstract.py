@@ -20,7 +20,7 @@ import numpy as np
 
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.spec import (DatasetSpec, SparseTensorSpec, TensorSpec, cast_leaf, dummy_leaf, flatten,
-                         is_namedtuple, merge_shapes, pack_as, same_structure, spec_of_value,
+                         is_custom_nest, is_namedtuple, merge_shapes, pack_as, same_structure, spec_of_value,
                          structure_repr, to_leaf)
 
 
@@ -89,15 +89,22 @@ class FunctionOutputError(TypeError):
 def canonical_output(value: Any, op: str, fname: str, top: bool = True) -> Any:
     """Canonicalise what a user function returned. As in tf.data, a list returned at
     the top (``decode_csv``'s columns, say) is a tuple of components, and a list
-    inside a structure is one tensor; None is an error."""
+    inside a structure is one tensor; None is an error at the top, and inside a
+    structure a component without values."""
     if isinstance(value, list):
         if top:
             return canonical_output(tuple(value), op, fname, top=False)
         return to_leaf(value, f"{op}: value returned by {fname}")
     if value is None:
+        if not top:   # a component without values inside a structure (TF's NoneTensor)
+            return None
         raise FunctionOutputError(f"{op}: function {fname} returned None; it must return a value")
     if isinstance(value, Mapping):
         return {k: canonical_output(v, op, fname, False) for k, v in value.items()}
+    if is_custom_nest(value):   # TF's __tf_flatten__ / __tf_unflatten__ protocol
+        metadata, components = value.__tf_flatten__()
+        return type(value).__tf_unflatten__(
+            metadata, tuple(canonical_output(v, op, fname, False) for v in components))
     if is_namedtuple(value):
         return type(value)(*[canonical_output(v, op, fname, False) for v in value])
     if isinstance(value, tuple):

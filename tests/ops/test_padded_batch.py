@@ -171,11 +171,12 @@ def test_reference_path_matches():
 
 # ------------------------------------------------------------- errors
 
-def test_element_larger_than_padded_shape_is_invalid_argument():
+def test_element_larger_than_padded_shape_is_data_loss_as_in_tf():
     ds = _fills().padded_batch(2, padded_shapes=[3])
     it = iter(ds)
     np.testing.assert_array_equal(next(it), [[1, 0, 0], [2, 2, 0]])
-    with pytest.raises(nd.errors.InvalidArgumentError, match="(?i)pad"):
+    with pytest.raises(nd.errors.DataLossError,
+                       match="Attempted to pad to a smaller size than the input element."):
         next(it)
 
 

@@ -14,6 +14,11 @@ def values(ds):
     return [int(x) for x in ds]
 
 
+def test_at_of_repeat_zero_is_out_of_range():
+    with pytest.raises(nd.errors.OutOfRangeError):
+        at(nd.Dataset.range(5).repeat(0), 0)
+
+
 @pytest.mark.parametrize("elements,count", [(0, 3), (5, 3), (10, 8)])
 def test_at_through_finite_repeat(elements, count):
     ds = nd.Dataset.range(elements).repeat(count)

@@ -135,7 +135,8 @@ def test_global_shuffle_is_a_permutation_per_epoch():
 def test_global_shuffle_of_maps_and_batches():
     x = np.arange(40.0)
     ds = nd.experimental.global_shuffle(
-        nd.Dataset.from_tensor_slices(x).map(lambda v: v * 10).batch(8), seed=1)
+        nd.Dataset.from_tensor_slices(x).map(lambda v: v * 10).batch(8, drop_remainder=True),
+        seed=1)
     batches = [b.tolist() for b in ds]
     assert len(batches) == 5 and sorted(v for b in batches for v in b) == (x * 10).tolist()
     assert all(b == [v for v in range(int(b[0]), int(b[0]) + 80, 10)] for b in batches)
