@@ -367,6 +367,8 @@ def pack(arrays: list, be, stream) -> tuple:
     the copy's event so it is not written again before the copy ran."""
     from nbdata.gpu.array import DeviceArray
     from nbdata.ops.prefetch_to_device import _size_class, shared_blocks
+    if not arrays:
+        return [], None
     layout, total = [], 0
     for a in arrays:
         layout.append(total)
