@@ -275,37 +275,7 @@ def pad_to_cardinality(cardinality, mask_key="valid"):
 
 # ------------------------------------------------------------- Optional
 
-class Optional:
-    """``tf.experimental.Optional``: a value or nothing.
-
-    >>> o = Optional.from_value(3)
-    >>> bool(o.has_value()), int(o.get_value())
-    (True, 3)
-    """
-
-    def __init__(self, value=None, has_value=False, element_spec=None):
-        self._value, self._has, self.element_spec = value, bool(has_value), element_spec
-
-    @staticmethod
-    def from_value(value) -> "Optional":
-        value = map_nest(lambda v: to_leaf(v, "Optional"), value)
-        return Optional(value, True, pack_as(value, [spec_of_value(v) for v in flatten(value)]))
-
-    @staticmethod
-    def empty(element_spec) -> "Optional":
-        return Optional(None, False, element_spec)
-
-    def has_value(self):
-        return np.bool_(self._has)
-
-    def get_value(self):
-        if not self._has:
-            raise InvalidArgumentError("Optional: get_value() of an Optional that has no "
-                                       "value", "Optional")
-        return self._value
-
-    def __repr__(self):
-        return f"Optional({self._value!r})" if self._has else "Optional(empty)"
+from nbdata.optional import Optional  # noqa: E402 - re-exported here
 
 
 def get_next_as_optional(iterator) -> Optional:

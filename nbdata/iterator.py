@@ -315,6 +315,21 @@ class Iterator:
         return handle
 
     # ------------------------------------------------------------ iteration
+    def get_next_as_optional(self) -> Any:
+        """The next element as an ``nd.experimental.Optional`` (empty at the end), as
+        tf.data's ``iterator.get_next_as_optional()``.
+
+        >>> import nbdata as nd
+        >>> it = iter(nd.Dataset.range(1))
+        >>> [bool(it.get_next_as_optional().has_value()) for _ in range(2)]
+        [True, False]
+        """
+        from nbdata.optional import Optional
+        try:
+            return Optional(self.get_next(), True, self.element_spec)
+        except OutOfRangeError:
+            return Optional.empty(self.element_spec)
+
     def get_next(self, feed_dict: dict | None = None) -> Any:
         """The next element; OutOfRangeError at the end (and on every later call).
 
