@@ -8,6 +8,17 @@ import nbdata as nd
 import nbdata.compat.v1 as tf
 
 
+@pytest.fixture(autouse=True)
+def eager_v1():
+    """TF's kernel tests call these in eager code: the namespace's eager mode (it starts
+    in graph mode, as TF1)."""
+    tf.enable_eager_execution()
+    try:
+        yield
+    finally:
+        tf._ops._eager_mode[0] = False
+
+
 def test_py_func_on_values_in_eager_code_returns_values():
     out = tf.py_func(lambda v: v * 3, [np.int64(2)], tf.int64)
     assert not isinstance(out, nd.Tensor) and int(out) == 6 and out.dtype == np.int64

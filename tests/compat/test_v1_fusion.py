@@ -32,7 +32,9 @@ def test_a_tf1_name_map_and_its_numpy_twin_compile_to_the_same_kernel():
 
 def test_cast_keeps_tf_semantics_where_numpy_differs():
     # float -> uint8 out of range: TF truncates, then wraps through int64
-    assert tf.cast(np.array([300.7, -1.5], np.float32), tf.uint8).tolist() == [44, 255]
+    with tf.Graph().as_default():   # on values in graph mode: a constant tensor
+        c = tf.cast(np.array([300.7, -1.5], np.float32), tf.uint8)
+        assert tf.Session().run(c).tolist() == [44, 255]
     with tf.Graph().as_default():
         x = tf.placeholder(tf.float32, [2])
         y = tf.cast(x, tf.uint8)

@@ -140,7 +140,8 @@ def test_dtypes_are_numpy_dtypes_nbdata_accepts():
         assert dt == np.dtype(name) and as_dtype(dt) == np.dtype(name)
     assert ops.string is nd.string and as_dtype(ops.string) is nd.string
     assert ops.as_dtype("float32") == ops.float32
-    spec = nd.Dataset.from_tensor_slices(ops.zeros([3], ops.float16)).element_spec
+    from nbdata.compat.v1 import data
+    spec = data.Dataset.from_tensor_slices(ops.zeros([3], ops.float16)).element_spec
     assert spec.dtype == np.float16
 
 

@@ -98,8 +98,9 @@ def resize_images(images, size, method=ResizeMethod.BILINEAR, align_corners=Fals
     a 4-D batch resized to ``size = [height, width]``.
 
     >>> img = np.arange(4, dtype=np.uint8).reshape(2, 2, 1)
-    >>> resize_images(img, [3, 3])[..., 0].tolist()
-    [[0.0, 0.6666666865348816, 1.0], [1.3333333730697632, 2.0, 2.3333332538604736], [2.0, 2.6666667461395264, 3.0]]
+    >>> from nbdata.compat.v1.ops import Session
+    >>> np.round(Session().run(resize_images(img, [3, 3]))[..., 0], 3).tolist()
+    [[0.0, 0.667, 1.0], [1.333, 2.0, 2.333], [2.0, 2.667, 3.0]]
     """
     if method not in _METHODS:
         raise UnimplementedError(f"resize_images: method {method!r} is not supported "

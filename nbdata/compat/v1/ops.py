@@ -18,7 +18,7 @@ give. Random ops draw anew on every ``Session.run`` in graph mode (and per eleme
 >>> with tf.Session() as sess:
 ...     float(sess.run(y, feed_dict={x: [1, 2, 3]}))
 1.0
->>> tf.one_hot([0, 2], 3).tolist()
+>>> tf.Session().run(tf.one_hot([0, 2], 3)).tolist()   # graph mode: a tensor
 [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
 """
 
@@ -444,7 +444,8 @@ def _truediv(x, y):
 def truediv(x, y, name: str | None = None):
     """``tf.truediv``: int8/16 and uint8/16 divide as float32, int32/64 as float64.
 
-    >>> truediv([1, 2], 2).tolist(), truediv(np.int8(1), np.int8(2)).dtype
+    >>> run = Session().run
+    >>> run(truediv([1, 2], 2)).tolist(), truediv(np.int8(1), np.int8(2)).dtype
     ([0.5, 1.0], dtype('float32'))
     """
     x, y = _same_dtype([x, y], "RealDiv")
@@ -664,13 +665,14 @@ def cast(x, dtype, name: str | None = None):
     """``tf.cast``: floats to integers truncate toward zero; to bool, nonzero is True;
     strings do not cast (UnimplementedError, as in TF).
 
-    >>> cast([1.7, -1.7], int32).tolist(), cast([-1, 300], uint8).tolist()
+    >>> run = Session().run
+    >>> run(cast([1.7, -1.7], int32)).tolist(), run(cast([-1, 300], uint8)).tolist()
     ([1, -1], [255, 44])
     """
     dt = as_dtype(dtype)
     x = convert(x, what="cast")
     if not is_symbolic(x):
-        return _eager(_cast, (x, dt), {}, "Cast")
+        return _apply(_cast, (x, dt), "Cast", name)
     if _dtype_of(x) is string and dt is not string or dt is string and _dtype_of(x) is not string:
         raise UnimplementedError(f"Cast {_dtype_name(_dtype_of(x))} to {_dtype_name(dt)} is not "
                                  "supported")
@@ -773,7 +775,7 @@ def _concat(values, axis):
 def concat(values, axis, name: str = "concat"):
     """``tf.concat(values, axis)`` (TF 1.0's argument order).
 
-    >>> concat([[1], [2]], 0).tolist()
+    >>> Session().run(concat([[1], [2]], 0)).tolist()
     [1, 2]
     """
     if not isinstance(values, (list, tuple)) and isinstance(axis, (list, tuple)):
@@ -842,7 +844,7 @@ def where(condition, x=None, y=None, name: str | None = None):
     of its True values; with ``x`` and ``y``, elements of ``x`` where ``condition``
     (of ``x``'s shape, or a vector over its first dimension) and of ``y`` elsewhere.
 
-    >>> where([True, False, True]).tolist()
+    >>> Session().run(where([True, False, True])).tolist()
     [[0], [2]]
     """
     if (x is None) != (y is None):
@@ -870,7 +872,7 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
     ``off_value`` elsewhere (indices out of ``[0, depth)`` give a row of ``off_value``).
     The dtype is ``dtype``, else that of ``on_value``/``off_value``, else float32.
 
-    >>> one_hot([0, 2, -1], 3, axis=0).tolist()
+    >>> Session().run(one_hot([0, 2, -1], 3, axis=0)).tolist()
     [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
     """
     indices = _check_dtype(convert(indices, what="one_hot: indices"), (uint8, int32, int64),
@@ -963,7 +965,7 @@ def range(start, limit=None, delta=1, dtype=None, name: str = "range"):   # noqa
     """``tf.range``: ``[start, limit)`` by ``delta``; the dtype is the widest of the
     arguments' (Python ints int32, floats float32) unless given.
 
-    >>> range(5).dtype, range(1, 5.5).tolist()
+    >>> range(5).dtype, Session().run(range(1, 5.5)).tolist()
     (dtype('int32'), [1.0, 2.0, 3.0, 4.0, 5.0])
     """
     if limit is None:
@@ -1190,7 +1192,8 @@ def reduce_mean(input_tensor, axis=None, keepdims=None, name=None, reduction_ind
                 keep_dims=None):
     """``tf.reduce_mean``: in the input's dtype; an integer mean is truncated toward zero.
 
-    >>> int(reduce_mean([-1, -2])), reduce_mean([[1.0, 2.0]], keep_dims=True).tolist()
+    >>> run = Session().run
+    >>> int(run(reduce_mean([-1, -2]))), run(reduce_mean([[1.0, 2.0]], keep_dims=True)).tolist()
     (-1, [[1.5]])
     """
     return _reduction(_mean, "Mean", _NUMBERS, input_tensor, axis, keepdims, name,
@@ -1328,7 +1331,7 @@ def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0, el
     """``tf.strided_slice`` with static ``begin``/``end``/``strides``: NumPy's basic
     indexing with TF's masks.
 
-    >>> strided_slice(np.arange(10), [1], [8], [3]).tolist()
+    >>> Session().run(strided_slice(np.arange(10), [1], [8], [3])).tolist()
     [1, 4, 7]
     """
     x = convert(input_, what="strided_slice")
