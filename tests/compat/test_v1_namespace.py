@@ -129,3 +129,10 @@ def test_graph_constants_feed_dataset_sources():
     nxt = tf.data.Dataset.from_tensor_slices((paths, tf.constant([1, 2]))).make_one_shot_iterator().get_next()
     with tf.Session() as sess:
         assert [sess.run(nxt) for _ in range(2)] == [(b"a", 1), (b"b", 2)]
+
+
+def test_py_func_on_constants_runs_per_session_run_in_graph_mode():
+    r = tf.py_func(lambda: np.random.rand(), [], tf.float64)
+    assert isinstance(r, tf.Tensor)
+    with tf.Session() as sess:
+        assert sess.run(r) != sess.run(r)

@@ -55,7 +55,6 @@ global_variables_initializer = _nd.global_variables_initializer
 local_variables_initializer = _nd.local_variables_initializer
 initialize_all_variables = _nd.global_variables_initializer
 initialize_local_variables = _nd.local_variables_initializer
-py_func = _nd.py_func
 placeholder = _nd.placeholder
 SparseTensorValue = SparseTensor
 FIFOQueue = _nd.FIFOQueue
@@ -262,6 +261,16 @@ def executing_eagerly() -> builtins.bool:
     if _graph.in_eager_calls():
         return True
     return _eager_mode[0] and _graph.executing_eagerly()
+
+
+def py_func(func, inp, Tout, stateful: builtins.bool = True, name: str | None = None):   # noqa: N803
+    """``tf.py_func``: in graph mode (the namespace's) an op calling ``func`` at every
+    ``Session.run``, also on constant inputs (a function drawing random numbers draws
+    per run, as in TF1); in eager code, ``func``'s values at once."""
+    if executing_eagerly():
+        return _nd.py_func(func, inp, Tout, stateful, name)
+    with get_default_graph().as_default():
+        return _nd.py_func(func, inp, Tout, stateful, name)
 
 
 def name_scope(name, default_name=None, values=None):
