@@ -156,10 +156,15 @@ def test_negative_buffer_size_other_than_autotune_rejected(buffer_size):
         nd.Dataset.range(3).prefetch(buffer_size)
 
 
-@pytest.mark.parametrize("buffer_size", ["2", 1.5, None])
+@pytest.mark.parametrize("buffer_size", ["2", 1.5])
 def test_non_integer_buffer_size_rejected(buffer_size):
     with pytest.raises((TypeError, ValueError)):
         nd.Dataset.range(3).prefetch(buffer_size)
+
+
+def test_none_buffer_size_is_autotune():
+    """tf.data accepts prefetch(None) as AUTOTUNE (issue 35)."""
+    assert [int(x) for x in nd.Dataset.range(3).prefetch(None)] == [0, 1, 2]
 
 
 def test_concurrent_iterators_are_independent():
