@@ -233,8 +233,12 @@ class Dataset(MoreTransformations, DatasetBase):
                              f"empty (no component to slice in {tensors!r:.60})")
         if any(is_dataset_array(v) or isinstance(v, SparseTensor) for v in flatten(value)):
             # Slices of a list of datasets (TF's batched DatasetSpec) or of a sparse
-            # tensor (the entries of each row of its dim 0): unbatch does both.
-            return Dataset.from_tensors(value, name=name).unbatch()
+            # tensor (the entries of each row of its dim 0), as unbatch cuts them, made
+            # once; row i is looked up by position (so a saved state holds a position).
+            sliced = Dataset.from_tensors(value).unbatch()
+            rows = list(sliced)
+            return Dataset.range(len(rows)).map(lambda i: rows[int(i)], name=name,
+                                                output_signature=sliced.element_spec)
         check_sliceable(value, "from_tensor_slices")
         return Dataset(FromTensorSlices(value, name=name))
 

@@ -124,3 +124,19 @@ def test_objects_of_tfs_flatten_protocol_are_structures():
     assert [(m.mask, m.value.tolist()) for m in mapped.batch(2)] == [(True, [0, 2]), (True, [4, 6])]
     with pytest.raises(TypeError):
         nd.Dataset.from_tensors(PlainRecord(1))
+
+
+def test_slices_of_datasets_and_sparse_tensors_resume_from_a_saved_state():
+    sparse = nd.SparseTensor(indices=np.array([[0, 0], [1, 1], [2, 0], [3, 2]]),
+                             values=np.array([1, 2, 3, 4]), dense_shape=np.array([4, 3]))
+    for ds, norm, left in (
+            (nd.Dataset.from_tensor_slices([nd.Dataset.range(k) for k in range(5)]), ints, 3),
+            (nd.Dataset.from_tensor_slices(sparse), lambda s: s.values.tolist(), 2)):
+        pipe = ds.compile()
+        it = iter(pipe)
+        next(it), next(it)
+        state = it.save()
+        rest = [norm(x) for x in it]
+        again = iter(pipe)
+        again.restore(state)
+        assert [norm(x) for x in again] == rest and len(rest) == left
