@@ -147,3 +147,12 @@ def test_every_issue_35_name_exists():
                  "ThreadingOptions", "AutotuneOptions", "DistributeOptions", "AutoShardPolicy",
                  "index_shuffle", "TFRecordWriter"]:
         assert getattr(nd.experimental, name) is not None, name
+
+
+def test_compat_v1_experimental_names(tmp_path):
+    import nbdata.compat.v1 as tf
+    path = str(tmp_path / "w.tfrecord")
+    tf.data.experimental.TFRecordWriter(path).write(nd.Dataset.from_list([b"x", b"yz"]))
+    assert list(nd.TFRecordDataset(path)) == [b"x", b"yz"]
+    assert tf.data.experimental.map_and_batch is E.map_and_batch
+    assert tf.data.experimental.CsvDataset is E.CsvDataset

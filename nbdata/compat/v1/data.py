@@ -112,11 +112,24 @@ class FixedLengthRecordDataset(_files.FixedLengthRecordDataset):
 Iterator = GraphIterator
 
 # tf.data.experimental and (TF 1.x) tf.contrib.data: the names input code uses.
-experimental = types.SimpleNamespace(
-    AUTOTUNE=AUTOTUNE, make_saveable_from_iterator=make_saveable_from_iterator,
-    Options=nd.Options, INFINITE_CARDINALITY=nd.INFINITE, UNKNOWN_CARDINALITY=nd.UNKNOWN,
-    TFRecordWriter=nd.io.TFRecordWriter)
-contrib_data = types.SimpleNamespace(
+class _Experimental(types.SimpleNamespace):
+    """A namespace whose other names are ``nd.experimental``'s (resolved on use: the CSV
+    and Example readers import their kernels then)."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(nd.experimental, name)
+
+
+experimental = _Experimental(**{
+    **{name: getattr(nd.experimental, name) for name in nd.experimental.__all__},
+    "AUTOTUNE": AUTOTUNE, "make_saveable_from_iterator": make_saveable_from_iterator,
+    "Options": nd.Options, "INFINITE_CARDINALITY": nd.INFINITE,
+    "UNKNOWN_CARDINALITY": nd.UNKNOWN,
+    # tf.data's TFRecordWriter(path).write(dataset) (the record writer is tf.io's)
+    "TFRecordWriter": nd.experimental.TFRecordWriter})
+contrib_data = _Experimental(
     make_saveable_from_iterator=make_saveable_from_iterator, AUTOTUNE=AUTOTUNE,
     TFRecordDataset=TFRecordDataset, TextLineDataset=TextLineDataset,
     FixedLengthRecordDataset=FixedLengthRecordDataset)
