@@ -459,6 +459,13 @@ def truediv(x, y, name: str | None = None):
     """
     x, y = _same_dtype([x, y], "RealDiv")
     _check_dtype(x, _NUMBERS, "truediv")
+    if is_symbolic(x, y):   # as NumPy functions the op table fuses
+        dt = _dtype_of(x)
+        if dt.kind in "iu":
+            target = float32 if dt.itemsize <= 2 else float64
+            x, y = (v.astype(target) if is_symbolic(v) else np.asarray(v).astype(target)
+                    for v in (x, y))
+        return _apply(np.true_divide, (x, y), "truediv", name)
     return _apply(_truediv, (x, y), "truediv", name)
 
 
@@ -568,6 +575,9 @@ def ceil(x, name: str | None = None):
 def clip_by_value(t, clip_value_min, clip_value_max, name: str | None = None):
     """``tf.clip_by_value``: the bounds convert to ``t``'s dtype."""
     t, lo, hi = _same_dtype([t, clip_value_min, clip_value_max], "clip_by_value")
+    if is_symbolic(t, lo, hi):
+        return _apply(np.minimum, (_apply(np.maximum, (t, lo), "Maximum", None), hi),
+                      "clip_by_value", name)
     return _apply(_clip, (t, lo, hi), "clip_by_value", name)
 
 
@@ -805,6 +815,9 @@ def expand_dims(input, axis=None, name: str | None = None, dim=None):   # noqa: 
     axis = dim if axis is None else axis
     if axis is None:
         raise ValueError("Must specify an axis argument to tf.expand_dims()")
+    if not is_symbolic(axis):
+        return _apply(np.expand_dims, (convert(input, what="expand_dims"), int(axis)),
+                      "ExpandDims", name)
     return _apply(_expand_dims, (convert(input, what="expand_dims"), axis), "ExpandDims", name)
 
 
@@ -1025,6 +1038,9 @@ def _transpose(a, perm):
 
 def transpose(a, perm=None, name: str = "transpose", conjugate: builtins.bool = False):
     """``tf.transpose``: dims reversed, or permuted by ``perm``."""
+    if perm is not None and not is_symbolic(perm):
+        perm = tuple(int(p) for p in np.asarray(perm).reshape(-1))
+        return _apply(np.transpose, (convert(a, what="transpose"), perm), "Transpose", name)
     return _apply(_transpose, (convert(a, what="transpose"), perm), "Transpose", name)
 
 
