@@ -1,6 +1,7 @@
 """Runs one program of seed_programs.py and prints what it printed as JSON:
 ``python run_seed_program.py NAME {nbdata|tensorflow} WORKDIR`` (a fresh process, so
-that TensorFlow's graph mode or nbdata's stays in it)."""
+that TensorFlow's graph mode or nbdata's stays in it); ``--all`` runs every program in
+one process (one TensorFlow import) and prints ``{name: printed}``."""
 
 import json
 import os
@@ -53,4 +54,13 @@ def expect_fused(dataset) -> None:
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(sys.argv[1], sys.argv[2], sys.argv[3])))
+    if sys.argv[1] == "--all":   # every program, each in a folder of its own: {name: prints}
+        names = sorted({**PROGRAMS, **INPUT_PROGRAMS})
+        out = {}
+        for k, name in enumerate(names):
+            folder = os.path.join(sys.argv[3], str(k))
+            os.makedirs(folder)
+            out[name] = run(name, sys.argv[2], folder)
+        print(json.dumps(out))
+    else:
+        print(json.dumps(run(sys.argv[1], sys.argv[2], sys.argv[3])))
