@@ -28,7 +28,6 @@ from nbdata.ops.node import INFINITE, UNKNOWN
 from nbdata.ops.rebatch import BuildBatch, Rebatch
 from nbdata.ops.scan import Scan, state_spec_of
 from nbdata.ops.shuffle import EpochCounter
-from nbdata.ops.snapshot import DATA_NAME, Load, read_metadata, write_metadata
 from nbdata.ops.take_while import TakeWhile
 from nbdata.ops.unique import Unique
 from nbdata.spec import (DatasetSpec, SparseTensor, SparseTensorSpec, TensorSpec, flatten,
@@ -139,8 +138,9 @@ class MoreTransformations:
              reader_func: Callable | None = None, name: str | None = None):
         """The dataset written by ``save(path)`` (its element spec and length come from
         the files; ``element_spec``, when given, must match). Every record's checksum is
-        checked as it is read. ``reader_func`` is accepted for tf.data parity and ignored
-        (one shard is written).
+        checked as it is read. The shards are read round robin (the saved order for the
+        default sharding); ``reader_func(datasets)`` gets a dataset of the shards'
+        datasets instead and returns the dataset to read.
 
         >>> import tempfile, os, nbdata as nd
         >>> d = os.path.join(tempfile.mkdtemp(), "saved")
@@ -148,17 +148,27 @@ class MoreTransformations:
         >>> [int(x) for x in nd.Dataset.load(d)]
         [0, 2, 4]
         """
+        from nbdata.ops.snapshot import SavedShards, load_metadata
         path = os.fspath(path)
         if isinstance(path, bytes):
             path = path.decode()
         _compression(compression, "load")
-        spec, count = read_metadata(path)
+        spec, meta = load_metadata(path)
         if element_spec is not None:
             from nbdata.spec import specs_compatible
             if not specs_compatible(element_spec, spec):
                 raise InvalidArgumentError(f"load: the saved elements are {spec}, not "
                                            f"{element_spec}", "load")
-        return cls(Load(path, spec, count, name=name))
+        if reader_func is None:
+            return cls(SavedShards(path, spec, int(sum(meta["counts"])), name=name))
+        shards = [cls(SavedShards(path, spec, int(c), s))
+                  for s, c in zip(meta["shards"], meta["counts"])]
+        datasets = cls.from_tensor_slices(shards) if shards else cls.from_tensor_slices(
+            [cls(SavedShards(path, spec, 0, -1))])
+        out = reader_func(datasets)
+        if not is_dataset(out):
+            raise TypeError(f"load: reader_func must return a Dataset, got {type(out).__name__}")
+        return out
 
     @staticmethod
     def choose_from_datasets(datasets: Any, choice_dataset: Any,
@@ -611,30 +621,32 @@ class MoreTransformations:
 
     def save(self, path: Any, compression: Any = None, shard_func: Callable | None = None,
              checkpoint_args: Any = None) -> None:
-        """Write every element to the directory ``path`` in nbdata's checksummed column
-        format (``load(path)`` reads it back, fused). The data file is written to a
-        temporary name and renamed when complete: an interrupted save leaves nothing
-        ``load`` would read. ``compression`` (None, "", "NONE", "GZIP", "SNAPPY") and
-        ``shard_func`` are accepted for tf.data parity: one uncompressed shard is written.
+        """Write every element to the directory ``path`` (``load(path)`` reads it back):
+        tf.data's layout, a run directory of ``%08d.shard`` files (one, or
+        ``shard_func(element)`` choosing each row's) and ``snapshot.metadata`` (the element
+        spec and the rows of each shard) written last, in nbdata's checksummed column
+        format. An interrupted save leaves nothing ``load`` reads; a new save replaces the
+        old one. ``compression`` ("GZIP", "SNAPPY") is accepted (the shards are not
+        compressed); ``checkpoint_args`` is accepted and not used.
         """
+        import shutil
+        from nbdata.ops.snapshot import METADATA_NAME, Snapshot, read_snapshot_metadata
         path = os.fspath(path)
         if isinstance(path, bytes):
             path = path.decode()
         _compression(compression, "save")
         if any(isinstance(s, (DatasetSpec, SparseTensorSpec)) for s in flatten(self.element_spec)):
             raise TypeError("save: elements holding datasets or sparse tensors cannot be saved")
-        os.makedirs(path, exist_ok=True)
-        for stale in (os.path.join(path, "dataset_spec.json"),):
-            if os.path.exists(stale):
-                os.unlink(stale)
-        count = 0
-        writer = self.cache(os.path.join(path, DATA_NAME))
-        data = os.path.join(path, DATA_NAME + ".nbcache")
-        if os.path.exists(data):
-            os.unlink(data)
+        from nbdata.ops.snapshot import spec_to_json
+        spec_to_json(self.element_spec)     # a spec save cannot describe: TypeError now
+        old = read_snapshot_metadata(path)
+        if old is not None:
+            os.unlink(os.path.join(path, METADATA_NAME))
+            shutil.rmtree(os.path.join(path, old["run_id"]), ignore_errors=True)
+        fn = None if shard_func is None else _shard_caller(shard_func)
+        writer = self._derive(Snapshot(self._node, path, 1, fn))
         for _ in writer:
-            count += 1
-        write_metadata(path, self.element_spec, count)
+            pass
 
     def snapshot(self, path: Any, compression: Any = "AUTO", reader_func: Callable | None = None,
                  shard_func: Callable | None = None, name: str | None = None):

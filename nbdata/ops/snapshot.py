@@ -1,13 +1,12 @@
-"""``save`` / ``load`` / ``snapshot``: datasets written to disk in nbdata's own checksummed
-column format (``nbdata/kernels/column_file.py``, the format of ``cache(filename)``:
-every buffer and header carries a CRC32C, a changed byte is a DataLossError, an
-incomplete file is never read).
-
-``save(path)`` writes the directory ``path`` holding ``data.nbcache`` (written to a
-temporary name and renamed when complete) and ``dataset_spec.json`` (the element spec
-and the element count), so ``load(path)`` needs no ``element_spec``. ``snapshot(path)``
-is a file cache under ``path`` named by the input pipeline's fingerprint: the first
-complete iteration writes it, later iterations (also in other processes) read it.
+"""``save`` / ``load`` / ``snapshot``: datasets written to disk in tf.data's directory
+layout (a run directory of ``%08d.shard`` files and ``snapshot.metadata``, written
+last) with shards in nbdata's own checksummed column format
+(``nbdata/kernels/column_file.py``, the format of ``cache(filename)``: every buffer and
+header carries a CRC32C, a changed byte is a DataLossError, an incomplete file is never
+read). ``save(path)`` writes ``path`` itself (the metadata holds the element spec and
+each shard's rows, so ``load(path)`` needs no ``element_spec``); ``snapshot(path)``
+writes ``<path>/<fingerprint>/`` during the first complete iteration and reads it in
+later ones (also in other processes).
 """
 
 from __future__ import annotations
@@ -23,10 +22,6 @@ from nbdata.errors import InvalidArgumentError, NotFoundError
 from nbdata.ops.cache import FILE_SUFFIX, FileChunks
 from nbdata.ops.node import Node, UnaryNode
 from nbdata.spec import SparseTensorSpec, TensorSpec, as_dtype, dtype_name, string
-
-DATA_NAME = "data"
-SPEC_NAME = "dataset_spec.json"
-
 
 def spec_to_json(spec: Any) -> Any:
     if isinstance(spec, TensorSpec):
@@ -49,51 +44,6 @@ def spec_from_json(doc: Any) -> Any:
     if "tuple" in doc:
         return tuple(spec_from_json(s) for s in doc["tuple"])
     return {k: spec_from_json(v) for k, v in doc["dict"]}
-
-
-def write_metadata(path: str, spec: Any, count: int) -> None:
-    tmp = os.path.join(path, SPEC_NAME + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump({"version": 1, "spec": spec_to_json(spec), "cardinality": count}, f)
-    os.replace(tmp, os.path.join(path, SPEC_NAME))
-
-
-def read_metadata(path: str) -> tuple[Any, int]:
-    meta = os.path.join(path, SPEC_NAME)
-    if not os.path.exists(os.path.join(path, DATA_NAME + FILE_SUFFIX)) or not os.path.exists(meta):
-        raise NotFoundError(f"load: no dataset saved at {path!r} (save(path) writes "
-                            f"{DATA_NAME}{FILE_SUFFIX} and {SPEC_NAME} there)", "load")
-    try:
-        with open(meta) as f:
-            doc = json.load(f)
-        return spec_from_json(doc["spec"]), int(doc["cardinality"])
-    except (ValueError, KeyError, TypeError) as e:
-        raise InvalidArgumentError(f"load: the metadata {meta} is not readable: {e}",
-                                   "load") from None
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Load(Node):
-    """The elements of a dataset written by ``save(path)``."""
-
-    path: str
-    element_spec: Any
-    count: int = -2
-    op = "load"
-
-    @property
-    def spec(self):
-        return self.element_spec
-
-    def describe(self) -> str:
-        return f"{self.label}({self.path!r})"
-
-    def cardinality(self) -> int:
-        return self.count
-
-    def open_chunks(self, ctx, state=None):
-        return FileChunks(os.path.join(self.path, DATA_NAME + FILE_SUFFIX), self.spec,
-                          0 if state is None else int(state["pos"]))
 
 
 # ------------------------------------------------------------------ snapshot
@@ -223,7 +173,7 @@ class SnapshotReadChunks:
     """Rows of a complete snapshot, round robin over its shards (a shard that ended is
     skipped). State: rows read."""
 
-    def __init__(self, node: Snapshot, meta: dict, pos: int):
+    def __init__(self, node, meta: dict, pos: int):
         from nbdata.ops.runtime import RowQueue
         self.node, self.meta, self.pos = node, meta, pos
         run = os.path.join(node.directory, meta["run_id"])
@@ -278,3 +228,49 @@ class SnapshotReadChunks:
 
     def close(self) -> None:
         self.readers = [None] * len(self.paths)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SavedShards(Node):
+    """The rows ``save(path)`` wrote (a finalized snapshot directory), round robin over
+    its shards; ``shard`` (not None) reads that one shard alone (the datasets a
+    ``reader_func`` gets)."""
+
+    directory: str
+    element_spec: Any
+    count: int = -2
+    shard: Any = None
+    op = "load"
+
+    @property
+    def spec(self):
+        return self.element_spec
+
+    def describe(self) -> str:
+        which = "" if self.shard is None else f", shard={self.shard}"
+        return f"{self.label}({self.directory!r}{which})"
+
+    def cardinality(self) -> int:
+        return self.count
+
+    def open_chunks(self, ctx, state=None):
+        meta = read_snapshot_metadata(self.directory)
+        if meta is None:
+            raise NotFoundError(f"load: no dataset saved at {self.directory!r}", "load")
+        if self.shard is not None:
+            k = meta["shards"].index(self.shard)
+            meta = dict(meta, shards=[self.shard], counts=[meta["counts"][k]])
+        return SnapshotReadChunks(self, meta, 0 if state is None else int(state["pos"]))
+
+
+def load_metadata(path: str) -> tuple[Any, dict]:
+    """(element spec, metadata) of a dataset ``save(path)`` wrote."""
+    meta = read_snapshot_metadata(path)
+    if meta is None:
+        raise NotFoundError(f"load: no dataset saved at {path!r} (save(path) writes "
+                            f"{METADATA_NAME} and the shards there)", "load")
+    try:
+        return spec_from_json(meta["spec"]), meta
+    except (KeyError, TypeError, ValueError) as e:
+        raise InvalidArgumentError(f"load: the metadata in {path} is not readable: {e}",
+                                   "load") from None

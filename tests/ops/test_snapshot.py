@@ -35,6 +35,19 @@ def test_save_dicts_and_experimental_names(tmp_path):
     assert [int(e["a"]) for e in out] == [0, 1, 2, 3]
 
 
+def test_save_shard_func_and_reader_func(tmp_path):
+    path = str(tmp_path / "sharded")
+    nd.Dataset.range(10).save(path, shard_func=lambda x: x % 2)
+    (run,) = [d for d in os.listdir(path) if os.path.isdir(os.path.join(path, d))]
+    assert sorted(os.listdir(os.path.join(path, run))) == ["00000000.shard", "00000001.shard"]
+    assert "snapshot.metadata" in os.listdir(path)
+    assert [int(x) for x in nd.Dataset.load(path)] == list(range(10))   # round robin
+    one_after_other = nd.Dataset.load(path, reader_func=lambda ds: ds.flat_map(lambda d: d))
+    assert [int(x) for x in one_after_other] == [0, 2, 4, 6, 8, 1, 3, 5, 7, 9]
+    nd.Dataset.range(3).save(path)                                    # replaces it
+    assert [int(x) for x in nd.Dataset.load(path)] == [0, 1, 2]
+
+
 def test_load_errors(tmp_path):
     with pytest.raises(nd.errors.NotFoundError):
         nd.Dataset.load(str(tmp_path / "nothing"))
@@ -47,7 +60,8 @@ def test_load_errors(tmp_path):
 def test_a_changed_byte_is_data_loss(tmp_path):
     path = str(tmp_path / "s")
     nd.Dataset.range(1000).save(path)
-    data = os.path.join(path, "data.nbcache")
+    (run,) = [d for d in os.listdir(path) if os.path.isdir(os.path.join(path, d))]
+    data = os.path.join(path, run, "00000000.shard")
     raw = bytearray(open(data, "rb").read())
     raw[len(raw) // 2] ^= 0x40
     open(data, "wb").write(bytes(raw))
