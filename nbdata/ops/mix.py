@@ -199,8 +199,8 @@ class DirectedInterleaveChunks(ChunkIter):
             if bad.any():
                 value = int(picks[np.flatnonzero(bad)[0]])
                 raise InvalidArgumentError(
-                    f"{self.node.op}: selector index {value} out of range: there are "
-                    f"{len(self.readers)} datasets", self.node.op)
+                    f"Selector index out of range: {value} >= {len(self.readers)} (the "
+                    f"number of datasets)", self.node.op)
             # One pull of ``want`` picks a call (an empty chunk when each went to an ended
             # input): a consumer replaying rows after a restore draws the same picks.
             return self._assemble(picks)

@@ -22,7 +22,7 @@ def test_choose_from_datasets_errors():
         nd.Dataset.choose_from_datasets([a], nd.Dataset.from_list([0.5]))
     with pytest.raises(TypeError):
         nd.Dataset.choose_from_datasets([a, nd.Dataset.from_list(["x"])], nd.Dataset.range(1))
-    with pytest.raises(nd.errors.InvalidArgumentError, match="out of range"):
+    with pytest.raises(nd.errors.InvalidArgumentError, match="Selector index out of range"):
         list(nd.Dataset.choose_from_datasets([a], nd.Dataset.from_list([0, 2])))
     with pytest.raises(ValueError):
         nd.Dataset.choose_from_datasets([], nd.Dataset.range(1))
