@@ -394,9 +394,9 @@ class MoreTransformations:
         if len(sizes) != len(boundaries) + 1:
             raise ValueError(f"bucket_by_sequence_length: len(bucket_batch_sizes) must equal "
                              f"len(bucket_boundaries) + 1, got {len(sizes)} and {len(boundaries)}")
-        if any(b >= c for b, c in zip(boundaries, boundaries[1:])) or any(b <= 0 for b in boundaries[:1]):
-            raise ValueError("bucket_by_sequence_length: bucket_boundaries must be positive "
-                             "and strictly increasing")
+        if any(b >= c for b, c in zip(boundaries, boundaries[1:])):
+            raise ValueError("bucket_by_sequence_length: bucket_boundaries must be a sorted "
+                             "list of distinct lengths")
         lows = np.array([np.iinfo(np.int32).min] + boundaries, np.int64)
         highs = np.array(boundaries + [np.iinfo(np.int32).max], np.int64)
         sizes_arr = np.array(sizes, np.int64)
