@@ -28,6 +28,7 @@ WORKLOAD_MODULES = {
     "pymap_nogil": "perf.pymap_python_map:build_nogil",
     "tf1_csv": "perf.tf1_queue_input:build_csv",
     "tf1_tfrecord": "perf.tf1_queue_input:build_tfrecord",
+    "tf1_map": "perf.tf1_normalize",
     "distribute": "perf.distribute_scaling",
     "distribute_w1": "perf.distribute_scaling:build_w1",
 }
