@@ -189,12 +189,10 @@ class FusedChunks(ChunkIter):
                       else min(state_check.MAX_POSITION,
                                step.initial + state_check.most_rows(node.input)))
                 state_check.check_int(int(counters[k]), f"counters[{k}]", step.initial, hi)
-        pending = state["pending"]
-        if not isinstance(pending, list) or not all(
-                isinstance(p, Chunk) and len(p.columns) == len(self.stage.results)
-                and all(len(c) == p.n for c in p.columns) for p in pending):
-            raise state_check.StateFieldError("pending", pending, "expected rows of this "
-                                              "stage's output")
+        # The rows of a partial batch: columns of the kernel's results.
+        specs = list(self.stage.scratch_specs) + list(self.stage.out_specs)
+        state_check.row_pieces(state["pending"], tuple(specs[i] for i in self.stage.results),
+                               "pending")
 
     def _first_args(self) -> list:
         reader = self.reader

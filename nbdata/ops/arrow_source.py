@@ -31,6 +31,7 @@ import numpy as np
 
 from numba import types
 
+from nbdata.ops import state_check
 from nbdata.chunks import Chunk, StringColumn, col_concat, col_slice, col_take
 from nbdata.errors import (DataLossError, FailedPreconditionError, InvalidArgumentError, NotFoundError,
                            UnimplementedError)
@@ -731,9 +732,13 @@ class ArrowChunks(ChunkIter):
         self.node, self.ctx = node, ctx
         reads = node.num_parallel_reads
         parallel = 1 if reads is None else (ctx.budget.total if reads == AUTOTUNE else int(reads))
-        self.unit = 0 if state is None else int(state["unit"])
-        skip = 0 if state is None else int(state["offset"])
-        self.pos = 0 if state is None else int(state["pos"])
+        # A restored unit is one of the source's (or its count, at the end), the rows
+        # skipped in it and handed out in all at most the source's.
+        most = state_check.most_rows(node)
+        self.unit = 0 if state is None else state_check.integer(
+            state, "unit", 0, node.rows_from.unit_count)
+        skip = 0 if state is None else state_check.integer(state, "offset", 0, most)
+        self.pos = 0 if state is None else state_check.integer(state, "pos", 0, most)
         self.feed = UnitFeed(node, ctx, self.unit, parallel)
         self.batches = None
         self.offset = 0            # rows of the unit before the current block

@@ -159,6 +159,8 @@ def _column_fits(col: Any, n: int, leaf) -> str | None:
     """Why ``col`` cannot be a column of ``n`` rows of ``leaf`` (None: it can)."""
     from nbdata.spec import TensorSpec, string
     if isinstance(col, StringColumn):
+        if isinstance(leaf, TensorSpec) and leaf.dtype is not string:
+            return "strings"
         offsets, data = col.offsets, col.data
         if (not isinstance(offsets, np.ndarray) or not isinstance(data, np.ndarray)
                 or offsets.ndim != 1 or offsets.dtype.kind not in "iu" or len(offsets) != n + 1
@@ -174,6 +176,8 @@ def _column_fits(col: Any, n: int, leaf) -> str | None:
         return f"a {type(col).__name__}"
     if col.ndim < 1 or len(col) != n:
         return f"{col.shape[0] if col.ndim else 0} rows"
+    if isinstance(leaf, TensorSpec) and leaf.dtype is string and col.dtype.kind not in "OSU":
+        return f"rows of dtype {col.dtype}"
     if isinstance(leaf, TensorSpec) and leaf.dtype is not string and col.dtype != object:
         if col.dtype != leaf.dtype:
             return f"rows of dtype {col.dtype}"
