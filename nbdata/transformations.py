@@ -29,7 +29,7 @@ from nbdata.ops.rebatch import BuildBatch, Rebatch
 from nbdata.ops.scan import Scan, state_spec_of
 from nbdata.ops.shuffle import EpochCounter
 from nbdata.ops.take_while import TakeWhile
-from nbdata.ops.unique import Unique
+from nbdata.ops.unique import Unique, UniqueScalars
 from nbdata.spec import (DatasetSpec, SparseTensor, SparseTensorSpec, TensorSpec, flatten,
                          flatten_up_to,
                          is_dataset, map_nest, pack_as, spec_of_value, string, to_leaf)
@@ -306,6 +306,8 @@ class MoreTransformations:
                 spec.dtype is string or spec.dtype in (np.dtype(np.int32), np.dtype(np.int64))):
             raise TypeError(f"unique: only elements of one int32, int64 or string component "
                             f"are supported, got {spec}")
+        if spec.dtype is not string and spec.shape == ():
+            return self._derive(UniqueScalars(self._node, name=name))
         return self._derive(Unique(self._node, name=name))
 
     def group_by_window(self, key_func: Callable, reduce_func: Callable,
