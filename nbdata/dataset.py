@@ -665,13 +665,12 @@ class Dataset(MoreTransformations, DatasetBase):
         if isinstance(size, int) and size == UNKNOWN:
             # TF: the unknown-cardinality sentinel asks for a buffer of the whole input.
             n = self.cardinality()
-            if n < 0:
+            if n == INFINITE:
                 raise InvalidArgumentError(
-                    "shuffle: buffer_size UNKNOWN (a buffer of the whole dataset) needs a "
-                    "dataset of known length; this one's is "
-                    f"{'infinite' if n == INFINITE else 'unknown'}: pass a buffer size",
+                    "shuffle: buffer_size UNKNOWN (a buffer of the whole dataset) over a "
+                    "dataset of infinite length would never yield: pass a buffer size",
                     "shuffle")
-            size = max(1, n)
+            size = max(1, n) if n >= 0 else UNKNOWN   # unknown: counted when iterated
         if seed is not None:
             seed = _int_arg(seed, "shuffle", "seed", placeholder=False)
         reshuffle = True if reshuffle_each_iteration is None else bool(reshuffle_each_iteration)

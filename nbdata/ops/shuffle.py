@@ -11,10 +11,10 @@ import numpy as np
 from nbdata import random as nd_random
 from nbdata.ops import state_check
 from nbdata.chunks import Chunk, RowList, StringColumn, row_bytes
-from nbdata.errors import InvalidArgumentError
+from nbdata.errors import InvalidArgumentError, UnimplementedError
 from nbdata.kernels.shuffle import drain_plan, draw_slots, replace_plan, replace_values, swap_rows
 from nbdata.ops.fusion import IndexedSource
-from nbdata.ops.node import NotFusable, UnaryNode, arg_field, new_resource_key
+from nbdata.ops.node import UNKNOWN, NotFusable, UnaryNode, arg_field, new_resource_key
 from nbdata.ops.runtime import ChunkIter, InputChunks, PositionChunks
 from nbdata.spec import TensorSpec, flatten, string
 
@@ -55,6 +55,8 @@ class Shuffle(UnaryNode):
 
     def _size(self, ctx) -> int:
         size = int(ctx.value(self.buffer_size))
+        if size == UNKNOWN:   # TF's sentinel: a buffer of the whole input (counted when opened)
+            return size
         if size <= 0:
             raise InvalidArgumentError(f"shuffle: buffer_size must be positive, got {size}", self.op)
         return size
@@ -67,6 +69,50 @@ class Shuffle(UnaryNode):
 
     def open_chunks(self, ctx, state=None):
         return ShuffleChunks(self, ctx, state)
+
+
+def whole_input(it, state) -> tuple:
+    """For a buffer of the whole input (``buffer_size`` UNKNOWN): the input, read to its
+    end to count its rows and replayed, and that count as the buffer size. Restored,
+    the size is the saved one (the input resumes from its saved state)."""
+    if state is not None:
+        return it, state_check.integer(state, "size", 1)
+    start = it.save()
+    chunks = []
+    while True:
+        chunk = it.next(1 << 16)
+        if chunk is None:
+            break
+        if chunk.n:
+            chunks.append(chunk)
+    return ReplayChunks(it, chunks, start), max(1, sum(c.n for c in chunks))
+
+
+class ReplayChunks(InputChunks):
+    """The chunks an input gave, again. State: the input's state before them while none
+    was taken, after them once all were (the buffer takes them all in its first fill)."""
+
+    def __init__(self, it, chunks: list, start):
+        self.it, self.chunks, self.start, self.taken = it, chunks, start, 0
+
+    def next(self, want: int):
+        if not self.chunks:
+            return None
+        chunk = self.chunks[0]
+        if chunk.n > want:
+            self.chunks[0] = chunk.slice(want, chunk.n)
+            chunk = chunk.slice(0, want)
+        else:
+            self.chunks.pop(0)
+        self.taken += chunk.n
+        return chunk
+
+    def save(self):
+        if self.taken == 0:
+            return self.start
+        if not self.chunks:
+            return self.it.save()
+        raise UnimplementedError("shuffle: cannot save while its whole-input buffer is filling")
 
 
 def _store_kind(spec) -> str:
@@ -109,6 +155,8 @@ class ShuffleChunks(InputChunks):
         self.key = np.uint64(self.key)
         inner = None if state is None else state_check.nested(state, "input")
         self.it = ctx.open_chunks(node.input, inner) if open_input is None else open_input(inner)
+        if self.size == UNKNOWN:
+            self.it, self.size = whole_input(self.it, state)
         saved = state if state is not None else {"filled": 0, "draws": 0, "ended": False,
                                                  "store": None, "order": None}
         self.filled = state_check.integer(saved, "filled")   # within the size: _check_state

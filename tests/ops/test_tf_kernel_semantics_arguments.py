@@ -32,6 +32,23 @@ def test_shuffle_with_the_unknown_sentinel_buffers_the_whole_dataset():
     assert sorted(full) == list(range(50)) and full != list(range(50))
 
 
+def test_shuffle_with_the_unknown_sentinel_over_an_unknown_length_counts_it():
+    ds = nd.Dataset.range(30).filter(lambda x: x % 3 != 0).shuffle(nd.UNKNOWN, seed=4)
+    out = [int(x) for x in ds]
+    assert sorted(out) == [x for x in range(30) if x % 3] and out != sorted(out)
+    pipe = ds.compile()
+    it = iter(pipe)
+    head = [int(next(it)) for _ in range(5)]
+    state = it.save()
+    rest = [int(x) for x in it]
+    again = iter(pipe)
+    again.restore(state)
+    assert [int(x) for x in again] == rest and sorted(head + rest) == sorted(out)
+    assert list(nd.Dataset.range(5).filter(lambda x: x < 0).shuffle(nd.UNKNOWN)) == []
+    with pytest.raises(nd.errors.InvalidArgumentError):
+        nd.Dataset.range(5).repeat().shuffle(nd.UNKNOWN)
+
+
 def test_shuffle_refuses_other_negative_buffer_sizes():
     with pytest.raises(nd.errors.InvalidArgumentError):
         nd.Dataset.range(3).shuffle(-1)
