@@ -20,6 +20,7 @@ from nbdata.compiler.executor import ExecContext
 from nbdata.compiler.fused_stage import FusedStage, stream_args
 from nbdata.compiler.kernel_cache import kernel_path, stage_hash
 from nbdata.compiler.lowering import Chain, PlannedStage
+from nbdata.compiler.pysemantics import compile_user_function
 from nbdata.compiler.twin import numba_twin
 from nbdata.kernels.cast import cast_to
 from nbdata.ops.node import Node, NotFusable
@@ -41,7 +42,9 @@ def _dispatcher(fn):
         if not isinstance(fn, types_module.FunctionType):
             # a callable object, a builtin, a functools.partial: Numba compiles functions
             raise NotFusable(f"{type(fn).__name__} objects are not compiled by Numba")
-        dispatcher = numba.njit(nogil=True, error_model="numpy")(fn)
+        # Python's semantics: a row Numba would compute differently raises inside
+        # the kernel and re-runs on the reference path (nbdata.compiler.pysemantics).
+        dispatcher = compile_user_function(fn)
         try:
             fn._nbdata_dispatcher = dispatcher
         except (AttributeError, TypeError):
