@@ -73,10 +73,14 @@ def _files(tmp) -> dict:
     text = os.path.join(tmp, "lines.txt")
     with open(text, "wb") as f:
         f.write(b"".join(b"line number %d\n" % i for i in range(60)))
+    examples = os.path.join(tmp, "examples.tfrecord")
+    with nd.io.TFRecordWriter(examples) as w:
+        for i in range(30):
+            w.write(nd.io.encode_example({"x": np.int64(i + 500)}))
     fixed = os.path.join(tmp, "fixed.bin")
     with open(fixed, "wb") as f:
         f.write(b"HEAD" + b"".join(b"%06d" % i for i in range(50)) + b"FT")
-    return {"tf": tf, "tf_gz": tf_gz, "text": text, "fixed": fixed}
+    return {"tf": tf, "tf_gz": tf_gz, "text": text, "fixed": fixed, "examples": examples}
 
 
 def pipelines(tmp) -> dict:
@@ -88,6 +92,13 @@ def pipelines(tmp) -> dict:
 
     def ragged(x):
         return np.arange(int(x) % 5 + 1, dtype=np.int64)
+
+    def fails_on_sevens(x):
+        if int(x) % 7 == 3:
+            raise ValueError("a row that fails")
+        return x
+
+    feats = {"x": nd.io.FixedLenFeature([], np.int64)}
 
     return {
         "range": lambda: r(50),
@@ -133,6 +144,11 @@ def pipelines(tmp) -> dict:
         "tfrecord_parallel": lambda: nd.TFRecordDataset([files["tf"], files["tf"]],
                                                         num_parallel_reads=2),
         "textline": lambda: nd.TextLineDataset(files["text"]).batch(5),
+        "random_map": lambda: r(30).random_map(lambda x, rng: x + 0 * rng.integers(0, 9),
+                                               seed=4),
+        "ignore_errors": lambda: r(40).map(fails_on_sevens).ignore_errors(),
+        "parse_batches": lambda: nd.TFRecordDataset(files["examples"]).batch(4).map(
+            lambda b: nd.io.parse_example(b, feats)),
         "fixed_length": lambda: nd.FixedLengthRecordDataset(files["fixed"], 6, header_bytes=4,
                                                             footer_bytes=2),
     }
