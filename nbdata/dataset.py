@@ -480,6 +480,25 @@ class Dataset(MoreTransformations, DatasetBase):
         self._state.register(node.resource_key, EpochCounter(True))
         return self._derive(node)
 
+    def map_with_legacy_function(self, map_func: Callable, num_parallel_calls: Any = None,
+                                 deterministic: Any = None) -> "Dataset":
+        """TF1's ``map_with_legacy_function``: ``map`` (nbdata has one kind of function).
+
+        >>> import nbdata as nd
+        >>> [int(x) for x in nd.Dataset.range(3).map_with_legacy_function(lambda x: x + 1)]
+        [1, 2, 3]
+        """
+        return self.map(map_func, num_parallel_calls, deterministic)
+
+    def filter_with_legacy_function(self, predicate: Callable) -> "Dataset":
+        """TF1's ``filter_with_legacy_function``: ``filter``.
+
+        >>> import nbdata as nd
+        >>> [int(x) for x in nd.Dataset.range(4).filter_with_legacy_function(lambda x: x > 1)]
+        [2, 3]
+        """
+        return self.filter(predicate)
+
     def filter(self, predicate: Callable, name: str | None = None) -> "Dataset":
         """Keep the elements for which ``predicate`` returns a scalar True.
 

@@ -84,3 +84,10 @@ def test_unknown_rank_survives_tuples_and_batches():
     assert [s.shape for s in ds.element_spec] == [None, None]
     batches = [(a.tolist(), b.tolist()) for a, b in ds.batch(2)]
     assert batches == [([0, 1], [0, 2]), ([2, 3], [4, 6]), ([4], [8])]
+
+
+def test_tf1_legacy_function_variants_are_map_and_filter():
+    ds = nd.Dataset.range(10).map(lambda x: {"foo": x * 2, "bar": x ** 2})
+    kept = ds.filter_with_legacy_function(lambda d: d["bar"] % 2 == 0)
+    out = kept.map_with_legacy_function(lambda d: d["foo"] + d["bar"], num_parallel_calls=2)
+    assert [int(x) for x in out] == [i * 2 + i ** 2 for i in range(10) if not (i ** 2) % 2]
