@@ -416,11 +416,10 @@ class PythonGuards(FunctionPass):
                 if isinstance(ins, ir.Assign) and isinstance(ins.value, ir.Expr):
                     guard, args = self._guard_for(ins, typemap)
                     if guard is not None:
-                        try:
-                            self._replace(state, ins, guard, args, new_body)
-                            changed = True
-                        except Exception:  # noqa: BLE001 - an untypeable guard: leave the op
-                            pass
+                        # A guard that does not type fails the compilation (the function
+                        # then runs in Python): never an unguarded operation.
+                        self._replace(state, ins, guard, args, new_body)
+                        changed = True
                 new_body.append(ins)
             blk.body = new_body
         return changed
