@@ -45,12 +45,14 @@ def test_tf1_preprocessing_ops_fuse():
     data = np.arange(64 * 12, dtype=np.uint8).reshape(64, 12)
 
     def preprocess(x):
+        x = tf.concat([tf.stack([x[:6], x[6:]], axis=0), tf.reshape(x, [2, 6])], 0)[1:3]
         x = tf.transpose(tf.reshape(x, [3, 2, 2]), [1, 2, 0])
         x = tf.divide(tf.cast(x, tf.float32), 255.0)
         return tf.expand_dims(tf.clip_by_value(x * 2.0 - 0.5, 0.0, 1.0), 0)
 
     _, fused = _kernel(preprocess, data)
-    want = [np.clip(((d.reshape(3, 2, 2).transpose(1, 2, 0).astype(np.float32) / np.float32(255))
+    want = [np.clip(((np.concatenate([np.stack([d[:6], d[6:]]), d.reshape(2, 6)])[1:3]
+                      .reshape(3, 2, 2).transpose(1, 2, 0).astype(np.float32) / np.float32(255))
                      * np.float32(2) - np.float32(0.5)), 0, 1)[None] for d in data]
     for a, b in zip(fused, want):
         np.testing.assert_array_equal(a, b)

@@ -766,6 +766,8 @@ def _stack(values, axis):
 def stack(values, axis: int = 0, name: str = "stack"):
     """``tf.stack``: the values (converted to the first one's dtype) along a new axis."""
     values = _same_dtype(list(values), "Pack")
+    if is_symbolic(values):   # NumPy's stack, which the op table fuses
+        return _apply(np.stack, (tuple(values),), "Pack", name, axis=int(axis))
     return _apply(_stack, (values, int(axis)), "Pack", name)
 
 
@@ -803,6 +805,8 @@ def concat(values, axis, name: str = "concat"):
     if not isinstance(values, (list, tuple)):
         values = [values]
     values = _same_dtype(list(values), "ConcatV2")
+    if is_symbolic(values) and not is_symbolic(axis):
+        return _apply(np.concatenate, (tuple(values),), "ConcatV2", name, axis=int(axis))
     return _apply(_concat, (values, axis), "ConcatV2", name)
 
 
