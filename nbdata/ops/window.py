@@ -6,6 +6,7 @@ import collections
 import dataclasses
 from typing import Any
 
+from nbdata.errors import OpError
 from nbdata.ops import state_check
 from nbdata.chunks import Chunk, RowList, chunk_from_elements
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, UnaryNode, arg_field
@@ -107,7 +108,18 @@ class Windows:
         if not members or (node.drop_remainder and len(members) < node.size):
             return None
         self.window_start = start + node.shift
+        failed = next((m for m in members if isinstance(m, FailedElement)), None)
+        if failed is not None:   # tf.data: an element's error surfaces with its window
+            raise failed.error
         return members
+
+
+class FailedElement:
+    """An input element whose production raised ``error``: as in tf.data, the error
+    counts only for a window that holds it (stride and shift may skip it)."""
+
+    def __init__(self, error: BaseException):
+        self.error = error
 
 
 def window_datasets(ctx, node: Window, members: list) -> list:
@@ -151,7 +163,10 @@ class WindowChunks(ChunkIter):
 
         def read():
             before = self.reader.save()
-            ok, element = self.reader.next_element()
+            try:
+                ok, element = self.reader.next_element()
+            except OpError as e:   # kept in its place: an error only if a window holds it
+                return True, before, FailedElement(e)
             return ok, before, element
 
         self.windows = Windows(node, read, buffer_start, window_start)

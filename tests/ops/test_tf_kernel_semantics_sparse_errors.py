@@ -106,3 +106,24 @@ def test_padded_batch_errors_use_tfs_classes_and_words():
 def test_batch_size_zero_is_invalid_argument_in_tfs_words(op):
     with pytest.raises(nd.errors.InvalidArgumentError, match="Batch size must be greater than zero."):
         getattr(nd.Dataset.range(10), op)(0)
+
+
+def _checked(values):
+    import nbdata.compat.v1 as tf
+    return nd.Dataset.from_tensor_slices(np.float32(values)).map(
+        lambda x: tf.check_numerics(x, "message"))
+
+
+def test_window_errors_count_only_for_the_windows_holding_them():
+    ds = _checked([1.0, np.nan, 2.0, np.nan, 3.0])
+    skipping = ds.window(2, shift=2, stride=2, drop_remainder=True).flat_map(lambda w: w.batch(2))
+    assert [b.tolist() for b in skipping] == [[1.0, 2.0], [2.0, 3.0]]
+    it, out = iter(ds.window(2, shift=1)), []
+    while True:
+        try:
+            out.append([float(v) for v in next(it)])
+        except StopIteration:
+            break
+        except nd.errors.InvalidArgumentError as e:
+            out.append(str(e).split(":")[-1].strip())
+    assert out == ["Tensor had NaN values"] * 4 + [[3.0]]
