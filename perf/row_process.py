@@ -24,6 +24,7 @@ WORKLOAD_MODULES = {
     "w4": "perf.w4_image_augment",
     "w5": "perf.w5_shuffle_batch",
     "w6": "perf.w6_shuffle_map_batch",
+    "mix": "perf.mix_sample",
     "pymap": "perf.pymap_python_map",
     "pymap_nogil": "perf.pymap_python_map:build_nogil",
     "tf1_csv": "perf.tf1_queue_input:build_csv",

@@ -92,20 +92,24 @@ class CsvDataset(Dataset):
 # ------------------------------------------------------------ make_csv_dataset
 
 def _is_int(text: str, bits: int) -> bool:
+    """TF's test: the value parses as that NumPy integer (int32: and equals its int64)."""
     try:
-        v = int(text)
-    except ValueError:
+        if bits == 32:
+            return np.int32(text) == np.int64(text)
+        np.int64(text)
+        return True
+    except (ValueError, OverflowError):
         return False
-    return -(1 << (bits - 1)) <= v < (1 << (bits - 1))
 
 
 def _is_float(text: str, dtype) -> bool:
+    """TF's test: the value parses as ``dtype`` and is below inf (so "nan", "inf" and
+    values too large for the type are not that type)."""
     try:
-        v = float(text)
-    except ValueError:
+        with np.errstate(over="ignore"):
+            return bool(dtype(text) < np.inf)
+    except (ValueError, OverflowError):
         return False
-    with np.errstate(over="ignore"):
-        return not (np.isinf(dtype(v)) and not np.isinf(v))
 
 
 _TYPES = [np.int32, np.int64, np.float32, np.float64, string]

@@ -144,3 +144,14 @@ def test_make_csv_dataset_select_repeat_and_errors(tmp_path):
         nd.experimental.make_csv_dataset(path, 2, header=False)
     with pytest.raises(ValueError):
         nd.experimental.make_csv_dataset(path, 2, select_columns=["q"])
+
+
+def test_make_csv_dataset_inference_as_tensorflow(tmp_path):
+    """Checked against TF 2.21: "nan"/"inf" are not floats to TF's inference (they are
+    not < inf), "-inf" is; an int beyond int32 is int64."""
+    path = str(tmp_path / "t.csv")
+    open(path, "w").write("f,d,g\n1.5,1e300,1.0\nnan,inf,-inf\n")
+    ds = nd.experimental.make_csv_dataset(path, 2, num_epochs=1, shuffle=False)
+    spec = ds.element_spec
+    assert spec["f"].dtype is nd.string and spec["d"].dtype is nd.string
+    assert spec["g"].dtype == np.float32
