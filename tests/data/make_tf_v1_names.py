@@ -33,6 +33,8 @@ CASES = [
     ["resize_nearest_align", "tf.image.resize_images(img, [5, 4], method=1, align_corners=True)"],
     ["resize_same_size", "tf.image.resize_images(img, [7, 9])"],
     ["resize_float", "tf.image.resize(imgf, [10, 3])"],
+    ["resize_preserve_aspect", "tf.image.resize_images(img, [20, 11], preserve_aspect_ratio=True)"],
+    ["resize_preserve_aspect_nn", "tf.image.resize_images(imgf, [5, 30], method=1, preserve_aspect_ratio=True)"],
     ["resize_bilinear", "tf.image.resize_bilinear(img[None], [10, 11])"],
     ["resize_bilinear_align", "tf.image.resize_bilinear(imgf[None], [3, 20], align_corners=True)"],
     ["per_image_standardization", "tf.image.per_image_standardization(img)"],

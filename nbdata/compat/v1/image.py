@@ -66,7 +66,7 @@ def _source(n_in, n_out, align_corners, nearest):
     return lower, upper, (pos - low).astype(np.float32)
 
 
-def _resize_v1(images, size, method, align_corners):
+def _resize_v1(images, size, method, align_corners, preserve_aspect_ratio=False):
     images = np.asarray(images)
     if images.ndim not in (3, 4):
         raise ValueError(f"'images' must have either 3 or 4 dimensions, got {images.ndim}")
@@ -75,6 +75,10 @@ def _resize_v1(images, size, method, align_corners):
     if h_out <= 0 or w_out <= 0:
         raise InvalidArgumentError(f"output dimensions must be positive, got {[h_out, w_out]}")
     h_in, w_in = batch.shape[1:3]
+    if preserve_aspect_ratio:   # the largest size within `size` of the image's aspect
+        factor = min(np.float32(h_out) / np.float32(h_in), np.float32(w_out) / np.float32(w_in))
+        h_out = int(np.round(np.float32(factor) * np.float32(h_in)))
+        w_out = int(np.round(np.float32(factor) * np.float32(w_in)))
     if (h_in, w_in) == (h_out, w_out):
         return images
     if method == "nearest":
@@ -105,11 +109,9 @@ def resize_images(images, size, method=ResizeMethod.BILINEAR, align_corners=Fals
     if method not in _METHODS:
         raise UnimplementedError(f"resize_images: method {method!r} is not supported "
                                  "(bilinear and nearest neighbor are)")
-    if preserve_aspect_ratio:
-        raise UnimplementedError("resize_images: preserve_aspect_ratio=True is not supported")
     images = convert(images, what="resize_images")
-    return _apply(_resize_v1, (images, _size_pair(size), _METHODS[method], bool(align_corners)),
-                  "ResizeImages", name)
+    return _apply(_resize_v1, (images, _size_pair(size), _METHODS[method], bool(align_corners),
+                               bool(preserve_aspect_ratio)), "ResizeImages", name)
 
 
 resize = resize_images
