@@ -253,8 +253,8 @@ def test_gpu_chain_in_a_pipeline_cuts_at_contrast():
 @gpu
 def test_gpu_errors_at_the_call():
     batch = nd.gpu.DeviceArray.from_host(np.zeros((2, 3, 3, 3), np.uint8))
-    with pytest.raises(TypeError, match="float16"):
-        nd.gpu.cast(batch, np.float16)
+    with pytest.raises(TypeError, match="cannot cast to complex64"):   # float16 is supported
+        nd.gpu.cast(batch, np.complex64)
     with pytest.raises(TypeError, match="float16"):
         nd.gpu.adjust_brightness(nd.gpu.DeviceArray.from_host(np.zeros((1, 2, 2, 3), np.float16)),
                                  0.1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import functools
 import math
+import re
 import threading
 
 import numba
@@ -121,7 +122,7 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
     is the image (looping by ``gridDim.y`` past 65,535 images), ``x`` the output value
     within it. Positions within an image are 32-bit (divisions by the output's constant
     dims), the image's base offset int64, indices unsigned. Parameters: ``src, out, n``
-    (``n`` a uint64), then for
+    then for
     images of their own sizes each one's offset (int64), height and width, then each
     step's parameters (a reduction's channel means first) and constants."""
     check_index_range(chain)
@@ -133,14 +134,15 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
         names.append([g.param() for _ in range(count)])
     out_shape = chain.out_shape
     out_size = int(np.prod(out_shape, dtype=np.int64))
+    vec = values_per_thread(chain)
     # Positions are computed unsigned in 32 bits (the divisions by the output's constant
     # dims then narrow to 32-bit multiplies) and used as int64; array indices are cast to
     # uint64, so no negative-index wraparound is emitted for them.
     g.emit(f"ru = numba.uint32(numba.uint32(cuda.blockIdx.x) * {_u32(_THREADS)} + "
            "numba.uint32(cuda.threadIdx.x))")
-    g.emit(f"if ru >= {_u32(out_size)}:")
+    g.emit(f"if ru >= {_u32(out_size // vec)}:")
     g.emit("    return")
-    g.emit("r = numba.int64(ru)")
+    g.emit(f"r = numba.int64(ru) * {vec}")
     if chain.image:
         h, w, c_in = chain.shape
 
@@ -160,12 +162,14 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
         perm = layout.perm if layout else (0, 1, 2)
         # Output position -> logical (y, x, c) of the (H, W, C) image before the layout.
         dims = [img_shape[p] for p in perm]
-        g.emit(f"u0 = numba.uint32(ru // {_u32(dims[1] * dims[2])})")
-        g.emit(f"t0 = numba.uint32(ru - u0 * {_u32(dims[1] * dims[2])})")
-        g.emit(f"u1 = numba.uint32(t0 // {_u32(dims[2])})")
+        # thread ru computes `vec` consecutive values of the last output dim
+        row = dims[1] * dims[2] // vec
+        g.emit(f"u0 = numba.uint32(ru // {_u32(row)})")
+        g.emit(f"t0 = numba.uint32(ru - u0 * {_u32(row)})")
+        g.emit(f"u1 = numba.uint32(t0 // {_u32(dims[2] // vec)})")
         g.emit("q0 = numba.int64(u0)")
         g.emit("q1 = numba.int64(u1)")
-        g.emit(f"q2 = numba.int64(numba.uint32(t0 - u1 * {_u32(dims[2])}))")
+        g.emit(f"q2 = numba.int64(numba.uint32(t0 - u1 * {_u32(dims[2] // vec)})) * {vec}")
         logical = [None, None, None]
         for k, p in enumerate(perm):
             logical[p] = f"q{k}"
@@ -180,9 +184,16 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
             g.emit(f"{var} = src[numba.uint64(numba.int64(b) * {size} + {x})]")
             return var, chain.dtype
         coords = (None, "r", "c")
-    g.emit("b = numba.uint64(cuda.blockIdx.y)")
+    g.emit("b = numba.int64(cuda.blockIdx.y)")
     g.emit("while b < n:")
+    loop_at = len(g.src.lines)
     g.depth = 2
+    if vec > 1:   # the values next to each other: the index math above and the
+        # per-image parameter loads serve all of them
+        g.emit(f"for kv in range({vec}):")
+        g.depth = 3
+        coords = tuple("qk" if q == "q2" else q for q in coords)
+        g.emit("qk = q2 + kv")
     sample = source
     for k, (s, in_shape) in enumerate(zip(chain.steps, chain.shapes)):
         if k == 0 and chain.ragged:   # the image's own size, per element
@@ -190,11 +201,47 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
             in_shape = (f"{height}[b]", f"{width}[b]", in_shape[2])
         sample = s.sampler(g, names[k], in_shape, sample)
     value, _ = sample(*coords)
-    g.emit(f"out[numba.uint64(numba.int64(b) * {out_size} + r)] = "
+    at = "r + kv" if vec > 1 else "r"
+    g.emit(f"out[numba.uint64(numba.int64(b) * {out_size} + {at})] = "
            f"{_out_type(chain.out_dtype)}({value})")
-    g.emit("b += numba.uint64(cuda.gridDim.y)")
+    g.depth = 2
+    g.emit("b += numba.int64(cuda.gridDim.y)")
+    _hoist_parameter_loads(g, loop_at)
     g.src.lines.insert(0, f"def kernel({', '.join(['src', 'out', 'n'] + g.params)}):")
     return g.src.text(), g.src.globals
+
+
+_PARAM_LOAD = re.compile(r"\b(p\d+)\[(b|q0)\]")
+
+
+def _hoist_parameter_loads(g: _KernelSource, start: int) -> None:
+    """Each parameter read as ``p<k>[b]`` (per image) or ``p<k>[q0]`` (per channel of a
+    CHW output row, fixed per thread) inside the image loop is loaded once at the top of
+    the loop: the compiler cannot, since the output stores might alias them."""
+    lines = g.src.lines
+    found: dict = {}
+    for j in range(start, len(lines)):
+        for name, index in _PARAM_LOAD.findall(lines[j]):
+            found.setdefault(f"{name}_{index}", (name, index))
+        lines[j] = _PARAM_LOAD.sub(lambda m: f"{m.group(1)}_{m.group(2)}", lines[j])
+    loads = [f"        {local} = {name}[numba.uint64({index})]"
+             for local, (name, index) in sorted(found.items())]
+    lines[start:start] = loads
+
+
+VALUES_PER_THREAD = 4
+
+
+def values_per_thread(chain: Chain) -> int:
+    """How many consecutive output values one thread of the chain's kernel computes: 4
+    (or 2) where the image's last output dim is a multiple of it, else 1."""
+    if not chain.image:
+        return 1
+    last = int(chain.out_shape[-1])
+    for width in (VALUES_PER_THREAD, 2):
+        if width <= VALUES_PER_THREAD and last % width == 0:
+            return width
+    return 1
 
 
 def _out_type(dtype) -> str:
@@ -301,7 +348,7 @@ def _run_segment(chain: Chain, x, seed_base: int):
     if total == 0:
         return out
     params, sizes, x = _params(chain, x, seed_base, n)
-    _launch(compiled(chain), _grid(chain, n), x, out, np.uint64(n), params)
+    _launch(compiled(chain), _grid(chain, n), x, out, n, params)
     return out
 
 
@@ -351,7 +398,7 @@ def _grid(chain: Chain | None, n: int, total: int = 0):
     others (``chain`` None) on a 1-D grid of ``total`` threads."""
     if chain is None:
         return (total + _THREADS - 1) // _THREADS, _THREADS
-    per_image = int(np.prod(chain.out_shape, dtype=np.int64))
+    per_image = int(np.prod(chain.out_shape, dtype=np.int64)) // values_per_thread(chain)
     return ((per_image + _THREADS - 1) // _THREADS, max(1, min(n, _GRID_Y))), _THREADS
 
 
@@ -439,7 +486,7 @@ class Prepared:
         else:
             be.wait(self.stream, x.ready)
             self.params, self.keep = pack(params, be, self.stream)
-        self.kernel, self.n = compiled(chain), np.uint64(n)
+        self.kernel, self.n = compiled(chain), n
         self.grid, self.threads = _grid(chain, n)
 
     def launch(self) -> None:

@@ -30,7 +30,7 @@ def ptx(chain, params):
     text, glb = backend_gpu.kernel_source(chain)
     fn = materialize("kernel", text, dict(glb, cuda=cuda), "gpu-chain")
     out = types.uint16 if chain.out_dtype.itemsize == 2 else types.float32
-    sig = (types.Array(types.uint8, 1, "C"), types.Array(out, 1, "C"), types.uint64) + params
+    sig = (types.Array(types.uint8, 1, "C"), types.Array(out, 1, "C"), types.int64) + params
     return cuda.compile_ptx(fn, sig, cc=(9, 0))[0]
 for label, dt in (("float32", None), ("float16", np.float16), ("bfloat16", "bfloat16")):
     steps = [image.random_crop.primitive.gpu((224, 224), 1), image.random_flip_left_right.primitive.gpu(2),
@@ -59,6 +59,6 @@ def test_kernels_compile_to_ptx_with_32_bit_divisions(gpu_backend):
     for dt in ("float32", "float16", "bfloat16"):
         counts = lines[dt].split()
         assert counts[1] == "0" and int(counts[3]) >= 2, lines[dt]   # 32-bit divisions only
-    assert lines["float16"].endswith("st16 1")
-    assert lines["bfloat16"].endswith("st16 1")
+    assert int(lines["float16"].split()[5]) >= 1    # 16-bit stores
+    assert int(lines["bfloat16"].split()[5]) >= 1
     assert lines["ragged"] == "div64 0"
