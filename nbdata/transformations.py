@@ -518,8 +518,9 @@ class MoreTransformations:
         spec = self.element_spec
         if not isinstance(spec, TensorSpec):
             raise TypeError(f"sparse_batch: elements must be one tensor, got {spec}")
-        shape = tuple(int(d) if d is not None and int(d) >= 0 else -1
-                      for d in np.asarray(row_shape, np.int64).reshape(-1))
+        dims = list(row_shape) if isinstance(row_shape, (list, tuple)) else \
+            np.asarray(row_shape).reshape(-1).tolist()
+        shape = tuple(-1 if d is None or int(d) < 0 else int(d) for d in dims)
         if spec.shape is not None and len(spec.shape) != len(shape):
             raise InvalidArgumentError(f"sparse_batch: row_shape {list(shape)} has rank "
                                        f"{len(shape)}, elements have rank {len(spec.shape)}",

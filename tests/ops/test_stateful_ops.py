@@ -169,6 +169,10 @@ def test_sparse_batch():
     assert a.dense_shape.tolist() == [2, 3] and b.dense_shape.tolist() == [1, 3]
     with pytest.raises(nd.errors.InvalidArgumentError):
         list(nd.Dataset.from_list([[1, 2, 3, 4]]).sparse_batch(1, [2]))
+    # an unknown dim is the batch's largest (checked against TF 2.21)
+    grown = nd.Dataset.range(1, 5).map(lambda n: np.full(int(n), n)).sparse_batch(2, [None])
+    assert [(s.values.tolist(), s.dense_shape.tolist()) for s in grown] == \
+        [([1, 2, 2], [2, 2]), ([3, 3, 3, 4, 4, 4, 4], [2, 4])]
 
 
 def test_counter_and_random():
