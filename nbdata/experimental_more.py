@@ -18,6 +18,16 @@ from nbdata.options import (AutoShardPolicy, AutotuneOptions, DistributeOptions,
                             OptimizationOptions, ThreadingOptions)
 from nbdata.spec import TensorSpec, flatten, map_nest, pack_as, spec_of_value, string, to_leaf
 
+class ExternalStatePolicy:
+    """``tf.data.experimental.ExternalStatePolicy`` (for
+    ``Options.experimental_external_state_policy``; nbdata saves iterator state without
+    serializing functions, so the policy changes nothing)."""
+
+    WARN = 0
+    IGNORE = 1
+    FAIL = 2
+
+
 INFINITE_CARDINALITY = INFINITE
 UNKNOWN_CARDINALITY = UNKNOWN
 
@@ -395,6 +405,7 @@ class TFRecordWriter:
 
 
 __all__ = ["AutoShardPolicy", "AutotuneOptions", "Counter", "DistributeOptions",
+           "ExternalStatePolicy",
            "INFINITE_CARDINALITY", "OptimizationOptions", "Optional", "RandomDataset", "Reducer",
            "StaticHashTable", "TFRecordWriter", "ThreadingOptions", "UNKNOWN_CARDINALITY",
            "bucket_by_sequence_length", "cardinality", "choose_from_datasets",
