@@ -112,17 +112,33 @@ def _flatten_into(x, out):
         for v in x:
             _flatten_into(v, out)
     elif is_custom_nest(x):
-        _flatten_into(tuple(x.__tf_flatten__()[1]), out)
+        _flatten_into(nest_components(x), out)
     elif x is not None:   # None is a component without values (TF's NoneTensor)
         out.append(x)
 
 
 def is_custom_nest(x: Any) -> bool:
-    """Whether ``x`` is a structure by TF's protocol: ``x.__tf_flatten__()`` gives
-    ``(metadata, components)`` and ``type(x).__tf_unflatten__(metadata, components)``
-    rebuilds it (a dataclass implementing them; plain dataclasses are leaves, as in TF)."""
+    """Whether ``x`` is a structure as tf.nest sees it beyond tuples and dicts: by TF's
+    protocol (``x.__tf_flatten__()`` gives ``(metadata, components)`` and
+    ``type(x).__tf_unflatten__(metadata, components)`` rebuilds it), or an ``attrs``
+    class instance (its attributes in order); plain dataclasses are leaves, as in TF."""
     t = type(x)
-    return hasattr(t, "__tf_flatten__") and hasattr(t, "__tf_unflatten__")
+    return (hasattr(t, "__tf_flatten__") and hasattr(t, "__tf_unflatten__")) or \
+        hasattr(t, "__attrs_attrs__")
+
+
+def nest_components(x: Any) -> tuple:
+    """The components of a :func:`is_custom_nest` structure."""
+    if hasattr(type(x), "__tf_flatten__"):
+        return tuple(x.__tf_flatten__()[1])
+    return tuple(getattr(x, a.name) for a in type(x).__attrs_attrs__)
+
+
+def nest_rebuild(x: Any, components: tuple) -> Any:
+    """A structure like ``x`` (:func:`is_custom_nest`) holding ``components``."""
+    if hasattr(type(x), "__tf_flatten__"):
+        return type(x).__tf_unflatten__(x.__tf_flatten__()[0], tuple(components))
+    return type(x)(*components)
 
 
 def pack_as(structure: Any, leaves: list) -> Any:
@@ -165,8 +181,7 @@ def _pack(s, it):
     if s is None:
         return None
     if is_custom_nest(s):
-        metadata, components = s.__tf_flatten__()
-        return type(s).__tf_unflatten__(metadata, tuple(_pack(v, it) for v in components))
+        return nest_rebuild(s, tuple(_pack(v, it) for v in nest_components(s)))
     return next(it)
 
 
@@ -199,9 +214,7 @@ def map_nest(fn: Callable, x: Any, lists: bool = False) -> Any:
     if x is None:
         return None
     if is_custom_nest(x):
-        metadata, components = x.__tf_flatten__()
-        return type(x).__tf_unflatten__(metadata, tuple(map_nest(fn, v, lists)
-                                                        for v in components))
+        return nest_rebuild(x, tuple(map_nest(fn, v, lists) for v in nest_components(x)))
     return fn(x)
 
 
@@ -255,7 +268,7 @@ def same_structure(a: Any, b: Any) -> bool:
         return a is None and b is None
     if is_custom_nest(a) or is_custom_nest(b):
         return (type(a) is type(b)
-                and same_structure(tuple(a.__tf_flatten__()[1]), tuple(b.__tf_flatten__()[1])))
+                and same_structure(nest_components(a), nest_components(b)))
     if isinstance(a, Mapping) or isinstance(b, Mapping):
         return (isinstance(a, Mapping) and isinstance(b, Mapping)
                 and sorted(a) == sorted(b)

@@ -20,7 +20,8 @@ import numpy as np
 
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.spec import (DatasetSpec, SparseTensorSpec, TensorSpec, cast_leaf, dummy_leaf, flatten,
-                         is_custom_nest, is_namedtuple, merge_shapes, pack_as, same_structure, spec_of_value,
+                         is_custom_nest, is_namedtuple, merge_shapes, nest_components,
+                         nest_rebuild, pack_as, same_structure, spec_of_value,
                          structure_repr, to_leaf)
 
 
@@ -101,10 +102,9 @@ def canonical_output(value: Any, op: str, fname: str, top: bool = True) -> Any:
         raise FunctionOutputError(f"{op}: function {fname} returned None; it must return a value")
     if isinstance(value, Mapping):
         return {k: canonical_output(v, op, fname, False) for k, v in value.items()}
-    if is_custom_nest(value):   # TF's __tf_flatten__ / __tf_unflatten__ protocol
-        metadata, components = value.__tf_flatten__()
-        return type(value).__tf_unflatten__(
-            metadata, tuple(canonical_output(v, op, fname, False) for v in components))
+    if is_custom_nest(value):   # TF's __tf_flatten__ protocol, attrs classes
+        return nest_rebuild(value, tuple(canonical_output(v, op, fname, False)
+                                         for v in nest_components(value)))
     if is_namedtuple(value):
         return type(value)(*[canonical_output(v, op, fname, False) for v in value])
     if isinstance(value, tuple):

@@ -140,3 +140,19 @@ def test_slices_of_datasets_and_sparse_tensors_resume_from_a_saved_state():
         again = iter(pipe)
         again.restore(state)
         assert [norm(x) for x in again] == rest and len(rest) == left
+
+
+def test_attrs_classes_are_structures_as_in_tf_nest():
+    attr = pytest.importorskip("attr")
+
+    @attr.s
+    class Pair:
+        x = attr.ib()
+        y = attr.ib()
+
+    ds = nd.Dataset.from_tensors(Pair(x=1, y=2))
+    assert ds.element_spec == Pair(nd.TensorSpec((), np.int64), nd.TensorSpec((), np.int64))
+    assert [(int(p.x), int(p.y)) for p in ds] == [(1, 2)]
+    sliced = nd.Dataset.from_tensor_slices(Pair(x=np.arange(3), y=np.arange(3) * 10))
+    assert [(int(p.x), int(p.y)) for p in sliced] == [(0, 0), (1, 10), (2, 20)]
+    assert ints(nd.Dataset.range(3).map(lambda v: Pair(v, v + 1)).map(lambda p: p.x + p.y)) == [1, 3, 5]
