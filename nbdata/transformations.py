@@ -312,7 +312,7 @@ class MoreTransformations:
 
     def group_by_window(self, key_func: Callable, reduce_func: Callable,
                         window_size: Any = None, window_size_func: Callable | None = None,
-                        name: str | None = None):
+                        name: str | None = None, _batch_dim: Any = "probe"):
         """Group elements by ``key_func(element)`` (a scalar int64) into windows of
         ``window_size`` (or ``window_size_func(key)``); each full window (and at the end
         each partial one, in ascending key order) becomes ``reduce_func(key,
@@ -335,7 +335,8 @@ class MoreTransformations:
         reduce_fn = UserFunction(reduce_func, op, (TensorSpec((), np.int64),
                                                    DatasetSpec(self.element_spec)),
                                  type(self)._make_dataset,
-                                 DatasetSpec(_window_output_spec(self, reduce_func, op)),
+                                 DatasetSpec(_window_output_spec(self, reduce_func, op,
+                                                                 _batch_dim)),
                                  check=check_dataset_spec, returns_datasets=True)
         size_fn = None
         if window_size_func is not None:
@@ -432,7 +433,9 @@ class MoreTransformations:
             return window.padded_batch(int(sizes_arr[int(bucket)]), shapes, padding_values,
                                        drop_remainder=drop_remainder)
 
-        return self.group_by_window(key, reduce, window_size_func=window_size, name=name)
+        batch_dim = sizes[0] if drop_remainder and len(set(sizes)) == 1 else None
+        return self.group_by_window(key, reduce, window_size_func=window_size, name=name,
+                                    _batch_dim=batch_dim)
 
     def rebatch(self, batch_size: Any, drop_remainder: bool = False, name: str | None = None):
         """The rows of this dataset's batches in batches of ``batch_size`` (a list:
@@ -720,9 +723,11 @@ def _compression(value: Any, op: str) -> None:
         raise ValueError(f"{op}: compression must be None, 'GZIP' or 'SNAPPY', got {value!r}")
 
 
-def _window_output_spec(ds, reduce_func: Callable, op: str) -> Any:
+def _window_output_spec(ds, reduce_func: Callable, op: str, batch_dim: Any = "probe") -> Any:
     """The element spec of ``reduce_func``'s datasets: it is called on empty windows
-    (no element is read or made up) with keys 0 and 1, a dim static where both agree."""
+    (no element is read or made up) with keys 0 and 1, a dim static where both agree;
+    ``batch_dim`` (unless "probe") replaces every leaf's leading dim (the batch size a
+    key decides)."""
     from nbdata.spec import merge_specs
     empty = type(ds)(FromList((), ds.element_spec))
     specs, errors = [], []
@@ -744,6 +749,10 @@ def _window_output_spec(ds, reduce_func: Callable, op: str) -> Any:
             spec = merge_specs(spec, other)
         except (TypeError, ValueError):
             pass
+    if batch_dim != "probe":
+        spec = pack_as(spec, [TensorSpec((batch_dim,) + tuple(s.shape[1:]), s.dtype)
+                              if isinstance(s, TensorSpec) and s.shape else s
+                              for s in flatten(spec)])
     return spec
 
 
