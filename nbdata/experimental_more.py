@@ -96,9 +96,9 @@ def save(dataset, path, compression=None, shard_func=None, checkpoint_args=None)
     dataset.save(path, compression, shard_func, checkpoint_args)
 
 
-def load(path, element_spec=None, compression=None, reader_func=None) -> Dataset:
+def load(path, element_spec=None, compression=None, reader_func=None, wait=False) -> Dataset:
     """``nd.Dataset.load(path)``."""
-    return Dataset.load(path, element_spec, compression, reader_func)
+    return Dataset.load(path, element_spec, compression, reader_func, wait)
 
 
 def get_single_element(dataset):

@@ -135,12 +135,14 @@ class MoreTransformations:
 
     @classmethod
     def load(cls, path: Any, element_spec: Any = None, compression: Any = None,
-             reader_func: Callable | None = None, name: str | None = None):
+             reader_func: Callable | None = None, wait: bool = False,
+             name: str | None = None):
         """The dataset written by ``save(path)`` (its element spec and length come from
         the files; ``element_spec``, when given, must match). Every record's checksum is
         checked as it is read. The shards are read round robin (the saved order for the
         default sharding); ``reader_func(datasets)`` gets a dataset of the shards'
-        datasets instead and returns the dataset to read.
+        datasets instead and returns the dataset to read. ``wait`` (tf.data's: wait for
+        a save in progress) is accepted; a save in progress is not there until done.
 
         >>> import tempfile, os, nbdata as nd
         >>> d = os.path.join(tempfile.mkdtemp(), "saved")
