@@ -12,7 +12,8 @@ from nbdata.compiler.executor import ChunkedRun, ExecContext, RunState, StageSta
 from nbdata.compiler.lowering import plan
 from nbdata.compiler.passes import run_passes
 from nbdata.compiler.plan import plan_lines
-from nbdata.kernels.threads import ThreadBudget, serialises_kernels, tune_allocator
+from nbdata.kernels.threads import (ThreadBudget, oversubscription_line, sched_sample,
+                                    serialises_kernels, tune_allocator)
 from nbdata.memory import MemoryBudget
 from nbdata.compiler.plan_identity import entries_fingerprint, mismatch, op_entries, stage_shapes
 from nbdata.errors import DataLossError, InvalidArgumentError
@@ -128,6 +129,8 @@ class Pipeline:
         else:
             by_index = {index: key for key, index in self.op_index.items()}
             bases = {by_index[int(i)]: int(e) for i, e in epochs.items() if int(i) in by_index}
+        if "sched" not in self._stats:
+            self._stats["sched"] = sched_sample()   # summary(): waits for a CPU since
         return ExecContext(self.options, feed, self.state, self._stats, self._make_dataset,
                            ThreadBudget(self.options), self.op_index, bases, cancelled=cancelled,
                            memory=self.memory)
@@ -276,7 +279,9 @@ class Pipeline:
                 found = StageStats(node.title(), node)
             if found is not None:
                 stages.append(found)
-        return PipelineStats(stages, self._stats.get("consumer"), self.memory)
+        found = PipelineStats(stages, self._stats.get("consumer"), self.memory)
+        found.sched_start = self._stats.get("sched")
+        return found
 
     def explain(self, stats: bool = False) -> PlanText:
         """The physical plan: stages from sink to source, fused stages with their ops,
@@ -391,6 +396,9 @@ class PipelineStats:
         """The input-bound summary: the consumer's wait for input, the bounding stage,
         what AUTOTUNE chose and why."""
         lines = []
+        oversubscribed = oversubscription_line(getattr(self, "sched_start", None))
+        if oversubscribed is not None:
+            lines.append(oversubscribed)
         share, c = self.input_share, self.consumer
         if share is not None:
             verdict = ("input-bound: speed up the pipeline" if share >= 0.5 else

@@ -12,14 +12,160 @@ import numba
 _layer: str | None = None
 _layer_lock = threading.Lock()
 _serial = threading.Lock()
+# The pid that launched Numba's GNU OpenMP layer when this process is a fork() of it:
+# GNU OpenMP cannot run in a forked child (Numba's layer terminates the process at the
+# child's first parallel kernel), so nbdata refuses at once with a clear error instead.
+_omp_forked_from: int | None = None
+
+
+def _load_pip_tbb() -> bool:
+    """Make Intel TBB loadable for Numba's ``tbb`` threading layer.
+
+    The ``tbb`` wheel from PyPI (a dependency of nbdata) puts ``libtbb.so.12`` in the
+    environment's ``lib/`` folder, which the dynamic loader does not search, so Numba
+    would silently fall back to GNU OpenMP, whose threads spin while cores are taken
+    and which dies in fork()-started children (PyTorch DataLoader workers). Loading the
+    library by its path first (RTLD_GLOBAL) lets Numba's tbbpool module find it. Does
+    nothing when Numba's threads already started or a layer other than the default
+    (or ``tbb``) was asked for with ``NUMBA_THREADING_LAYER``."""
+    import sys
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        from numba.np.ufunc import parallel
+        if parallel._is_initialized:
+            return False
+        if str(numba.config.THREADING_LAYER).lower() not in ("default", "tbb", "safe", "threadsafe"):
+            return False
+    except Exception:  # noqa: BLE001 - an unfamiliar Numba: leave it as it is
+        return False
+    import ctypes
+    try:
+        ctypes.CDLL("libtbb.so.12", mode=ctypes.RTLD_GLOBAL)
+        return True
+    except OSError:
+        pass
+    def candidates():
+        yield os.path.join(sys.prefix, "lib", "libtbb.so.12")
+        try:   # elsewhere (a --user install): where the tbb distribution put it
+            from importlib import metadata
+            for f in metadata.files("tbb") or ():
+                if f.name == "libtbb.so.12":
+                    yield str(f.locate())
+        except Exception:  # noqa: BLE001 - tbb not installed as a distribution
+            return
+
+    for path in candidates():
+        if os.path.exists(path):
+            try:
+                ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                return True
+            except OSError:
+                continue
+    return False
+
+
+_tbb_loadable = _load_pip_tbb()
+
+
+_shared = None
+_shared_lock = threading.Lock()
+
+
+def shared_pool():
+    """nbdata's one process-wide pool for short leaf tasks: the parts of one call that
+    its caller waits for (JPEG decode spans, large host copies), :func:`core_count`
+    threads, started lazily. A task must never wait for another task of the pool.
+    A fork()ed child makes its own (the parent's threads do not exist there)."""
+    global _shared
+    pool = _shared
+    if pool is None:
+        with _shared_lock:
+            if _shared is None:
+                import concurrent.futures
+                _shared = concurrent.futures.ThreadPoolExecutor(
+                    core_count(), thread_name_prefix="nbdata-shared-pool")
+            pool = _shared
+    return pool
+
+
+def _after_fork_in_child() -> None:
+    """A fork()ed child has only the forking thread: locks another thread held at the
+    fork would never be released, so every module lock is made anew, the shared pool
+    is dropped (its threads are the parent's), and a parent's GNU OpenMP layer is
+    noted (see :func:`check_fork_safe`)."""
+    global _layer_lock, _serial, _omp_forked_from, _shared, _shared_lock
+    _layer_lock = threading.Lock()
+    _serial = threading.Lock()
+    _shared_lock = threading.Lock()
+    _shared = None
+    if _layer == "omp" and _omp_forked_from is None:
+        _omp_forked_from = os.getppid()
+    elif _layer is None:
+        try:
+            from numba.np.ufunc import parallel
+            if parallel._is_initialized and numba.threading_layer() == "omp":
+                _omp_forked_from = os.getppid()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def check_fork_safe() -> None:
+    """Raises :class:`nbdata.errors.FailedPreconditionError` in a fork()ed child of a
+    process that ran Numba's GNU OpenMP layer, where a parallel kernel would kill the
+    process ("fork() called from a process already using GNU OpenMP")."""
+    if _omp_forked_from is not None:
+        from nbdata.errors import FailedPreconditionError
+        raise FailedPreconditionError(
+            f"this process was fork()ed from process {_omp_forked_from} after it ran "
+            "nbdata's kernels on Numba's GNU OpenMP threading layer, which cannot run in "
+            "a forked child. Install Intel TBB (`pip install tbb`; nbdata then uses "
+            "Numba's fork-safe tbb layer) or start the workers with spawn: "
+            "torch.utils.data.DataLoader(..., multiprocessing_context=\"spawn\"), "
+            "multiprocessing.get_context(\"spawn\")")
+
+
+def cgroup_cpu_limit(path: str = "/sys/fs/cgroup/cpu.max") -> float | None:
+    """The CPUs a cgroup v2 quota grants (``quota / period`` of ``cpu.max``), or None
+    without a quota (``max``) or cgroup v2. Falls back to cgroup v1's
+    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``."""
+    try:
+        with open(path) as f:
+            fields = f.read().split()
+        if fields and fields[0] != "max":
+            period = float(fields[1]) if len(fields) > 1 else 100000.0
+            if period > 0 and float(fields[0]) > 0:
+                return float(fields[0]) / period
+        return None
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as f:
+            quota = float(f.read())
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as f:
+            period = float(f.read())
+        return quota / period if quota > 0 and period > 0 else None
+    except (OSError, ValueError):
+        return None
 
 
 def core_count() -> int:
-    """The cores this process may use."""
+    """The cores this process may use: its CPU affinity (``os.sched_getaffinity``),
+    at most the cgroup CPU quota rounded up (a container limited to 1.5 CPUs gets 2
+    threads, not the host's 64)."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    quota = cgroup_cpu_limit()
+    if quota is not None:
+        import math
+        cores = min(cores, max(1, math.ceil(quota)))
+    return max(1, cores)
 
 
 def threading_layer() -> str:
@@ -48,6 +194,8 @@ def serialises_kernels() -> bool:
 def kernel_section(threads: int):
     """Parallel kernels called inside run on ``threads`` threads (a per-thread Numba
     setting), one section at a time under the workqueue layer."""
+    if _omp_forked_from is not None:
+        check_fork_safe()
     with _serial if serialises_kernels() else contextlib.nullcontext():
         previous = numba.get_num_threads()
         if previous != threads:
@@ -98,6 +246,7 @@ class ThreadBudget:
     the cores."""
 
     def __init__(self, options):
+        check_fork_safe()
         total = options.threading.private_threadpool_size or core_count()
         if options.autotune.cpu_budget:
             total = min(total, options.autotune.cpu_budget)
@@ -127,3 +276,65 @@ class ThreadBudget:
     def kernel_threads(self) -> int:
         others = self._busy - (1 if getattr(self._local, "working", False) else 0)
         return max(1, min(self.cap, self.total - others, numba.config.NUMBA_NUM_THREADS))
+
+
+def sched_sample() -> dict | None:
+    """Per thread of this process: (seconds run on a CPU, seconds waited runnable on a
+    run queue) from Linux's ``/proc/self/task/*/schedstat``; None where it is missing."""
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    sample = {}
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                fields = f.read().split()
+            sample[tid] = (int(fields[0]) / 1e9, int(fields[1]) / 1e9)
+        except (OSError, ValueError, IndexError):
+            continue
+    return sample or None
+
+
+def sched_delta(start: dict | None, end: dict | None) -> tuple[float, float] | None:
+    """Seconds run and seconds waited for a CPU between two :func:`sched_sample`s, over
+    the threads alive at the end (a thread started since counts from its start)."""
+    if start is None or end is None:
+        return None
+    run = wait = 0.0
+    for tid, (r, w) in end.items():
+        r0, w0 = start.get(tid, (0.0, 0.0))
+        run += max(0.0, r - r0)
+        wait += max(0.0, w - w0)
+    return run, wait
+
+
+def oversubscription(run_s: float, wait_s: float, cores: int,
+                     load: float | None = None, threshold: float = 0.25) -> str | None:
+    """The summary's oversubscription line, or None: the process's threads were ready to
+    run but waited for a CPU (Linux's run-queue wait) ``threshold`` or more of the time
+    they wanted one: more runnable threads than free cores, so spinning or extra
+    threads only take turns."""
+    total = run_s + wait_s
+    if total < 0.05 or wait_s / total < threshold:
+        return None
+    share = wait_s / total
+    load_text = f", load average {load:.1f}" if load is not None else ""
+    return (f"oversubscribed: this process's threads waited for a CPU {share:.0%} of the "
+            f"time they were ready to run ({wait_s:.3f} s waiting, {run_s:.3f} s running; "
+            f"{cores} usable CPUs{load_text}) -> other processes or threads (a trainer, "
+            "DataLoader workers, BLAS threads) hold the cores: set "
+            "options.threading.private_threadpool_size to the cores left free (1 inside "
+            "each DataLoader worker), or give this process cores of its own")
+
+
+def oversubscription_line(start: dict | None) -> str | None:
+    """:func:`oversubscription` for this process since ``start``."""
+    delta = sched_delta(start, sched_sample())
+    if delta is None:
+        return None
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        load = None
+    return oversubscription(delta[0], delta[1], core_count(), load)

@@ -181,19 +181,18 @@ class Stager:
             slot[:] = [None, None, None]
 
 
-_COPY_THREADS = None
+_COPY_PARTS = None
 _COPY_MIN_BYTES = 8 << 20
 
 
 def _copy_pool():
-    """Threads for large host copies (NumPy releases the GIL while it copies)."""
-    global _COPY_THREADS
-    if _COPY_THREADS is None:
-        import concurrent.futures
-        import os
-        workers = max(1, min(4, (os.cpu_count() or 2) // 2))
-        _COPY_THREADS = concurrent.futures.ThreadPoolExecutor(workers, "nbdata-host-copy")
-    return _COPY_THREADS
+    """Threads for large host copies (NumPy releases the GIL while it copies): nbdata's
+    shared pool (made anew in a fork()ed child), at most 4 parts, half the cores."""
+    from nbdata.kernels.threads import core_count, shared_pool
+    global _COPY_PARTS
+    if _COPY_PARTS is None:
+        _COPY_PARTS = max(1, min(4, core_count() // 2))
+    return shared_pool()
 
 
 def host_copy(dst: np.ndarray, src: np.ndarray) -> int:
@@ -204,7 +203,7 @@ def host_copy(dst: np.ndarray, src: np.ndarray) -> int:
         dst[:n] = src
         return 1
     pool = _copy_pool()
-    parts = min(pool._max_workers, n // (_COPY_MIN_BYTES // 2))
+    parts = max(1, min(_COPY_PARTS, n // (_COPY_MIN_BYTES // 2)))
     step = (-(-n // parts) + 63) & ~63   # parts of whole cache lines
     futures = [pool.submit(np.copyto, dst[a:a + step], src[a:a + step])
                for a in range(0, n, step)]

@@ -373,7 +373,8 @@ def _parallel(n: int, run) -> None:
     if workers <= 1 or n < 4:
         failures = [run((0, n))]
     else:
-        # Threads of this call only (no pool outlives it); the caller takes the first span.
+        # Spans on nbdata's shared pool (kernels.threads.shared_pool); the caller takes
+        # the first span.
         step = -(-n // workers)
         spans = [(s, min(n, s + step)) for s in range(0, n, step)]
         failures = [None] * len(spans)
@@ -384,13 +385,12 @@ def _parallel(n: int, run) -> None:
             except BaseException as e:  # re-raised by the caller below
                 failures[k] = e
 
-        threads = [threading.Thread(target=work, args=(k,), name="nbdata-jpeg")
-                   for k in range(1, len(spans))]
-        for t in threads:
-            t.start()
+        from nbdata.kernels.threads import shared_pool
+        pool = shared_pool()
+        futures = [pool.submit(work, k) for k in range(1, len(spans))]
         work(0)
-        for t in threads:
-            t.join()
+        for f in futures:
+            f.result()
     for failure in failures:
         if isinstance(failure, BaseException):
             raise failure

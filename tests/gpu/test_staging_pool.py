@@ -1,8 +1,6 @@
 """Staging to the GPU (issue 33): one pinned pool per process kept across iterators, host
 copies on several threads, batches written straight into pinned memory."""
 
-import concurrent.futures
-
 import numpy as np
 import pytest
 
@@ -39,7 +37,7 @@ def test_pinned_blocks_are_kept_across_iterators():
 
 def test_host_copy_in_parts_on_several_threads(monkeypatch):
     from nbdata.ops import prefetch_to_device as ptd
-    monkeypatch.setattr(ptd, "_COPY_THREADS", concurrent.futures.ThreadPoolExecutor(3))
+    monkeypatch.setattr(ptd, "_COPY_PARTS", 3)
     monkeypatch.setattr(ptd, "_COPY_MIN_BYTES", 1 << 12)
     src = np.random.default_rng(0).integers(0, 256, 100_003, dtype=np.uint8)
     dst = np.zeros(100_003, np.uint8)

@@ -13,7 +13,9 @@ import nbdata as nd
 
 
 def nbdata_threads() -> list:
-    return [t for t in threading.enumerate() if t.name.startswith("nbdata") and t.is_alive()]
+    # nbdata's process-wide pool of leaf tasks (kernels.threads.shared_pool) persists
+    return [t for t in threading.enumerate() if t.name.startswith("nbdata")
+            and not t.name.startswith("nbdata-shared-pool") and t.is_alive()]
 
 
 def wait_for_no_threads(timeout: float = 10.0) -> list:
