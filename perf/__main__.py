@@ -11,7 +11,8 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOADS = ("w1", "w2", "w2_gzip", "w3", "parquet", "crc32c", "jpeg", "w4", "w5", "w6", "mix", "pymap",
              "pymap_nogil",
              "gpu", "imagenet",
-             "tf1_csv", "tf1_tfrecord", "tf1_map", "distribute", "distribute_w1", "compile")
+             "tf1_csv", "tf1_tfrecord", "tf1_map", "distribute", "distribute_w1", "compile",
+             "neighbour")
 
 
 def _parse(argv):
@@ -65,6 +66,11 @@ def main(argv=None) -> int:
         elif name == "gpu":
             from perf import gpu_pipeline
             print(gpu_pipeline.report(line, args.quick, load), flush=True)
+        elif name == "neighbour":
+            from perf import busy_neighbour
+            from perf.environment import core_count
+            print(busy_neighbour.report(line, args.quick, load, core_count(), args.repeats),
+                  flush=True)
         elif name == "imagenet":
             from perf import imagenet
             print(imagenet.report(line, args.quick, load, args.threads, args.repeats), flush=True)

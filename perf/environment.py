@@ -88,6 +88,7 @@ def _version(module: str) -> str:
 
 
 def _numba_threading_layer() -> str:
+    import nbdata  # noqa: F401 - loads Intel TBB first: the layer nbdata's rows run on
     import numba
 
     @numba.njit(parallel=True)

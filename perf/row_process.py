@@ -92,6 +92,9 @@ def _kill_group(child: subprocess.Popen) -> None:
 def _child(workload: str, index: int, threads: int, repeats: int, quick: bool) -> dict:
     from perf.environment import configure_peer, set_thread_env
     set_thread_env(threads)
+    # nbdata first: it loads Intel TBB, so that every row's Numba kernels (the hand
+    # kernels' too) run on the threading layer nbdata's rows run on.
+    import nbdata  # noqa: F401
     from perf.measure import StageError, measure, skipped
     table = build(workload, quick)
     impl = table.impls[index]
