@@ -156,7 +156,8 @@ done | grep -v '^Traceback' > "$OUT/perf_gpu.txt"
 # ------------------------------------------------------------------ 3. the GPU suite
 # The kernels compile once per test process; pytest-timeout (when there) bounds each test.
 TIMEOUT_ARGS=""
-"$PY" -c 'import pytest_timeout' 2>/dev/null && TIMEOUT_ARGS="-p pytest_timeout --timeout=90"
+# (pytest-timeout registers itself through its entry point: naming it with -p again fails)
+"$PY" -c 'import pytest_timeout' 2>/dev/null && TIMEOUT_ARGS="--timeout=90"
 step pytest_gpu 200 60 "$PY" -m pytest -q -p no:cacheprovider -p no:xdist $TIMEOUT_ARGS \
   tests/gpu tests/examples -rfEsx --durations=10
 cp "$WORK/steps/pytest_gpu.txt" "$OUT/pytest_gpu.txt" 2>/dev/null

@@ -16,7 +16,7 @@ ROOT = Path(nbdata.__file__).parent
 LAYERS = [
     ("vocabulary", ["nbdata.errors", "nbdata.options", "nbdata.spec", "nbdata.random",
                     "nbdata.chunks", "nbdata.profiler", "nbdata.memory", "nbdata.progress",
-                    "nbdata.ragged", "nbdata.optional"]),
+                    "nbdata.ragged", "nbdata.optional", "nbdata.state_check"]),
     ("kernels", ["nbdata.kernels"]),
     ("gpu runtime", ["nbdata.gpu.runtime", "nbdata.gpu.array", "nbdata.gpu.jpeg", "nbdata.gpu"]),
     ("trace", ["nbdata.trace"]),

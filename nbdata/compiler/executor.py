@@ -19,8 +19,8 @@ from nbdata.memory import MemoryBudget
 from nbdata.chunks import RowList, col_row, max_chunk_rows
 from nbdata.kernels.threads import ThreadBudget, kernel_section
 from nbdata.ops.runtime import skip_rows
-from nbdata.ops.state_check import StateFieldError
-from nbdata.ops import state_check
+from nbdata.state_check import StateFieldError
+from nbdata import state_check
 from nbdata.errors import FailedPreconditionError, InvalidArgumentError, OpError
 from nbdata.options import Options
 from nbdata.trace.placeholder import Placeholder
@@ -349,7 +349,7 @@ class ExecContext:
                 raise StateFieldError("state", state, "expected a record of fields")
             it = node.open_chunks(self, state)
         except StateFieldError as e:
-            # A field the op read through nbdata/ops/state_check.py: named with the op.
+            # A field the op read through nbdata/state_check.py: named with the op.
             raise InvalidArgumentError(
                 f"restore: the state of {node.label} does not fit this pipeline: {e.message}",
                 node.op) from None

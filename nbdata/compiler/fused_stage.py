@@ -164,11 +164,11 @@ class FusedChunks(ChunkIter):
             stage.signature(self._first_args())
 
     def _check_state(self, state: dict) -> None:
-        """A restored state's fields fit this stage (``nbdata/ops/state_check.py``): the
+        """A restored state's fields fit this stage (``nbdata/state_check.py``): the
         position within the source's rows, a counter per counter step within its
         bounds (a take's or skip's count; an enumerate's start and up), the rows of a
         partial batch of this stage's rows."""
-        from nbdata.ops import state_check
+        from nbdata import state_check
         state_check.record(state, "pos", "counters", "finished", "pending")
         most = state_check.MAX_POSITION if self.rows is None else self.rows
         state_check.integer(state, "pos", 0, most)

@@ -51,9 +51,9 @@ def _well_formed(doc: dict) -> bool:
 
 
 def _check_run_fields(doc: dict) -> None:
-    """The pipeline-wide fields of a well-formed state fit (``nbdata/ops/state_check.py``
+    """The pipeline-wide fields of a well-formed state fit (``nbdata/state_check.py``
     checks each op's): iteration numbers and the seed are integers in their ranges."""
-    from nbdata.ops import state_check
+    from nbdata import state_check
     for index, epoch in doc["run"]["epochs"].items():
         state_check.check_int(index, "epochs", 0, state_check.MAX_POSITION)
         state_check.check_int(epoch, f"epochs[{index}]", 0, state_check.MAX_EPOCH)

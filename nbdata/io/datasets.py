@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.chunks import Chunk, StringColumn
 from nbdata.dataset import Dataset
 from nbdata.errors import InvalidArgumentError

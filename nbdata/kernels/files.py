@@ -483,7 +483,7 @@ class FormatReader:
 
     def saved_offset(self, state: dict) -> int:
         """The offset of a restored state: within the file (when its size is known)."""
-        from nbdata.ops import state_check
+        from nbdata import state_check
         most = state_check.MAX_POSITION if self.stream.compression else self.stream.size
         return state_check.integer(state, "offset", 0, most)
 
@@ -565,7 +565,7 @@ class TextLineReader(FormatReader):
         offset = self.saved_offset(state)
         self.stream.skip(offset - 1)
         if bytes(self.stream.read(1)) != b"\n":
-            from nbdata.ops import state_check
+            from nbdata import state_check
             raise state_check.StateFieldError("offset", offset, "not where a line starts")
         self.window = Blocks(self.stream, self.block)
 
@@ -609,7 +609,7 @@ class FixedLengthReader(FormatReader):
 
     def saved_offset(self, state: dict) -> int:
         """A restored offset is the start of a record (or the body's end)."""
-        from nbdata.ops import state_check
+        from nbdata import state_check
         offset = super().saved_offset(state)
         if offset < self.header_bytes or (offset - self.header_bytes) % self.record_bytes:
             raise state_check.StateFieldError("offset", offset, "not where a record starts")

@@ -31,7 +31,7 @@ import numpy as np
 
 from numba import types
 
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.chunks import Chunk, StringColumn, col_concat, col_slice, col_take
 from nbdata.errors import (DataLossError, FailedPreconditionError, InvalidArgumentError, NotFoundError,
                            UnimplementedError)

@@ -16,7 +16,7 @@ import os
 import threading
 import uuid
 
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.chunks import Chunk, concat_chunks
 from nbdata.errors import AlreadyExistsError, NotFoundError
 from nbdata.kernels.column_file import ColumnFileReader, ColumnFileWriter

@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.chunks import gather_grouped
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, input_field
 from nbdata.ops.runtime import ChunkIter

@@ -14,7 +14,7 @@ import dataclasses
 import time
 
 from nbdata import profiler
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.chunks import MAX_CHUNK_ROWS, Chunk, StringColumn, col_values, concat_chunks
 from nbdata.kernels.threads import kernel_section
 from nbdata.primitives.decoder import Decoder, RowError, leaf_output_spec

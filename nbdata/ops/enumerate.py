@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.chunks import Chunk
 from nbdata.ops.fusion import CounterStep
 from nbdata.ops.runtime import InputChunks

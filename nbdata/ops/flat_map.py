@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.ops.function import UserFunction
 from nbdata.ops.node import UNKNOWN, UnaryNode, arg_field
 from nbdata.ops.runtime import ChunkIter, RowReader

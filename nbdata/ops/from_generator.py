@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.trace.abstract import function_name
 from nbdata.ops.runtime import CollectedChunks

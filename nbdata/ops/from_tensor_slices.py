@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from numba import types
 
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.errors import InvalidArgumentError
 from nbdata.ops.from_tensors import leaf_spec, resolve_structure
 from nbdata.chunks import Chunk

@@ -8,7 +8,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.chunks import chunk_from_elements
 from nbdata.ops.fusion import ChunkSource, SourceLeaf, SourceReader, numba_dtype
 from nbdata.ops.runtime import ChunkIter

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.chunks import concat_chunks
 from nbdata.ops.function import UserFunction
 from nbdata.ops.node import AUTOTUNE, UNKNOWN, UnaryNode, arg_field

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from nbdata import random as nd_random
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.chunks import chunk_from_elements
 from nbdata.ops.function import UserFunction
 from nbdata.trace.abstract import call_unpacked, canonical_output, conform

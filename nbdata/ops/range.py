@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.chunks import Chunk
 from nbdata.errors import InvalidArgumentError
 from nbdata.ops.fusion import ChunkSource, SourceLeaf, SourceReader, numba_dtype

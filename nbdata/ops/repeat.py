@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.chunks import gather_grouped
 from nbdata.ops.node import INFINITE, UNKNOWN, NotFusable, UnaryNode, arg_field
 from nbdata.ops.runtime import ChunkIter

@@ -27,7 +27,7 @@ from typing import Any
 from nbdata import profiler
 from nbdata.chunks import Chunk, chunk_from_elements, col_row, concat_chunks, row_bytes
 from nbdata.errors import CancelledError, OpError
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.spec import packer
 
 FIRST_WANT = 1

@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.ops.node import INFINITE, UNKNOWN, UnaryNode, arg_field
 from nbdata.ops.runtime import InputChunks
 

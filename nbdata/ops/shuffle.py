@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from nbdata import random as nd_random
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.chunks import Chunk, RowList, StringColumn, row_bytes
 from nbdata.errors import InvalidArgumentError, UnimplementedError
 from nbdata.kernels.shuffle import drain_plan, draw_slots, replace_plan, replace_values, swap_rows

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.ops.fusion import DROP, CounterStep
 from nbdata.ops.node import INFINITE, UNKNOWN, NotFusable, UnaryNode, arg_field
 from nbdata.ops.runtime import EmptyChunks, InputChunks

@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.chunks import Chunk, col_values, column_from_values
 from nbdata.errors import InvalidArgumentError
 from nbdata.ops.node import INFINITE, UNKNOWN, UnaryNode

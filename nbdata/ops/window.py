@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 from nbdata.errors import OpError
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.chunks import Chunk, RowList, chunk_from_elements
 from nbdata.ops.node import INFINITE, UNKNOWN, Node, UnaryNode, arg_field
 from nbdata.ops.runtime import ChunkIter, PositionChunks, RowReader

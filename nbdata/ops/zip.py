@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from nbdata.ops import state_check
+from nbdata import state_check
 from nbdata.chunks import Chunk
 from nbdata.ops.fusion import ChunkSource, SourceReader
 from nbdata.ops.runtime import ChunkIter
