@@ -11,6 +11,8 @@ import pytest
 PROBE = r'''
 import sys, types as pytypes
 import numpy as np
+from nbdata.gpu import runtime
+runtime._numpy_names_for_numba_cuda()   # NumPy 2.5 dropped np.row_stack; numba-cuda needs it
 from numba import cuda, types
 import numba.cuda.dispatcher as dispatcher
 try:
