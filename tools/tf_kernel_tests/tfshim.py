@@ -960,15 +960,23 @@ def _mod_script_ops(name):
 
 
 def _mod_random_ops(name):
+    rngs = {}
+
+    def _rng(seed):
+        # a seeded TF random op is stateful: each call draws the next numbers
+        if seed is None:
+            return np.random.default_rng()
+        return rngs.setdefault(seed, np.random.default_rng(seed))
+
     def random_uniform(shape, minval=0, maxval=None, dtype=np.float32, seed=None, name=None):
-        rng = np.random.default_rng(seed)
+        rng = _rng(seed)
         dt = _np_dtype(dtype)
         if np.issubdtype(dt, np.integer):
             return rng.integers(minval, maxval, size=tuple(shape)).astype(dt)
         return rng.uniform(minval, 1 if maxval is None else maxval, size=tuple(shape)).astype(dt)
 
     def random_shuffle(value, seed=None, name=None):
-        return np.random.default_rng(seed).permutation(np.asarray(value))
+        return _rng(seed).permutation(np.asarray(value))
 
     return _module(name, random_uniform=random_uniform, random_shuffle=random_shuffle)
 
