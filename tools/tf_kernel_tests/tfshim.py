@@ -736,6 +736,8 @@ def _fallback(name, *sources, na_default=False):
     m = types.ModuleType(name)
 
     def __getattr__(attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
         for s in sources:
             if isinstance(s, dict):
                 if attr in s:
