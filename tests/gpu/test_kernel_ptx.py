@@ -34,6 +34,12 @@ def ptx(chain, params):
     out = types.uint16 if chain.out_dtype.itemsize == 2 else types.float32
     sig = (types.Array(types.uint8, 1, "C"), types.Array(out, 1, "C"), types.int64) + params
     return cuda.compile_ptx(fn, sig, cc=(9, 0))[0]
+try:
+    ptx(Chain([image.normalize.primitive.gpu(mean, std)], (4, 4, 3), np.uint8), (f32, f32))
+except Exception as e:
+    if "nvrtc" in str(e).lower():      # NVVM without NVRTC (the CUDA 12/13 pip wheels differ)
+        print("NO NVVM", type(e).__name__); sys.exit(0)
+    raise
 for label, dt in (("float32", None), ("float16", np.float16), ("bfloat16", "bfloat16")):
     steps = [image.random_crop.primitive.gpu((224, 224), 1), image.random_flip_left_right.primitive.gpu(2),
              image.normalize.primitive.gpu(mean, std)]

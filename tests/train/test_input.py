@@ -716,7 +716,7 @@ def test_csv_batch_same_as_tf1(tf1, asfb):
     assert len(expected[0]) == (7 if asfb else 6)
 
 
-def test_shuffle_batch_join_of_two_readers_with_one_column_csv(tmp_path):
+def test_shuffle_batch_join_of_two_readers_with_one_column_csv(tmp_path, graph):
     """Issue 19: ``decode_csv`` with one column (``record_defaults=[np.array([0])]``)
     returns a list of one scalar tensor per record; a lowered reader pipeline kept the
     list as a [1] vector and the enqueue failed with "Expected [64], got [64,1]". TF1
