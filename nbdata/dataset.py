@@ -442,7 +442,8 @@ class Dataset(MoreTransformations, DatasetBase):
             return self._derive(gpu_map(self._node, map_func, name, per_value=device is not None))
         if synchronous is not None:
             _bool_arg(synchronous, "map", "synchronous")
-        _bool_arg(use_unbounded_threadpool, "map", "use_unbounded_threadpool")
+        if use_unbounded_threadpool is not None:     # TF's own tests pass None too
+            _bool_arg(use_unbounded_threadpool, "map", "use_unbounded_threadpool")
         threads = _parallel_calls(num_parallel_calls, "map")
         fn = self._fn(map_func, "map", _tupleize(output_signature) if output_signature else None,
                       name, record=True)
