@@ -10,9 +10,22 @@ import numpy as np
 
 from nbdata import state_check
 from nbdata.chunks import concat_chunks
+from nbdata.errors import OpError
 from nbdata.ops.function import UserFunction
 from nbdata.ops.node import AUTOTUNE, UNKNOWN, UnaryNode, arg_field
 from nbdata.ops.runtime import BackgroundChunks, ChunkIter, RowReader, skip_rows
+
+
+class _Failed:
+    """A dataset opened ahead whose input element failed: raises that error in its
+    turn (tf.data reports an input element's error in the element's place, and reading
+    goes on with the next input element)."""
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+    def close(self) -> None:
+        pass
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -85,6 +98,8 @@ class InterleaveChunks(ChunkIter):
         # With parallel reads, the datasets of the next input elements are opened (and
         # start reading) before their turn: (state before element, chunk iterator).
         self.future: collections.deque = collections.deque()
+        # An error met after rows were gathered for this call: raised by the next call.
+        self.error: BaseException | None = None
         self.cycle_index = 0 if state is None else state["cycle_index"]
         self.block_index = 0 if state is None else state["block_index"]
         self.end_of_input = False if state is None else state["end_of_input"]
@@ -155,12 +170,22 @@ class InterleaveChunks(ChunkIter):
         """The dataset of the next input element (already reading, when parallel)."""
         if self.parallel:
             while not self.end_of_input and len(self.future) < len(self.slots):
-                opened = self._read()
+                if self.future and isinstance(self.future[-1][1], _Failed):
+                    break          # read no further than an input error not yet raised
+                before = self.reader.save()
+                try:
+                    opened = self._read()
+                except OpError as e:
+                    self.future.append((before, _Failed(e)))
+                    break
                 if opened is None:
                     self.end_of_input = True
                     break
                 self.future.append(opened)
-            return self.future.popleft() if self.future else None
+            opened = self.future.popleft() if self.future else None
+            if opened is not None and isinstance(opened[1], _Failed):
+                raise opened[1].error
+            return opened
         return None if self.end_of_input else self._read()
 
     def _advance(self) -> None:
@@ -236,7 +261,22 @@ class InterleaveChunks(ChunkIter):
         return concat_chunks(parts).take(order)
 
     def next(self, want: int):
-        parts, have = [], 0
+        if self.error is not None:
+            err, self.error = self.error, None
+            raise err
+        parts: list = []
+        try:
+            self._gather(parts, want)
+        except OpError as e:
+            # tf.data hands out the rows before an error, then the error; the position
+            # is already past the failing element, so reading then goes on after it.
+            if not parts:
+                raise
+            self.error = e
+        return concat_chunks(parts) if parts else None
+
+    def _gather(self, parts: list, want: int) -> None:
+        have = 0
         skipped = 0
         while have < want:
             if self.end_of_input and not self.future and all(s is None for s in self.slots):
@@ -276,7 +316,6 @@ class InterleaveChunks(ChunkIter):
                 self.block_index += chunk.n
             if self.block_index >= self.block:
                 self._advance()
-        return concat_chunks(parts) if parts else None
 
     def _slot_state(self, i: int):
         p = self.pending[i]

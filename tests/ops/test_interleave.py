@@ -318,3 +318,40 @@ def test_whole_rounds_and_block_steps_give_tf_data_s_order_and_resume(seed):
     again = iter(ds)
     again.restore(state)
     assert head + [int(v) for b in again for v in b] == want
+
+
+def _fail_on_nan(x):
+    if np.isnan(x):
+        raise nd.errors.InvalidArgumentError(None, None, "nan")
+    return x
+
+
+def _drain(it):
+    """Every get_next of ``it``: a value, or "error" where it raised."""
+    out = []
+    while True:
+        try:
+            out.append(float(next(it)))
+        except StopIteration:
+            return out
+        except nd.errors.InvalidArgumentError:
+            out.append("error")
+
+
+@pytest.mark.parametrize("cycle,block,parallel", [
+    (2, 1, None), (2, 1, 1), (2, 1, 2), (1, 3, None), (2, 3, 2), (7, 2, None), (7, 2, 5)])
+def test_input_element_error_takes_its_place_and_iteration_goes_on(cycle, block, parallel):
+    # tf.data: an input element that fails is reported (once) when the cycle reaches it;
+    # the next get_next goes on with the next input element (nothing is lost).
+    values = [1.0, np.nan, 2.0, np.nan, 3.0]
+    ds = nd.Dataset.from_tensor_slices(values).map(_fail_on_nan).interleave(
+        nd.Dataset.from_tensors, cycle_length=cycle, block_length=block,
+        num_parallel_calls=parallel)
+    assert _drain(iter(ds)) == [1.0, "error", 2.0, "error", 3.0]
+
+
+def test_flat_map_input_element_error_takes_its_place():
+    values = [1.0, np.nan, 2.0, np.nan, 3.0]
+    ds = nd.Dataset.from_tensor_slices(values).map(_fail_on_nan).flat_map(
+        nd.Dataset.from_tensors)
+    assert _drain(iter(ds)) == [1.0, "error", 2.0, "error", 3.0]
