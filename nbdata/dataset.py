@@ -48,7 +48,7 @@ from nbdata.options import Options
 from nbdata.trace.abstract import canonical_output, conform
 from nbdata.trace.graph import Tensor, TraceError
 from nbdata.trace.placeholder import Placeholder
-from nbdata.spec import (legacy_classes, legacy_shapes, legacy_types, DatasetBase, batched_spec, DatasetSpec, SparseTensor, TensorSpec, as_dtype, flatten, flatten_up_to,
+from nbdata.spec import (legacy_classes, legacy_shapes, legacy_types, DatasetBase, batched_spec, DatasetSpec, SparseTensor, SparseTensorSpec, TensorSpec, as_dtype, flatten, flatten_up_to,
                          is_dataset, is_dataset_array, map_nest, map_structure, pack_as, string, to_leaf)
 
 
@@ -977,7 +977,7 @@ class Dataset(MoreTransformations, DatasetBase):
             raise TypeError(f"reduce: reduce_func must be callable, got {type(reduce_func).__name__}")
         state = _source_structure(initial_state, "reduce")
         # Each new state keeps the initial state's structure and dtypes; shapes may change.
-        state_spec = map_structure(lambda v: TensorSpec(None, _leaf_dtype(v)), state)
+        state_spec = map_structure(_state_leaf_spec, state)
         for element in self:
             try:
                 out = reduce_func(state, element)
@@ -1120,6 +1120,13 @@ class Dataset(MoreTransformations, DatasetBase):
 # What transformations of a dataset make: nd.Dataset for nd's datasets (the file
 # datasets too), the compat.v1 Dataset for that namespace's (graph-mode iterators).
 Dataset._family = Dataset
+
+
+def _state_leaf_spec(v):
+    """A reduce state leaf's spec: its dtype (a sparse leaf stays sparse), any shape."""
+    if isinstance(v, SparseTensor):
+        return SparseTensorSpec((None,) * len(v.dense_shape), _leaf_dtype(v.values))
+    return TensorSpec(None, _leaf_dtype(v))
 
 
 def _leaf_dtype(v):

@@ -133,3 +133,22 @@ def test_error_in_reduce_func_is_chained():
         nd.Dataset.range(5).reduce(np.int64(0), f)
     assert "reduce" in str(info.value)
     assert isinstance(info.value.__cause__, Boom)
+
+
+def _sparse(i):
+    return nd.SparseTensor(np.array([[0, 0]]), i * np.array([1]), np.array([1, 1]))
+
+
+def test_sparse_state_stays_sparse():
+    # tf.data: a SparseTensor initial state gives a sparse state (its dtype kept).
+    got = nd.Dataset.from_tensors(_sparse(3)).reduce(_sparse(0), lambda state, value: value)
+    assert got == _sparse(3)
+    got = nd.Dataset.range(1, 4).map(lambda i: {"dense": i, "sparse": _sparse(i)}).reduce(
+        {"dense": np.int64(0), "sparse": _sparse(0)},
+        lambda s, v: {"dense": s["dense"] + v["dense"], "sparse": v["sparse"]})
+    assert int(got["dense"]) == 6 and got["sparse"] == _sparse(3)
+
+
+def test_sparse_state_keeps_its_dtype():
+    with pytest.raises(nd.errors.InvalidArgumentError):
+        nd.Dataset.range(2).reduce(_sparse(0), lambda state, value: _sparse(0.5))
