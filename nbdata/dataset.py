@@ -117,6 +117,25 @@ def _source_structure(value: Any, op: str, lazy: bool = False) -> Any:
 DISTRIBUTE: list = []
 
 
+
+def _check_padded_shape_value(p: Any) -> None:
+    """As tf.data, a padded shape given as numbers must be a vector of integers."""
+    if not isinstance(p, (list, tuple, np.ndarray)) and not hasattr(p, "__array__"):
+        return
+    try:
+        arr = np.asarray(p)
+    except Exception:   # symbolic or ragged: checked as a shape below
+        return
+    if arr.dtype.kind not in "iuf":
+        return
+    if arr.ndim > 1:
+        raise ValueError(f"padded_batch: Padded shape {p!r:.80} must be a `tf.int64` vector "
+                         f"tensor, but its shape was {tuple(arr.shape)}.")
+    if arr.dtype.kind == "f" and arr.size:   # ([] is a scalar's shape, not floats)
+        raise TypeError(f"padded_batch: Padded shape {p!r:.80} must be a `tf.int64` vector "
+                        f"tensor, but its element type was {arr.dtype.name}.")
+
+
 class Dataset(MoreTransformations, DatasetBase):
     """A lazy, immutable sequence of elements, built from sources and transformations.
 
@@ -369,14 +388,16 @@ class Dataset(MoreTransformations, DatasetBase):
         """
         if datasets is not None:
             if args:
-                raise TypeError("zip: give datasets positionally or as datasets=, not both")
+                raise TypeError("zip: Both `*args` and `datasets` cannot be set. (give the "
+                                "datasets positionally or as datasets=, not both)")
             structure = datasets
         elif len(args) == 1:
             structure = args[0]
         elif args:
             structure = tuple(args)
         else:
-            raise TypeError("zip: expected at least one dataset")
+            raise TypeError("zip: Must pass at least one dataset to `zip`. (expected at least "
+                            "one dataset)")
         if isinstance(structure, list):
             structure = tuple(structure)
         leaves = flatten(structure)
@@ -385,7 +406,8 @@ class Dataset(MoreTransformations, DatasetBase):
                 raise TypeError(f"zip: expected a (nested structure of) Dataset, got "
                                 f"{type(leaf).__name__} {leaf!r:.40}")
         if not leaves:
-            raise TypeError("zip: expected at least one dataset")
+            raise TypeError("zip: Must pass at least one dataset to `zip`. (expected at least "
+                            "one dataset)")
         index_structure = pack_as(structure, list(range(len(leaves))))
         options = leaves[0]._options
         for d in leaves[1:]:
@@ -598,17 +620,19 @@ class Dataset(MoreTransformations, DatasetBase):
         specs = flatten(spec)
         for s in specs:
             if isinstance(s, DatasetSpec):
-                raise TypeError("padded_batch: cannot batch elements that are datasets")
+                raise TypeError("padded_batch: `padded_batch` is not supported for datasets "
+                                "of datasets (cannot batch elements that are datasets)")
         if padded_shapes is None:
             shapes = []
             for s in specs:
                 if s.shape is None:
-                    raise ValueError("padded_batch: padded_shapes must be given for components "
+                    raise ValueError("padded_batch: `padded_shapes` must be given for components "
                                      f"of unknown rank ({s})")
                 shapes.append(s.shape)
         else:
             shapes = []
             for s, p in zip(specs, flatten_up_to(spec, padded_shapes, "padded_batch: padded_shapes")):
+                _check_padded_shape_value(p)
                 shape = TensorSpec(p, np.int64).shape if p is not None else s.shape
                 if shape is None:
                     raise ValueError(f"padded_batch: padded shape for {s} must have a known rank")
@@ -621,8 +645,10 @@ class Dataset(MoreTransformations, DatasetBase):
                     for d, (have, want) in enumerate(zip(s.shape, shape)):
                         if have is not None and want is not None and want < have:
                             raise ValueError(
-                                f"padded_batch: padded shape {list(shape)} is smaller than the "
-                                f"component shape {list(s.shape)} in dimension {d}")
+                                f"padded_batch: The padded shape {tuple(shape)} is not compatible "
+                                f"with the shape {tuple(s.shape)} of the corresponding input "
+                                f"component. (padded shape {list(shape)} is smaller than the "
+                                f"component shape {list(s.shape)} in dimension {d})")
                 shapes.append(shape)
         if padding_values is None:
             values = [default_padding(s) for s in specs]
@@ -753,7 +779,7 @@ class Dataset(MoreTransformations, DatasetBase):
         try:
             node.spec
         except TypeError as e:
-            raise TypeError(f"concatenate: the datasets' elements are incompatible: {e} "
+            raise TypeError(f"concatenate: Incompatible dataset elements: {e} "
                             f"({self.element_spec} vs {dataset.element_spec})") from None
         return self._family(node, self._options.merge(dataset._options),
                             RunState.merged(self._state, dataset._state))

@@ -125,12 +125,35 @@ class FileRecordChunks(ChunkIter):
 
 # ------------------------------------------------------------------ user API
 
+def _tf_dtype_name(value: Any) -> str:
+    """The dtype TF would give ``value`` as a tensor: Python ints and floats are 32-bit."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int32"
+    if isinstance(value, float):
+        return "float32"
+    try:
+        return np.asarray(value).dtype.name
+    except Exception:
+        return type(value).__name__
+
+
 def _filenames(filenames: Any, op: str) -> Dataset:
     """A dataset of scalar file names from str, bytes, os.PathLike, a list or array of
     those, or a Dataset of scalar strings."""
     if is_dataset(filenames):
         spec = filenames.element_spec
-        if not isinstance(spec, TensorSpec) or spec.dtype is not string or (spec.shape not in ((), None)):
+        if isinstance(spec, TensorSpec) and spec.dtype is not string:
+            dtype = getattr(spec.dtype, "name", spec.dtype)
+            raise TypeError(f"{op}: The `filenames` argument must contain `tf.string` elements. "
+                            f"Got a dataset of `tf.{dtype}` elements. (a dataset of filenames "
+                            f"must have scalar string elements, got {spec})")
+        if isinstance(spec, TensorSpec) and spec.shape not in ((), None):
+            raise TypeError(f"{op}: The `filenames` argument must contain `tf.string` elements "
+                            f"of shape [] (i.e. scalars). (a dataset of filenames must have "
+                            f"scalar string elements, got {spec})")
+        if not isinstance(spec, TensorSpec):
             raise TypeError(f"{op}: a dataset of filenames must have scalar string elements, "
                             f"got {spec}")
         return filenames
@@ -138,13 +161,17 @@ def _filenames(filenames: Any, op: str) -> Dataset:
         names = [filenames]
     elif isinstance(filenames, np.ndarray):
         if filenames.dtype.kind not in "OSU":
-            raise TypeError(f"{op}: filenames must be strings, got an array of {filenames.dtype}")
+            raise TypeError(f"{op}: The `filenames` argument must contain `tf.string` elements. "
+                            f"Got `tf.{filenames.dtype.name}` elements. (filenames must be "
+                            f"strings, got an array of {filenames.dtype})")
         names = filenames.reshape(-1).tolist()
     elif isinstance(filenames, (list, tuple)):
         names = list(filenames)
     else:
-        raise TypeError(f"{op}: filenames must be a string, a list or array of strings, or a "
-                        f"Dataset of strings, got {type(filenames).__name__}")
+        raise TypeError(f"{op}: The `filenames` argument must contain `tf.string` elements. "
+                        f"Got `tf.{_tf_dtype_name(filenames)}` elements. (filenames must be a "
+                        f"string, a list or array of strings, or a Dataset of strings, got "
+                        f"{type(filenames).__name__})")
     out = np.empty(len(names), dtype=object)
     for i, n in enumerate(names):
         if isinstance(n, np.ndarray) and n.ndim == 0:
@@ -154,7 +181,9 @@ def _filenames(filenames: Any, op: str) -> Dataset:
         if isinstance(n, str):
             n = n.encode("utf-8", "surrogateescape")
         if not isinstance(n, (bytes, np.bytes_)):
-            raise TypeError(f"{op}: filenames must be strings, got {type(n).__name__} {n!r:.40}")
+            raise TypeError(f"{op}: The `filenames` argument must contain `tf.string` elements. "
+                            f"Got `tf.{_tf_dtype_name(n)}` elements. (filenames must be "
+                            f"strings, got {type(n).__name__} {n!r:.40})")
         out[i] = bytes(n)
     return Dataset.from_tensor_slices(out)
 

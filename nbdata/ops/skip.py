@@ -32,6 +32,13 @@ class Skip(UnaryNode):
             return "skip with a placeholder count"
         return self.input.random_access()
 
+    def global_shuffle_refusal(self) -> str | None:
+        # TF: `at` on skip(-1) is simply empty, but a global shuffle refuses a negative
+        # skip count (FailedPreconditionError).
+        if isinstance(self.count, int) and self.count < 0:
+            return f"skip({self.count}) with a negative count"
+        return None
+
     def gather(self, ctx, rows):
         return self.input.gather(ctx, rows + max(0, self.count))
 

@@ -109,7 +109,13 @@ def canonical_output(value: Any, op: str, fname: str, top: bool = True) -> Any:
         return type(value)(*[canonical_output(v, op, fname, False) for v in value])
     if isinstance(value, tuple):
         return tuple(canonical_output(v, op, fname, False) for v in value)
-    return to_leaf(value, f"{op}: value returned by {fname}")
+    try:
+        return to_leaf(value, f"{op}: value returned by {fname}")
+    except FunctionOutputError:
+        raise
+    except TypeError as e:   # TF's wording first, then which function and why
+        raise TypeError(f"{op}: Unsupported return value from function passed to "
+                        f"Dataset.{op}(): {e}") from None
 
 
 def conform(value: Any, spec: Any, op: str, fname: str) -> Any:
