@@ -28,48 +28,6 @@ def graph_output_spec(graph: FunctionGraph, op: str, fname: str) -> Any:
 SPEC_ELEMENTS = 3   # real elements a function that cannot be recorded is first called on
 
 
-def _elementwise_with_sequences(base: type) -> type:
-    """A subclass of NumPy scalar type ``base`` whose ``*`` with a list or tuple is
-    elementwise, as a tensor's is (``i * [1, -1]`` is ``[i, -i]`` in tf.data; a NumPy
-    integer would repeat the list ``i`` times, a NumPy float would refuse)."""
-
-    def mul(self, other):
-        if isinstance(other, (list, tuple)):
-            return np.multiply(base(self), np.asarray(other))
-        return base.__mul__(base(self), other)
-
-    def rmul(self, other):
-        if isinstance(other, (list, tuple)):
-            return np.multiply(np.asarray(other), base(self))
-        return base.__rmul__(base(self), other)
-
-    return type(base.__name__, (base,), {"__mul__": mul, "__rmul__": rmul, "__slots__": (),
-                                          "__module__": "numpy"})
-
-
-_TENSOR_LIKE = {t: _elementwise_with_sequences(t) for t in (
-    np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-    np.float16, np.float32, np.float64)}
-
-
-def _tensor_like(leaf: Any) -> Any:
-    cls = _TENSOR_LIKE.get(type(leaf))
-    return leaf if cls is None else cls(leaf)
-
-
-def tensor_like_element(element: Any) -> Any:
-    """``element`` with its NumPy scalars (at the top, in a tuple or a dict) multiplying
-    lists as tensors do (see :func:`_elementwise_with_sequences`)."""
-    kind = type(element)
-    if kind in _TENSOR_LIKE:
-        return _TENSOR_LIKE[kind](element)
-    if kind is tuple:
-        return tuple(_tensor_like(v) for v in element)
-    if kind is dict:
-        return {k: _tensor_like(v) for k, v in element.items()}
-    return element
-
-
 class UserFunction(TracedFunction):
     """A user function bound to an op, with its output spec and :meth:`recorded`, its
     graph, recorded once.
@@ -178,7 +136,7 @@ class UserFunction(TracedFunction):
         # pipeline (a tf.random_uniform in it draws, it records no graph op).
         depth = enter_eager_calls()
         try:
-            return super().call_raw(tensor_like_element(element))
+            return super().call_raw(element)
         finally:
             leave_eager_calls(depth)
 

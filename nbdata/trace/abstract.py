@@ -87,6 +87,11 @@ class FunctionOutputError(TypeError):
     a mistake in the function itself, reported even while tracing."""
 
 
+def recorder_trace_error():
+    from nbdata.trace.graph import TraceError
+    return TraceError
+
+
 def canonical_output(value: Any, op: str, fname: str, top: bool = True) -> Any:
     """Canonicalise what a user function returned. As in tf.data, a list returned at
     the top (``decode_csv``'s columns, say) is a tuple of components, and a list
@@ -111,8 +116,8 @@ def canonical_output(value: Any, op: str, fname: str, top: bool = True) -> Any:
         return tuple(canonical_output(v, op, fname, False) for v in value)
     try:
         return to_leaf(value, f"{op}: value returned by {fname}")
-    except FunctionOutputError:
-        raise
+    except (FunctionOutputError, recorder_trace_error()):
+        raise              # a symbolic value: the caller falls back to real elements
     except TypeError as e:   # TF's wording first, then which function and why
         raise TypeError(f"{op}: Unsupported return value from function passed to "
                         f"Dataset.{op}(): {e}") from None
