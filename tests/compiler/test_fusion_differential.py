@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import nbdata as nd
 
-EXAMPLES = int(os.environ.get("NBDATA_HYPOTHESIS_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("NBDATA_HYPOTHESIS_EXAMPLES", "30"))
 BOOM_AT = 1234  # the y value at which the "boom" map raises
 
 
