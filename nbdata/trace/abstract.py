@@ -87,11 +87,6 @@ class FunctionOutputError(TypeError):
     a mistake in the function itself, reported even while tracing."""
 
 
-def recorder_trace_error():
-    from nbdata.trace.graph import TraceError
-    return TraceError
-
-
 def canonical_output(value: Any, op: str, fname: str, top: bool = True) -> Any:
     """Canonicalise what a user function returned. As in tf.data, a list returned at
     the top (``decode_csv``'s columns, say) is a tuple of components, and a list
@@ -116,9 +111,10 @@ def canonical_output(value: Any, op: str, fname: str, top: bool = True) -> Any:
         return tuple(canonical_output(v, op, fname, False) for v in value)
     try:
         return to_leaf(value, f"{op}: value returned by {fname}")
-    except (FunctionOutputError, recorder_trace_error()):
-        raise              # a symbolic value: the caller falls back to real elements
     except TypeError as e:   # TF's wording first, then which function and why
+        if type(e) is not TypeError:
+            raise          # FunctionOutputError, or a symbolic value's TraceError (the
+            #                caller then falls back to real elements): kept as they are
         raise TypeError(f"{op}: Unsupported return value from function passed to "
                         f"Dataset.{op}(): {e}") from None
 
