@@ -292,13 +292,6 @@ _MATH_TO_INT = {math.floor, math.ceil, math.trunc, round}
 _I64 = (-2 ** 63, 2.0 ** 63)
 
 
-def _np_dtype(t):
-    try:
-        return np.dtype(str(t))
-    except TypeError:
-        return None
-
-
 def _narrow_of(t) -> list:
     """[dtype] when ``t`` is a NumPy integer type narrower than 64 bits (a strong type:
     Numba's int64 may be a Python int, which NumPy treats as weak)."""
