@@ -120,7 +120,8 @@ def _flatten_into(x, out):
 def is_custom_nest(x: Any) -> bool:
     """Whether ``x`` is a structure as tf.nest sees it beyond tuples and dicts: by TF's
     protocol (``x.__tf_flatten__()`` gives ``(metadata, components)`` and
-    ``type(x).__tf_unflatten__(metadata, components)`` rebuilds it), or an ``attrs``
+    ``x.__tf_unflatten__(metadata, components)`` rebuilds one: called on the instance,
+    so it may be a classmethod or a plain method), or an ``attrs``
     class instance (its attributes in order); plain dataclasses are leaves, as in TF."""
     t = type(x)
     return (hasattr(t, "__tf_flatten__") and hasattr(t, "__tf_unflatten__")) or \
@@ -137,7 +138,7 @@ def nest_components(x: Any) -> tuple:
 def nest_rebuild(x: Any, components: tuple) -> Any:
     """A structure like ``x`` (:func:`is_custom_nest`) holding ``components``."""
     if hasattr(type(x), "__tf_flatten__"):
-        return type(x).__tf_unflatten__(x.__tf_flatten__()[0], tuple(components))
+        return x.__tf_unflatten__(x.__tf_flatten__()[0], tuple(components))
     return type(x)(*components)
 
 
@@ -165,7 +166,7 @@ def packer(structure: Any):
     if not isinstance(structure, (tuple, Mapping)):
         return lambda leaves: leaves[0]
     if type(structure) is tuple and not any(isinstance(v, (tuple, Mapping)) or v is None
-                                            for v in structure):
+                                            or is_custom_nest(v) for v in structure):
         return tuple
     return lambda leaves: pack_as(structure, leaves)
 
