@@ -47,6 +47,24 @@ def _gather_strings(data, offsets, rows):
     return out, out_offsets
 
 
+@numba.njit(nogil=True, cache=True)
+def _gather_rows(data, offsets, rows):
+    n = len(rows)
+    out_offsets = np.empty(n + 1, np.int64)
+    out_offsets[0] = 0
+    for j in range(n):
+        r = rows[j]
+        out_offsets[j + 1] = out_offsets[j] + offsets[r + 1] - offsets[r]
+    out = np.empty(out_offsets[n], data.dtype)
+    for j in range(n):
+        r = rows[j]
+        start = offsets[r]
+        dst = out_offsets[j]
+        for q in range(offsets[r + 1] - start):
+            out[dst + q] = data[start + q]
+    return out, out_offsets
+
+
 def gather_strings(data: np.ndarray, offsets: np.ndarray, rows: np.ndarray):
     """The strings at ``rows``, as fresh (data, offsets).
 
@@ -169,13 +187,62 @@ class PackedRows(RowList):
     """A column of arrays of one dtype and rank whose shapes differ per row (images
     decoded at their own sizes), held in one buffer: ``packed`` is ``(data, offsets,
     shapes)`` with row ``j`` = ``data[offsets[j]:offsets[j + 1]].reshape(shapes[j])``
-    (the rows themselves are such views). Fused kernels read the buffer as it is
-    (``nbdata.ops.fusion.RaggedLeaf``)."""
+    (the rows themselves are such views, made when the column is first iterated or
+    sliced as a list: a column that only passes through ops reading ``packed`` —
+    slicing, gathering, joining, padding, packing — makes no Python object per row).
+    Fused kernels read the buffer as it is (``nbdata.ops.fusion.RaggedLeaf``)."""
 
     def __init__(self, data: np.ndarray, offsets: np.ndarray, shapes: np.ndarray):
-        super().__init__(data[offsets[j]:offsets[j + 1]].reshape(tuple(shapes[j]))
-                         for j in range(len(shapes)))
+        super().__init__()
         self.packed = (data, offsets, shapes)
+        self._viewed = False
+
+    def _views(self) -> None:
+        if not self._viewed:
+            data, offsets, shapes = self.packed
+            super().extend(data[offsets[j]:offsets[j + 1]].reshape(tuple(shapes[j]))
+                           for j in range(len(shapes)))
+            self._viewed = True
+
+    def __len__(self) -> int:
+        return len(self.packed[2])
+
+    def __iter__(self):
+        self._views()
+        return super().__iter__()
+
+    def __getitem__(self, j):
+        if isinstance(j, (int, np.integer)):
+            data, offsets, shapes = self.packed
+            n = len(shapes)
+            j = int(j) + n if j < 0 else int(j)
+            if not 0 <= j < n:
+                raise IndexError("PackedRows index out of range")
+            return data[offsets[j]:offsets[j + 1]].reshape(tuple(shapes[j]))
+        self._views()
+        return super().__getitem__(j)
+
+    def __reduce__(self):
+        return (PackedRows, self.packed)
+
+    def take(self, rows) -> "PackedRows":
+        data, offsets, shapes = self.packed
+        rows = np.asarray(rows, np.int64)
+        out_data, out_offsets = _gather_rows(data, offsets, rows)
+        return PackedRows(out_data, out_offsets, shapes[rows])
+
+    @classmethod
+    def concat(cls, cols: list) -> "PackedRows":
+        """One column of several packed columns' rows (one dtype and rank)."""
+        datas, offsets, shapes, base = [], [np.zeros(1, np.int64)], [], 0
+        for c in cols:
+            data, off, shp = c.packed
+            lo, hi = int(off[0]), int(off[-1])
+            datas.append(data[lo:hi])
+            offsets.append(off[1:] - lo + base)
+            shapes.append(shp)
+            base += hi - lo
+        return cls(np.concatenate(datas), np.concatenate(offsets), np.concatenate(shapes))
 
     @classmethod
     def empty(cls, shapes: list, dtype, ndim: int) -> "PackedRows":
@@ -264,6 +331,9 @@ def col_concat(cols: list):
         return cols[0]
     if all(isinstance(c, StringColumn) for c in cols):
         return StringColumn(*concat_strings([c.data for c in cols], [c.offsets for c in cols]))
+    if all(isinstance(c, PackedRows) for c in cols) and \
+            len({(c.packed[0].dtype, c.packed[2].shape[1]) for c in cols}) == 1:
+        return PackedRows.concat(cols)
     if all(isinstance(c, np.ndarray) for c in cols):
         shapes = {c.shape[1:] for c in cols}
         if len(shapes) == 1 and len({c.dtype for c in cols}) == 1:

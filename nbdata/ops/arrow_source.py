@@ -8,7 +8,10 @@ per row: numbers (integers, floats, bools) are NumPy views of the Arrow data buf
 (bools, which Arrow packs in bits, are unpacked); strings and binaries are string
 columns over Arrow's own data and offsets buffers (32-bit offsets are widened); fixed
 size lists (nested ones, and fixed-shape tensors) are leaves of a fixed shape over the
-child buffer. Other Arrow types raise UnimplementedError naming the column.
+child buffer; variable-length lists of numbers (``list``, ``large_list``) are leaves of
+shape (None,) held as packed rows (``nbdata.chunks.PackedRows``: the values buffer and
+the offsets, widened to int64). Other Arrow types raise UnimplementedError naming the
+column.
 
 Nulls: a null in a column raises InvalidArgumentError naming the column and the row,
 when iteration reaches that row (the rows before it are handed out first; the next
@@ -32,7 +35,7 @@ import numpy as np
 from numba import types
 
 from nbdata import state_check
-from nbdata.chunks import Chunk, StringColumn, col_concat, col_slice, col_take
+from nbdata.chunks import Chunk, PackedRows, StringColumn, col_concat, col_slice, col_take
 from nbdata.errors import (DataLossError, FailedPreconditionError, InvalidArgumentError, NotFoundError,
                            UnimplementedError)
 from nbdata.ops.fusion import ChunkSource, OpaqueLeaf, SourceReader, numba_dtype
@@ -66,8 +69,8 @@ def pyarrow(op: str):
 
 @dataclasses.dataclass(frozen=True)
 class ColumnRule:
-    """How one Arrow column becomes a leaf: ``kind`` "number", "string" or "tensor"
-    (a fixed-size list), the leaf's ``dtype`` and row ``shape``, the Arrow type's name,
+    """How one Arrow column becomes a leaf: ``kind`` "number", "string", "tensor"
+    (a fixed-size list) or "list" (a variable-length list of numbers), the leaf's ``dtype`` and row ``shape``, the Arrow type's name,
     and the ``fill`` standing for nulls (None: a null is an error)."""
 
     name: str
@@ -85,7 +88,7 @@ class ColumnRule:
 def _unsupported(name: str, typ, op: str, why: str = "") -> UnimplementedError:
     return UnimplementedError(
         f"{op}: column {name!r} has Arrow type {typ}{why}, which nbdata does not read (it "
-        "reads numbers, bools, strings, binaries and fixed-size lists of numbers); cast it "
+        "reads numbers, bools, strings, binaries and lists of numbers); cast it "
         "or leave it out with columns=", op)
 
 
@@ -102,6 +105,16 @@ def column_rule(field, fill: Any, op: str) -> ColumnRule:
             raise _unsupported(field.name, field.type, op, " (a permuted layout)")
         shape = [int(d) for d in inner.shape]
         inner = inner.value_type
+    elif pa.types.is_list(inner) or pa.types.is_large_list(inner):
+        # A variable-length list of numbers: a ragged leaf (None,) whose rows are views
+        # of one values buffer cut at Arrow's offsets (see _lists).
+        inner = inner.value_type
+        if not (pa.types.is_integer(inner) or pa.types.is_floating(inner)
+                or pa.types.is_boolean(inner)):
+            raise _unsupported(field.name, field.type, op, " (a list of non-numbers)")
+        rule = ColumnRule(field.name, "list", np.dtype(inner.to_pandas_dtype()), (None,),
+                          str(field.type))
+        return rule if fill is None else dataclasses.replace(rule, fill=_checked_fill(rule, fill, op))
     else:
         while pa.types.is_fixed_size_list(inner):
             shape.append(int(inner.list_size))
@@ -136,11 +149,16 @@ def _checked_fill(rule: ColumnRule, fill: Any, op: str) -> Any:
     value = np.asarray(fill)
     if value.dtype.kind not in "biuf":
         raise TypeError(f"{where} must be a number, got {type(fill).__name__} {fill!r:.40}")
+    if rule.kind == "list" and value.ndim != 1:
+        raise InvalidArgumentError(f"{where} must be a 1-D list of numbers for the list "
+                                   f"column, got shape {list(value.shape)}", op)
     converted = value.astype(rule.dtype)
     if not np.array_equal(converted, value, equal_nan=value.dtype.kind == "f"
                           and rule.dtype.kind == "f"):
         raise InvalidArgumentError(f"{where} = {fill!r:.40} does not fit the column's dtype "
                                    f"{rule.dtype}", op)
+    if rule.kind == "list":
+        return np.ascontiguousarray(converted)
     try:
         converted = np.broadcast_to(converted, rule.shape)
     except ValueError:
@@ -257,7 +275,33 @@ def _tensors(pa, arr, rule: ColumnRule, nulls: NullRows) -> np.ndarray:
     return out
 
 
-_CONVERT = {"number": _numbers, "string": _strings, "tensor": _tensors}
+def _lists(pa, arr, rule: ColumnRule, nulls: NullRows) -> PackedRows:
+    """A (large) list column as packed rows over Arrow's own values buffer and offsets
+    (32-bit offsets widened): no copy per row. A null list is an error row, or the fill
+    list; a null item inside a list makes its row an error row."""
+    if arr.null_count:
+        if rule.fill is None:
+            nulls.add(rule.name, _null_rows(pa, arr))
+        else:
+            fill = pa.scalar(rule.fill.tolist(), arr.type)
+            arr = arr.fill_null(fill)
+    n = len(arr)
+    offsets = arr.offsets.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    values = arr.values     # the child array whole; offsets index into it
+    if values.null_count:
+        bad = np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))
+        row = np.searchsorted(offsets, bad, side="right") - 1
+        keep = (row >= 0) & (row < n)
+        nulls.add(rule.name, np.unique(row[keep]))
+        values = values.fill_null(pa.scalar(False if rule.dtype.kind == "b" else 0, values.type))
+    data = values.to_numpy(zero_copy_only=rule.dtype.kind != "b")
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    if lo:
+        offsets = offsets - lo
+    return PackedRows(data[lo:hi], offsets, np.diff(offsets).reshape(n, 1))
+
+
+_CONVERT = {"number": _numbers, "string": _strings, "tensor": _tensors, "list": _lists}
 
 
 class Block:
@@ -603,6 +647,10 @@ class ArrowSource(Node):
         out = []
         for i in self.order:
             r = self.rules[i]
+            if r.kind == "list":
+                out.append(PackedRows(np.zeros(0, r.dtype), np.zeros(1, np.int64),
+                                      np.zeros((0, 1), np.int64)))
+                continue
             out.append(StringColumn(np.zeros(0, np.uint8), np.zeros(1, np.int64))
                        if r.kind == "string" else np.empty((0,) + r.shape, r.dtype))
         return out
@@ -623,6 +671,8 @@ class ArrowSource(Node):
             raise NotFusable(f"{self.op} reads its rows as they come, in chunks")
         batch = data.batches[0]
         for r in self.rules:
+            if r.kind == "list":
+                raise NotFusable(f"column {r.name!r} holds lists of varying length")
             if r.fill is None and batch.column(r.name).null_count:
                 raise NotFusable(f"column {r.name!r} has nulls")
         leaves = []

@@ -160,8 +160,9 @@ def test_other_types_and_bools_dictionaries_binaries():
     assert_same(list(nd.Dataset.from_arrow(t).batch(3)),
                 [{"b": np.array([True, False, True]), "bin": np.array([b"\x00\x01", b"", b"z"], object),
                   "d": np.array([b"a", b"b", b"a"], object), "h": np.array([1, 2, 3], np.uint8)}])
-    with pytest.raises(nd.errors.UnimplementedError, match=r"column 'l' has Arrow type list<item: int64>"):
-        nd.Dataset.from_arrow(pa.table({"l": pa.array([[1], [2, 3]])}))
+    with pytest.raises(nd.errors.UnimplementedError,
+                       match=r"column 'l' has Arrow type list<item: list<item: int64>>"):
+        nd.Dataset.from_arrow(pa.table({"l": pa.array([[[1]], [[2, 3]]])}))
 
 
 # ------------------------------------------------------------------- nulls
