@@ -267,7 +267,9 @@ class OptimizationOptions(_OptionGroup):
     ``noop_elimination``, ``decode_lifting`` (a map that decodes records runs the
     decoder as a kernel over record columns), ``decode_vectorization``
     (``map(parse_single_example).batch(n)`` → ``batch(n).map(parse_example)``),
-    ``map_fusion``, ``gpu_map_fusion`` (consecutive maps of nd.gpu ops after
+    ``batch_map_fusion`` (``batch(n).map(f)`` with ``f`` position-wise over each row →
+    ``map(f).batch(n)``, fused into the batch's kernel), ``map_fusion``,
+    ``gpu_map_fusion`` (consecutive maps of nd.gpu ops after
     ``prefetch_to_device`` run as one kernel), ``filter_fusion``, ``shuffle_indices``.
 
     >>> import nbdata as nd
@@ -278,7 +280,7 @@ class OptimizationOptions(_OptionGroup):
 
     _defaults = {"map_fusion": True, "gpu_map_fusion": True, "filter_fusion": True,
                  "noop_elimination": True, "shuffle_indices": True, "decode_lifting": True,
-                 "decode_vectorization": True,
+                 "decode_vectorization": True, "batch_map_fusion": True,
                  # tf.data's other switches: accepted so TF code that sets them runs; nbdata's
                  # planner decides these itself (fused stages, prefetch threads).
                  "apply_default_optimizations": True, "filter_parallelization": False,

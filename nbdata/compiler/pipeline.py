@@ -299,6 +299,7 @@ class Pipeline:
           noop_elimination: no change (... ms)
           decode_lifting: no change (... ms)
           decode_vectorization: no change (... ms)
+          batch_map_fusion: no change (... ms)
           map_fusion: no change (... ms)
           gpu_map_fusion: no change (... ms)
           filter_fusion: no change (... ms)

@@ -31,7 +31,8 @@ def reference(ds):
 
 def test_pass_names_are_options():
     assert PASS_NAMES == ["noop_elimination", "decode_lifting", "decode_vectorization",
-                          "map_fusion", "gpu_map_fusion", "filter_fusion", "shuffle_indices"]
+                          "batch_map_fusion", "map_fusion", "gpu_map_fusion", "filter_fusion",
+                          "shuffle_indices"]
     for name in PASS_NAMES:
         assert getattr(nd.Options().optimization, name) is True
 

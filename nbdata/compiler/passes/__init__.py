@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from nbdata.compiler.passes.batch_map_fusion import BatchMapFusion
 from nbdata.compiler.passes.decode_lifting import DecodeLifting
 from nbdata.compiler.passes.decode_vectorization import DecodeVectorization
 from nbdata.compiler.passes.filter_fusion import FilterFusion
@@ -15,8 +16,8 @@ from nbdata.compiler.passes.shuffle_indices import ShuffleIndices
 from nbdata.ops.node import Node
 from nbdata.options import Options
 
-PASSES = (NoopElimination(), DecodeLifting(), DecodeVectorization(), MapFusion(), GpuMapFusion(),
-          FilterFusion(), ShuffleIndices())
+PASSES = (NoopElimination(), DecodeLifting(), DecodeVectorization(), BatchMapFusion(), MapFusion(),
+          GpuMapFusion(), FilterFusion(), ShuffleIndices())
 
 
 class PassError(RuntimeError):

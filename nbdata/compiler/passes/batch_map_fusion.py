@@ -1,0 +1,167 @@
+"""Batch→map fusion: ``batch(B).map(f)``, where ``f`` computes each row of its output
+from the same row of its input alone, becomes ``map(f).batch(B)``: ``f`` then runs on
+each row inside the batch's fused kernel, as a map written before the batch does.
+
+``f`` is recorded twice: on the batched element spec (what the map was written for)
+and on the row spec (what it would see before the batch). It moves below the batch
+when
+
+- on the batched spec, every op is one of NumPy's position-wise ops (the ufuncs that
+  lift, ``astype``, ``np.where``, ``np.copy``, ``** 2``), each tensor operand has the
+  rank of the op's output (so row ``i`` of the output reads row ``i`` of each operand)
+  and each constant operand a smaller rank (it broadcasts over a row, never across
+  rows);
+- the row recording makes the same calls with the same constants, each output's shape
+  being the batched one without its leading dim, and it lifts into scalar expressions
+  (``nbdata/compiler/lifting.py``: it fuses inlined, with NumPy's exact dtype rules);
+- ``map(f).batch(B)`` has the spec ``batch(B).map(f)`` had.
+
+Then ``f`` of a batch is the stack of ``f`` of its rows, value for value and dtype for
+dtype, for every batch the batch gives (the last partial one too). A function that
+mixes rows (a reduction over the batch, ``x[::-1]``, ``x.T``), draws random values,
+reshapes, indexes, or does not lift stays after the batch and runs on whole batches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from nbdata.compiler.lifting import lift
+from nbdata.compiler.plan import rewrite_plan
+from nbdata.ops.batch import Batch
+from nbdata.ops.function import UserFunction
+from nbdata.ops.map import Map
+from nbdata.ops.node import Node
+from nbdata.primitives import expr
+from nbdata.spec import TensorSpec, flatten, same_structure
+from nbdata.trace.function import FunctionGraph, recording_failed
+from nbdata.trace.graph import Tensor, astype
+
+POSITIONWISE = frozenset([*expr.BINARY, *expr.UNARY, np.power, np.copy, np.invert, np.where, astype])
+
+
+class _Refused(Exception):
+    refusal = True
+
+
+def _rank(x: Any) -> int:
+    if isinstance(x, Tensor):
+        return -1 if x.spec.shape is None else len(x.spec.shape)
+    if isinstance(x, (np.ndarray, np.generic, bool, int, float, complex, list, tuple)):
+        return int(np.ndim(x))
+    return 0   # a dtype, a string option
+
+
+def _same_constant(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same_constant(x, y) for x, y in zip(a, b))
+    if isinstance(a, Mapping):
+        return a.keys() == b.keys() and all(_same_constant(a[k], b[k]) for k in a)
+    if isinstance(a, (np.ndarray, np.generic)):
+        return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=True))
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - values that do not compare are not the same
+        return False
+
+
+def _check_batched(graph: FunctionGraph) -> None:
+    """Every op position-wise along the leading (batch) axis; _Refused otherwise."""
+    aligned = {id(t) for t in graph.inputs}
+    for spec in flatten(graph.structure):
+        if not isinstance(spec, TensorSpec) or spec.shape is None or not spec.shape:
+            raise _Refused("an input that is not a batch of arrays")
+    for op in graph.operations():
+        if op.call is None or op.kind != "pure" or op.call[0] not in POSITIONWISE:
+            raise _Refused(f"{op.type} is not position-wise")
+        _, args, kwargs = op.call
+        if kwargs:
+            raise _Refused(f"{op.type} with keyword arguments")
+        ranks = [_rank(t) for t in op.outputs]
+        if len(set(ranks)) != 1 or ranks[0] < 1:
+            raise _Refused(f"{op.type}'s output has no batch axis")
+        for a in args:
+            if isinstance(a, Tensor):
+                if id(a) not in aligned or _rank(a) != ranks[0]:
+                    raise _Refused(f"{op.type} broadcasts an operand across rows")
+            elif _rank(a) >= ranks[0]:
+                raise _Refused(f"{op.type} has a constant spanning rows")
+        aligned.update(id(t) for t in op.outputs)
+    for leaf in graph.output_leaves:
+        if not isinstance(leaf, Tensor) or id(leaf) not in aligned:
+            raise _Refused("an output that is not computed row by row")
+
+
+def _check_rows(batched: FunctionGraph, rows: FunctionGraph) -> None:
+    """The row recording makes the batched recording's calls, one rank lower."""
+    ops_b, ops_r = batched.operations(), rows.operations()
+    if len(ops_b) != len(ops_r):
+        raise _Refused("the function records other ops on one row")
+    where_b = {id(t): ("input", k) for k, t in enumerate(batched.inputs)}
+    where_r = {id(t): ("input", k) for k, t in enumerate(rows.inputs)}
+    for n, (ob, orow) in enumerate(zip(ops_b, ops_r)):
+        if ob.call[0] is not orow.call[0] or len(ob.outputs) != len(orow.outputs):
+            raise _Refused("the function records other ops on one row")
+        args_b, args_r = list(ob.call[1]), list(orow.call[1])
+        if len(args_b) != len(args_r):
+            raise _Refused("the function records other arguments on one row")
+        for a, b in zip(args_b, args_r):
+            if isinstance(a, Tensor) != isinstance(b, Tensor):
+                raise _Refused("the function records other arguments on one row")
+            if isinstance(a, Tensor):
+                if where_b.get(id(a)) != where_r.get(id(b)) or where_b.get(id(a)) is None:
+                    raise _Refused("the function records other arguments on one row")
+            elif not _same_constant(a, b):
+                raise _Refused("the function records other constants on one row")
+        for k, (tb, tr) in enumerate(zip(ob.outputs, orow.outputs)):
+            if tb.spec.dtype != tr.spec.dtype or tr.spec.shape is None or \
+                    tuple(tb.spec.shape[1:]) != tuple(tr.spec.shape):
+                raise _Refused("the function's values on one row differ in shape or dtype")
+            where_b[id(tb)] = where_r[id(tr)] = ("op", n, k)
+    outs_b, outs_r = batched.output_leaves, rows.output_leaves
+    if len(outs_b) != len(outs_r) or any(
+            where_b.get(id(a)) != where_r.get(id(b)) for a, b in zip(outs_b, outs_r)):
+        raise _Refused("the function returns other values on one row")
+
+
+def _same_spec(a: Any, b: Any) -> bool:
+    if not same_structure(a, b):
+        return False
+    return all(isinstance(x, TensorSpec) and isinstance(y, TensorSpec) and x.dtype == y.dtype
+               and x.shape == y.shape for x, y in zip(flatten(a), flatten(b)))
+
+
+def _fuse(node: Node) -> Node:
+    if type(node) is not Map or type(node.input) is not Batch or type(node.fn) is not UserFunction \
+            or node.fn.graph_only:
+        return node
+    batch = node.input
+    fn = node.fn
+    try:
+        batched = fn.recorded()
+        _check_batched(batched)
+        row_fn = UserFunction(fn.fn, fn.op, batch.input.spec, record=True)
+        rows = row_fn.recorded()
+        _check_rows(batched, rows)
+        lift(rows)
+        new_map = dataclasses.replace(node, input=batch.input, fn=row_fn)
+        fused = dataclasses.replace(batch, input=new_map)
+        if not _same_spec(fused.spec, node.spec):
+            return node
+    except Exception as e:  # noqa: BLE001 - the map then runs on whole batches
+        recording_failed(e)
+        return node
+    return fused
+
+
+class BatchMapFusion:
+    name = "batch_map_fusion"
+
+    def run(self, plan: Node) -> tuple[Node, bool]:
+        return rewrite_plan(plan, _fuse)
