@@ -11,7 +11,8 @@ import numpy as np
 from nbdata.compiler.executor import RunState
 from nbdata.compiler.pipeline import Pipeline
 from nbdata.errors import FailedPreconditionError, InvalidArgumentError, OpError, OutOfRangeError
-from nbdata.iterator import Iterator, graph_iterators, graph_mode, spec_from_types
+from nbdata.iterator import Iterator, graph_mode, spec_from_types
+from nbdata.plugins import provided
 from nbdata.ops.assert_cardinality import AssertCardinality
 from nbdata.ops.batch import Batch
 from nbdata.ops.cache import Cache, MemoryStore
@@ -110,11 +111,6 @@ def _source_structure(value: Any, op: str, lazy: bool = False) -> Any:
         found = LazyArray.of(v) if lazy else None
         return found if found is not None else to_leaf(v, op)
     return map_nest(leaf, value)
-
-
-# ``ds.distribute``'s node maker, registered by ``nbdata.distribute`` (which imports this
-# module, not the other way round).
-DISTRIBUTE: list = []
 
 
 
@@ -894,9 +890,7 @@ class Dataset(MoreTransformations, DatasetBase):
             for batch in ds.distribute("distributed_epoch", num_workers=4):
                 ...
         """
-        # The node comes from nbdata.distribute, which sits above this API (registered
-        # when nbdata is imported).
-        (make_node,) = DISTRIBUTE
+        make_node = provided("distribute_node")   # nbdata.distribute sits above this API
         return self._derive(make_node(self._node, self._options, processing_mode, num_workers,
                                       address, job_name, consumer_index, num_consumers, name))
 
@@ -1120,7 +1114,7 @@ class Dataset(MoreTransformations, DatasetBase):
         0
         """
         if graph_mode(self):
-            return graph_iterators[0].one_shot(self)
+            return provided("graph_iterator").one_shot(self)
         return iter(self)
 
     def make_initializable_iterator(self, shared_name: str | None = None) -> Iterator:
@@ -1137,7 +1131,7 @@ class Dataset(MoreTransformations, DatasetBase):
         7
         """
         if graph_mode(self):
-            return graph_iterators[0].initializable(self, shared_name)
+            return provided("graph_iterator").initializable(self, shared_name)
         it = Iterator(self.element_spec)
         it._initializer = it.make_initializer(self)
         return it

@@ -9,24 +9,18 @@ from typing import Any
 
 
 from nbdata.errors import FailedPreconditionError, InvalidArgumentError, OutOfRangeError
+from nbdata.plugins import provided
 from nbdata.spec import (legacy_classes, legacy_shapes, legacy_types, TensorSpec, flatten, flatten_up_to, pack_as, same_structure,
                          specs_compatible, structure_repr)
 
 _handles: "weakref.WeakValueDictionary[bytes, Iterator]" = weakref.WeakValueDictionary()
 _handle_ids = itertools.count()
 
-# The class of graph-mode iterators, registered by the TF1 layer above
-# (nbdata/train/iterators.py): in graph mode the Dataset API makes those.
-graph_iterators: list = []
-
-
 def graph_mode(dataset: Any = None) -> bool:
     """Whether iterators made now are graph objects: in graph mode
     (``nbdata.trace.graph.executing_eagerly`` false), or for a dataset of the
     ``nbdata.compat.v1`` namespace."""
     from nbdata.trace.graph import executing_eagerly
-    if not graph_iterators:
-        return False
     return bool(getattr(dataset, "_graph_mode", False)) or not executing_eagerly()
 
 
@@ -274,7 +268,7 @@ class Iterator:
         nbdata.errors.FailedPreconditionError: GetNext() failed because the iterator has not been initialized: run its initializer (it.initialize(...) or make_initializer(ds).run()) first
         """
         if graph_mode():
-            return graph_iterators[0].from_structure(output_types, output_shapes, shared_name)
+            return provided("graph_iterator").from_structure(output_types, output_shapes, shared_name)
         return cls(spec_from_types(output_types, output_shapes))
 
     @classmethod
@@ -294,7 +288,7 @@ class Iterator:
         """
         from nbdata.trace.graph import Tensor
         if graph_mode() or isinstance(string_handle, Tensor):
-            return graph_iterators[0].from_string_handle(string_handle, output_types, output_shapes)
+            return provided("graph_iterator").from_string_handle(string_handle, output_types, output_shapes)
         it = cls(spec_from_types(output_types, output_shapes))
         it._handle_placeholder = string_handle
         return it

@@ -5,9 +5,12 @@ is imported by nothing but the re-exports: the package's file and the TF1 namesp
 ``nbdata.compat.v1`` (``import nbdata.compat.v1 as tf``), which is a re-export of it."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import nbdata
+from nbdata import plugins
 
 ROOT = Path(nbdata.__file__).parent
 
@@ -16,7 +19,7 @@ ROOT = Path(nbdata.__file__).parent
 LAYERS = [
     ("vocabulary", ["nbdata.errors", "nbdata.options", "nbdata.spec", "nbdata.random",
                     "nbdata.chunks", "nbdata.profiler", "nbdata.memory", "nbdata.progress",
-                    "nbdata.ragged", "nbdata.optional", "nbdata.state_check"]),
+                    "nbdata.ragged", "nbdata.optional", "nbdata.state_check", "nbdata.plugins"]),
     ("kernels", ["nbdata.kernels"]),
     ("gpu runtime", ["nbdata.gpu.runtime", "nbdata.gpu.array", "nbdata.gpu.jpeg", "nbdata.gpu"]),
     ("trace", ["nbdata.trace"]),
@@ -116,3 +119,59 @@ def test_the_checker_sees_what_it_checks():
     graph = _graph()
     assert "nbdata.compiler.backend_gpu" in graph["nbdata.compiler.executor"]   # in a method
     assert {_layer(m) for m in graph} == set(range(len(LAYERS)))
+
+
+def _registry_users() -> dict:
+    """``{slot: modules asking for it}``: the calls ``provided("slot")`` in the package."""
+    users = {}
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "provided" \
+                    and node.args and isinstance(node.args[0], ast.Constant):
+                users.setdefault(node.args[0].value, set()).add(_module_name(path))
+    return users
+
+
+def test_upper_layers_plug_in_through_the_registry():
+    """Every slot of ``nbdata/plugins.py`` is asked for, and its provider sits above
+    (or beside) every module asking for it (the registry is the one way down)."""
+    users = _registry_users()
+    assert set(users) == set(plugins.PROVIDERS)
+    below = [f"{slot}: {user} is not below {plugins.PROVIDERS[slot]}"
+             for slot, modules in users.items() for user in modules
+             if _layer(plugins.PROVIDERS[slot].split(":")[0]) < _layer(user)
+             or plugins.PROVIDERS[slot].startswith(user + ":")]
+    assert below == []
+
+
+def test_no_module_registers_by_mutating_another_at_import():
+    """No module-level statement assigns into or calls a method on a name bound to
+    another package module (the old import-time registration into a lower module's
+    list, which depended on import order)."""
+    found = []
+    for path in ROOT.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        modules = {a.asname or a.name for node in tree.body if isinstance(node, ast.Import)
+                   for a in node.names if a.name.startswith("nbdata")}
+        modules |= {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom)
+                    and (node.module or "").startswith("nbdata") for a in node.names
+                    if (ROOT.parent / (node.module.replace(".", "/") + "/" + a.name)).exists()
+                    or (ROOT.parent / (node.module.replace(".", "/") + f"/{a.name}.py")).exists()}
+        for node in tree.body:
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.value.func] if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) else []
+            for target in targets:
+                while isinstance(target, (ast.Subscript, ast.Attribute)):
+                    target = target.value
+                if isinstance(target, ast.Name) and target.id in modules:
+                    found.append(f"{_module_name(path)}:{node.lineno}")
+    assert found == []
+
+
+def test_every_registry_slot_resolves_in_a_fresh_process():
+    """Importing only one low module (which imports nothing above it itself) finds every
+    provider: no slot depends on which modules were imported before."""
+    code = ("import nbdata.primitives.codecs, nbdata.plugins as p; "
+            "print(' '.join(s for s in sorted(p.PROVIDERS) if callable(p.provided(s))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == sorted(plugins.PROVIDERS)

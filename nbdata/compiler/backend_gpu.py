@@ -542,7 +542,5 @@ def _check_batch(steps: list, x) -> None:
         raise ValueError(f"nd.gpu.{name}: expects a batch, got a 0-d array")
 
 
-gpu.RUNNER[:] = [run_steps]   # eager nd.gpu ops run here
-
 __all__ = ["Prepared", "check_index_range", "compiled", "kernel_source", "launches", "pack", "prepared",
            "run_chain", "run_steps"]

@@ -51,6 +51,7 @@ import numpy as np
 
 from nbdata.chunks import PackedRows, RowList, StringColumn
 from nbdata.errors import InvalidArgumentError, UnimplementedError
+from nbdata.plugins import provided
 from nbdata.primitives.decoder import Decoder, RowError, for_records
 from nbdata.primitives.table import define
 from nbdata.spec import TensorSpec
@@ -535,12 +536,6 @@ def _decode_bmp(data: bytes, channels: int) -> np.ndarray:
 
 # ------------------------------------------------------------------ the kernel
 
-# The JPEG decoder's options class: ``nbdata/primitives/jpeg.py`` (which imports this
-# module, for the PNG and GIF data its decode_jpeg reads) sets it when it is imported,
-# as ``import nbdata`` always does.
-jpeg_options = None
-
-
 def decode(data: bytes, op: str, channels: int = 0, dtype=np.uint8,
            expand_animations: bool = True, jpeg=None) -> np.ndarray:
     """TensorFlow's image kernel run as ``op`` ("DecodeJpeg", "DecodePng", "DecodeGif",
@@ -563,7 +558,7 @@ def decode(data: bytes, op: str, channels: int = 0, dtype=np.uint8,
         if op == "DecodeBmp":
             raise InvalidArgumentError("Trying to decode JPEG format using DecodeBmp op. Use "
                                        "`decode_jpeg` or `decode_image` instead.", op)
-        options = jpeg if jpeg is not None else jpeg_options(channels)
+        options = jpeg if jpeg is not None else provided("jpeg_options")(channels)
         try:
             image = options.decode(data)
         except InvalidArgumentError as e:

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from nbdata.plugins import provided
+
 
 class Step:
     """One op of a chain. ``kind``: ``"value"`` (the value at the same position),
@@ -120,15 +122,10 @@ def bilinear_source(g, index: str, scale: str, size: str):
     return lo, hi, lerp
 
 
-# What runs steps on a device batch: the GPU backend (``nbdata/compiler/backend_gpu.py``),
-# which sits above the op table, registers itself here when it is imported.
-RUNNER: list = []
-
-
 def run_steps(steps: list, batch, seed_base: int = 0):
-    """``steps`` applied to a device batch by the GPU backend (one kernel per chain)."""
-    (run,) = RUNNER
-    return run(steps, batch, seed_base)
+    """``steps`` applied to a device batch by the GPU backend (one kernel per chain;
+    ``nbdata/compiler/backend_gpu.py``, above the op table)."""
+    return provided("gpu_runner")(steps, batch, seed_base)
 
 
 def decode_first(decode, steps: list, x, seed_base: int) -> tuple:
@@ -237,5 +234,5 @@ class Apply(Step):
         return f"apply({getattr(self.fn, '__qualname__', self.fn)})"
 
 
-__all__ = ["Apply", "Chain", "RUNNER", "Step", "bilinear_source", "check_image", "decode_first", "f32",
+__all__ = ["Apply", "Chain", "Step", "bilinear_source", "check_image", "decode_first", "f32",
            "run_steps", "seed_pair", "type_name"]

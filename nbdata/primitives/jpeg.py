@@ -311,8 +311,6 @@ def without_extraneous(data: bytes) -> bytes:
     return b"".join(parts)
 
 
-codecs.jpeg_options = JpegOptions
-
 
 def _cmyk_to_rgb(cmyk: np.ndarray, adobe: bool = True) -> np.ndarray:
     """CMYK samples to RGB as TensorFlow converts them: Adobe's inverted CMYK (a JPEG

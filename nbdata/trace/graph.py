@@ -26,6 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nbdata.errors import InvalidArgumentError, OpError
+from nbdata.plugins import provided
 from nbdata.spec import (SparseTensorSpec, TensorSpec, as_dtype, dtype_name, flatten, pack_as,
                          spec_of_value, string, to_leaf)
 from nbdata.trace.abstract import FunctionOutputError, TracedFunction
@@ -265,15 +266,9 @@ def name_scope(name: str | None):
     return get_default_graph().name_scope(name)
 
 
-# A session runs graphs; it lives in the TF1 layer above, which registers how to find
-# the one to use (``Tensor.eval``, ``Operation.run``).
-_session_finder: list = []
-
-
 def _session_for(session, graph: Graph):
-    if not _session_finder:
-        raise ValueError("Cannot evaluate tensor using `eval()`: nd.Session is not available")
-    return _session_finder[0](session, graph)
+    """The session running ``graph``: sessions live in the TF1 layer above."""
+    return provided("session_finder")(session, graph)
 
 
 # --------------------------------------------------------------- operations

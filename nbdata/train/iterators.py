@@ -234,7 +234,4 @@ def _placeholder_feeds(run) -> dict:
     return out
 
 
-# Graph mode for the Dataset API of the core (nbdata/iterator.py asks this layer).
-eager.graph_iterators.append(GraphIterator)
-
 __all__ = ["GraphIterator"]

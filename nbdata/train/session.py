@@ -22,7 +22,6 @@ from nbdata.chunks import RecordArray
 from nbdata.errors import (CancelledError, DeadlineExceededError, InvalidArgumentError, OpError,
                            UnimplementedError)
 from nbdata.spec import TensorShape, TensorSpec, cast_leaf, flatten, is_namedtuple, string, to_leaf
-from nbdata.trace import graph as recorder
 from nbdata.trace.abstract import canonical_output, conform
 from nbdata.trace.graph import Graph, Operation, Tensor, get_default_graph, output_leaves, upstream
 
@@ -118,7 +117,9 @@ def get_default_session() -> "Session | None":
     return stack[-1] if stack else None
 
 
-def _session_for(session: "Session | None", graph: Graph) -> "Session":
+def session_for(session: "Session | None", graph: Graph) -> "Session":
+    """The session that evaluates a tensor of ``graph`` (``Tensor.eval``,
+    ``Operation.run``; the registry's ``session_finder``)."""
     session = session or get_default_session()
     if session is None:
         raise ValueError("Cannot evaluate tensor using `eval()`: No default session is "
@@ -453,7 +454,5 @@ def evaluate(op: Operation, run: RunContext, inputs: list) -> list:
     return [] if out is None else out
 
 
-recorder._session_finder[:] = [_session_for]   # Tensor.eval and Operation.run find sessions here
-
 __all__ = ["ConfigProto", "InteractiveSession", "RunContext", "RunOptions", "Session",
-           "evaluate", "get_default_session"]
+           "evaluate", "get_default_session", "session_for"]
