@@ -68,6 +68,31 @@ def profile_script(script: str, args: list[str], output: str | None) -> int:
     return status
 
 
+def script_options(args: list[str], output: str | None) -> tuple[str | None, list[str]]:
+    """``profile``'s options given after the script's name: ``-o FILE``,
+    ``--output FILE`` and ``--output=FILE`` up to a ``--`` name the trace file (the
+    last one wins); the rest, and everything after the ``--``, are the script's."""
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i + 1:]
+            break
+        if arg in ("-o", "--output"):
+            if i + 1 >= len(args):
+                raise SystemExit(f"python -m nbdata profile: {arg} needs a file name")
+            output = args[i + 1]
+            i += 2
+            continue
+        if arg.startswith("--output="):
+            output = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+        i += 1
+    return output, rest
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m nbdata")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -84,7 +109,14 @@ def main(argv: list[str] | None = None) -> None:
     look.add_argument("--records", type=int, default=3, help="how many records to show")
     prof = sub.add_parser("profile", help="run a Python script and write a trace of what its "
                                          "pipelines did (Chrome trace-event JSON for "
-                                         "Perfetto / chrome://tracing)")
+                                         "Perfetto / chrome://tracing)",
+                          usage="python -m nbdata profile [-o TRACE] script.py [-o TRACE] "
+                                "[script args] [-- script args]",
+                          description="Runs script.py with its arguments while a trace "
+                                      "records. -o/--output names the trace file, before or "
+                                      "after the script's name; the script gets every other "
+                                      "argument, and everything after '--' (its own -o "
+                                      "goes there).")
     prof.add_argument("-o", "--output", default=None,
                       help="the trace file (default: the script's name with .trace.json)")
     prof.add_argument("script")
@@ -94,7 +126,8 @@ def main(argv: list[str] | None = None) -> None:
     fz.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.command == "profile":
-        raise SystemExit(profile_script(args.script, args.args, args.output))
+        output, script_args = script_options(args.args, args.output)
+        raise SystemExit(profile_script(args.script, script_args, output))
     if args.command == "fuzz":
         from nbdata.io.fuzz import fuzz
         raise SystemExit(1 if fuzz(args.cases, args.seed) else 0)

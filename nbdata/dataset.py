@@ -1088,6 +1088,7 @@ class Dataset(MoreTransformations, DatasetBase):
         """
         if self._pipeline is None:
             self._pipeline = Pipeline(self._node, self._options, self._state, Dataset._make_dataset)
+            self._pipeline._dataset = self   # pipe.take(...) and the like apply to it
         return self._pipeline
 
     def __iter__(self) -> Iterator:

@@ -106,6 +106,31 @@ class RunState:
             self._seed = int(value)
 
 
+_BATCHING = frozenset({"batch", "padded_batch", "ragged_batch", "sparse_batch", "rebatch",
+                       "group_by_window", "bucket_by_sequence_length", "map_and_batch"})
+_ELEMENTWISE_OUT = frozenset({"unbatch", "flat_map", "interleave", "directed_interleave"})
+
+
+def element_unit(node) -> str:
+    """"batches" when a node's elements are the batches of a batching op below it (no
+    unbatch or flat_map between), else "elements" (what ``stats()`` counts)."""
+    while node is not None:
+        op = getattr(node, "op", None)
+        if op in _BATCHING:
+            return "batches"
+        if op in _ELEMENTWISE_OUT:
+            return "elements"
+        plan = getattr(node, "plan", None)
+        if op == "fused_stage" and plan is not None:
+            if plan.terminal is not None:
+                return "batches"
+            node = plan.source.node
+            continue
+        inputs = getattr(node, "inputs", ())
+        node = inputs[0] if inputs else None
+    return "elements"
+
+
 class StageStats:
     """What one stage of a pipeline did, summed over every iteration: rows and chunks it
     produced and the time spent producing them (its inputs' time included), the time
@@ -167,17 +192,25 @@ class StageStats:
     def rows_per_second(self) -> float:
         return self.rows / self.seconds if self.seconds > 0 else 0.0
 
+    @property
+    def unit(self) -> str:
+        """What the stage's elements are: "batches" below a batching op (its ``rows``
+        count batches then), else "elements"."""
+        return element_unit(self.node)
+
     def line(self) -> str:
-        text = f"{self.title}: {self.rows:,} rows in {self.chunks:,} chunks"
+        unit = self.unit
+        text = f"{self.title}: {self.rows:,} {unit} in {self.chunks:,} chunks"
         if self.seconds:
-            text += f", {self.seconds:.3f} s ({self.rows_per_second:,.0f} rows/s, inputs included)"
+            text += (f", {self.seconds:.3f} s ({self.rows_per_second:,.0f} {unit}/s, inputs "
+                     f"included)")
         if self.wait_seconds:
             text += f"; consumer waited {self.wait_seconds:.3f} s"
         if self.chosen:
             text += "; " + ", ".join(f"{k}={v}" + (f" ({self.why[k]})" if k in self.why else "")
                                      for k, v in self.chosen.items())
         if self.kernel_chunks or self.fallback_chunks:
-            text += (f"; kernel: {self.kernel_rows:,} rows in {self.kernel_chunks:,} chunks, "
+            text += (f"; kernel: {self.kernel_rows:,} input rows in {self.kernel_chunks:,} chunks, "
                      f"{self.fallback_rows:,} rows in {self.fallback_chunks:,} chunks re-run on "
                      f"the reference path")
         if self.fallback_reasons:

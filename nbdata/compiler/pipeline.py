@@ -18,7 +18,7 @@ from nbdata.memory import MemoryBudget
 from nbdata.compiler.plan_identity import entries_fingerprint, mismatch, op_entries, stage_shapes
 from nbdata.errors import DataLossError, InvalidArgumentError
 from nbdata.iterator import Iterator
-from nbdata.ops.node import Node
+from nbdata.ops.node import INFINITE, Node
 from nbdata.ops.shuffle import EpochCounter
 from nbdata.options import Options
 from nbdata.trace.placeholder import Placeholder
@@ -180,6 +180,55 @@ class Pipeline:
         it = Iterator(self.element_spec)
         it._start(self, None)
         return it
+
+    def cardinality(self) -> int:
+        """The number of elements an iteration gives, or ``nd.INFINITE`` / ``nd.UNKNOWN``
+        (the dataset's :meth:`nd.Dataset.cardinality`)."""
+        return self.logical.cardinality()
+
+    def __len__(self) -> int:
+        """The number of elements an iteration gives when it is known (so that
+        ``tqdm(pipe)`` shows a total); TypeError for an infinite or unknown one.
+
+        >>> import nbdata as nd
+        >>> len(nd.Dataset.range(10).batch(4).compile())
+        3
+        """
+        n = self.cardinality()
+        if n == INFINITE:
+            raise TypeError("the dataset is infinite")
+        if n < 0:
+            raise TypeError("the dataset length is unknown")
+        return n
+
+    # Dataset methods a compiled pipeline takes too: applied to the dataset it was
+    # compiled from, giving that dataset's compiled pipeline (compiled kernels come
+    # from the kernel cache).
+    DATASET_METHODS = frozenset({
+        "apply", "batch", "cache", "concatenate", "enumerate", "filter", "flat_map",
+        "interleave", "map", "padded_batch", "prefetch", "rebatch", "repeat", "shard",
+        "shuffle", "skip", "take", "unbatch", "window", "with_options", "zip",
+    })
+
+    def __getattr__(self, name: str):
+        if name.startswith("_") or name not in self.DATASET_METHODS:
+            raise AttributeError(
+                f"'Pipeline' object has no attribute {name!r}"
+                + ("" if name.startswith("_") else
+                   f": a compiled pipeline iterates, explains and profiles; apply Dataset "
+                   f"methods ({name}(...) included) to the dataset before compile()"))
+        dataset = self.__dict__.get("_dataset")
+        if dataset is None:
+            raise AttributeError(
+                f"'Pipeline' object has no attribute {name!r}: this pipeline was not "
+                f"compiled from an nd.Dataset it knows; apply {name}(...) to the dataset "
+                f"before compile()")
+        method = getattr(dataset, name)
+
+        @functools.wraps(method)
+        def applied(*args, **kwargs):
+            return method(*args, **kwargs).compile()
+        return applied
 
     # ---------------------------------------------------------- state
     def save_state(self, run) -> bytes:
@@ -413,8 +462,9 @@ class PipelineStats:
             lines.append(f"bounding stage: {bound.title} ({self.own_seconds(bound):.3f} s of "
                          f"its own, {self.own_seconds(bound) / total:.0%} of the stages' time)")
         if self.memory is not None and self.memory.peak:
-            lines.append(f"memory: the buffers held at most {self.memory.peak / 2**20:,.1f} MiB "
-                         f"together (budget {self.memory.limit / 2**20:,.0f} MiB)")
+            lines.append(f"memory: the pipeline's buffers held at most "
+                         f"{self.memory.peak / 2**20:,.1f} MiB together (of its memory budget, "
+                         f"Options().memory_budget: {self.memory.limit / 2**20:,.0f} MiB)")
         for s in self.stages:
             for k, v in s.chosen.items():
                 if k in ("buffer rows", "parallelism"):

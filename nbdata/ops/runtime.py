@@ -29,6 +29,7 @@ from nbdata.chunks import Chunk, chunk_from_elements, col_row, concat_chunks, ro
 from nbdata.errors import CancelledError, OpError
 from nbdata import state_check
 from nbdata.spec import packer
+from nbdata.trace.abstract import at_element
 
 FIRST_WANT = 1
 
@@ -401,7 +402,7 @@ class PerElement(ChunkIter):
             if good == 0:
                 self.done = a + 1
                 self.ready = results[1:]
-                raise results[0][1]
+                raise at_element(results[0][1], self.index + a)
             self.done = a + good
             self.ready = results[good:]
             return self.emit(chunk.slice(a, a + good), [v for _, v in results[:good]])
@@ -620,8 +621,10 @@ class BackgroundChunks(ChunkIter):
                     self.stats.chosen["buffer rows"] = p.capacity
                     self.stats.why["buffer rows"] = "doubled each time its consumer waited"
                 elif self.autotune:
-                    self.stats.why["buffer rows"] = (f"held at the RAM budget "
-                                                     f"({self.ram_budget:,} bytes)")
+                    self.stats.why["buffer rows"] = (
+                        f"held: twice as many rows would pass the cap of one autotuned "
+                        f"prefetch buffer, Options().autotune.ram_budget "
+                        f"({self.ram_budget / 2**20:,.0f} MiB)")
             if not p.items:
                 return None
             item = p.items[0]

@@ -119,13 +119,44 @@ def canonical_output(value: Any, op: str, fname: str, top: bool = True) -> Any:
                         f"Dataset.{op}(): {e}") from None
 
 
+def structure_error(op: str, fname: str, got: str, traced: str, sequences: bool,
+                    position: int | None = None) -> InvalidArgumentError:
+    """The error of a function that returned another structure than when it was traced
+    (``position``: the element of its input it was called on, when known). A run of
+    plain components of another length is how a Python list of varying length shows:
+    the message says how to return such a sequence."""
+    where = "" if position is None else f" for element {position} of its input"
+    text = (f"{op}: function {fname} returned structure {got}{where}, but it returned "
+            f"{traced} when traced; a function must always return the same structure")
+    if sequences:
+        text += (". A Python list (or tuple) it returns is a structure of separate "
+                 "components, one per item: return a variable-length sequence as one array "
+                 "(np.array(...); with output_signature=nd.TensorSpec((None,), dtype) when "
+                 "the traced calls all gave one length), and batch such elements with "
+                 "padded_batch (or ragged_batch)")
+    error = InvalidArgumentError(text, op)
+    error.structure_mismatch = (op, fname, got, traced, sequences)
+    return error
+
+
+def at_element(error: BaseException, position: int) -> BaseException:
+    """``error`` naming the input element it was raised for, when it is a structure
+    mismatch that does not name one yet (else ``error`` itself)."""
+    found = getattr(error, "structure_mismatch", None)
+    if found is None or getattr(error, "position", None) is not None:
+        return error
+    named = structure_error(*found, position=position)
+    named.position = position
+    return named
+
+
 def conform(value: Any, spec: Any, op: str, fname: str) -> Any:
     """Check a canonical value against ``spec`` (structure, dtype, shape)."""
     if not same_structure(value, spec):
-        raise InvalidArgumentError(
-            f"{op}: function {fname} returned structure {structure_repr(value)}, but it "
-            f"returned {structure_repr(spec)} when traced; a function must always return "
-            f"the same structure", op)
+        sequences = (isinstance(value, tuple) and isinstance(spec, tuple)
+                     and len(value) != len(spec)
+                     and not any(isinstance(v, (tuple, Mapping)) for v in value + spec))
+        raise structure_error(op, fname, structure_repr(value), structure_repr(spec), sequences)
     leaves = flatten(value)
     specs = flatten(spec)
     out = [cast_leaf(v, s, f"{op}: value returned by {fname}") for v, s in zip(leaves, specs)]

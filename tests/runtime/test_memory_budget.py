@@ -59,7 +59,7 @@ def test_autotune_and_read_ahead_stay_within_a_small_budget():
     assert 0 < stats.memory.peak <= 16 << 20
     (prefetch,) = [s for s in stats.stages if s.title.startswith("prefetch")]
     assert prefetch.peak_bytes > 0 and prefetch.bytes_held == 0   # all handed out
-    assert "peak" in prefetch.line() and "memory: the buffers held at most" in stats.summary()
+    assert "peak" in prefetch.line() and "memory: the pipeline's buffers held at most" in stats.summary()
 
 
 def test_a_shuffle_buffer_that_cannot_fit_raises_at_the_start_naming_op_and_bytes():

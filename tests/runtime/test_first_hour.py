@@ -1,0 +1,156 @@
+"""What a new user meets in the first hour (issue 34): ``len(pipe)``, Dataset methods on
+a compiled pipeline, ``python -m nbdata profile``'s options after the script, the
+wording of ``stats()``, the error of a map returning lists of varying length, compile
+feedback and the epoch progress bar."""
+
+import json
+import logging
+import sys
+
+import numpy as np
+import pytest
+
+import nbdata as nd
+from nbdata import __main__ as cli
+from nbdata import profiler
+from nbdata.errors import InvalidArgumentError
+
+
+# ------------------------------------------------------------------ len(pipe)
+def test_len_of_a_pipeline_is_its_cardinality_and_tqdm_style_consumers_get_it():
+    pipe = nd.Dataset.range(10).map(lambda x: x * 2).batch(4).compile()
+    assert len(pipe) == 3 == pipe.cardinality()
+    assert len(pipe) == sum(1 for _ in pipe)
+    # what tqdm does to find a total: len() inside try, TypeError meaning none
+    assert len(nd.Dataset.range(7).compile()) == 7
+    with pytest.raises(TypeError, match="infinite"):
+        len(nd.Dataset.range(3).repeat().compile())
+    with pytest.raises(TypeError, match="unknown"):
+        len(nd.Dataset.range(3).filter(lambda x: x > 1).compile())
+    with pytest.raises(TypeError, match="infinite"):
+        len(nd.Dataset.range(3).repeat())
+
+
+# ------------------------------------------------------------------ pipe.take(...)
+def test_dataset_methods_on_a_pipeline_apply_to_its_dataset_and_compile():
+    ds = nd.Dataset.range(20).map(lambda x: x * 3)
+    pipe = ds.compile()
+    taken = pipe.take(4)
+    assert isinstance(taken, type(pipe))
+    assert [int(x) for x in taken] == [0, 3, 6, 9]
+    assert [b.tolist() for b in pipe.skip(15).batch(2)] == [[45, 48], [51, 54], [57]]
+    assert [int(x) for x in pipe.filter(lambda x: x % 2 == 1).take(2)] == [3, 9]
+    assert sorted(int(x) for x in pipe.shuffle(20, seed=1)) == list(range(0, 60, 3))
+    assert len(pipe.repeat(2).prefetch(1)) == 40
+    # the pipeline itself is unchanged
+    assert [int(x) for x in pipe] == list(range(0, 60, 3))
+
+
+def test_other_dataset_methods_on_a_pipeline_say_to_apply_them_before_compile():
+    pipe = nd.Dataset.range(3).compile()
+    with pytest.raises(AttributeError, match=r"'reduce'.*apply Dataset methods.*before compile\(\)"):
+        pipe.reduce(0, lambda s, x: s + x)
+    with pytest.raises(AttributeError, match="no attribute 'no_such_thing'"):
+        pipe.no_such_thing
+    assert not hasattr(pipe, "__array__")   # protocols probed by NumPy, pickle: plain misses
+    # a pipeline made without a dataset (the executor's own) says the same
+    bare = type(pipe)(pipe.logical, pipe.options)
+    with pytest.raises(AttributeError, match=r"apply take\(\.\.\.\) to the dataset before compile"):
+        bare.take(1)
+
+
+# ------------------------------------------------------------------ profile CLI
+@pytest.mark.parametrize("argv, output, rest", [
+    (["3", "-o", "t.json"], "t.json", ["3"]),
+    (["--output=t.json", "a"], "t.json", ["a"]),
+    (["--output", "t.json", "--", "-o", "mine"], "t.json", ["-o", "mine"]),
+    (["-x", "--", "--output", "x"], None, ["-x", "--output", "x"]),
+    (["-only", "1"], None, ["-only", "1"]),
+])
+def test_profile_options_after_the_script_name(argv, output, rest):
+    assert cli.script_options(argv, None) == (output, rest)
+
+
+def test_python_m_nbdata_profile_takes_o_after_the_script(tmp_path, monkeypatch, capsys):
+    script = tmp_path / "train.py"
+    seen = tmp_path / "argv.json"
+    script.write_text("import json, sys\nimport nbdata as nd\n"
+                      "list(nd.Dataset.range(30).batch(10).prefetch(1))\n"
+                      f"json.dump(sys.argv[1:], open({str(seen)!r}, 'w'))\n")
+    out = tmp_path / "out.json"
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as done:
+        cli.main(["profile", str(script), "-o", str(out), "--epochs", "2", "--", "-o", "x"])
+    assert done.value.code == 0
+    assert json.loads(seen.read_text()) == ["--epochs", "2", "-o", "x"]
+    assert json.loads(out.read_text())["traceEvents"]
+    assert not (tmp_path / "train.trace.json").exists()
+    assert f"trace written to {out}" in capsys.readouterr().err
+    assert profiler.current() is None
+    with pytest.raises(SystemExit):
+        cli.main(["profile", "--help"])
+    assert "script.py [-o TRACE]" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ stats() wording
+def test_stats_count_batches_as_batches_and_name_each_budget():
+    o = nd.Options()
+    o.autotune.ram_budget = 1   # every prefetch buffer is held at its cap
+    pipe = (nd.Dataset.range(100).map(lambda x: x + 1).batch(10)
+            .prefetch(nd.AUTOTUNE).unbatch().with_options(o).compile())
+    assert sum(1 for _ in pipe) == 100
+    stats = pipe.stats()
+    lines = {s.title.split("(")[0]: s.line() for s in stats.stages}
+    assert lines["unbatch"].startswith("unbatch(): 100 elements in ")
+    assert " elements/s" in lines["unbatch"]
+    assert "prefetch" in lines and ": 10 batches in " in lines["prefetch"]
+    assert " batches/s" in lines["prefetch"]
+    assert ": 10 batches in " in lines["batch"]
+    assert ": 100 elements in " in lines["map"]
+    text = repr(stats)
+    assert " rows/s" not in text and "RAM budget" not in text
+    assert "cap of one autotuned prefetch buffer, Options().autotune.ram_budget" in text
+    assert "of its memory budget, Options().memory_budget:" in text
+
+
+def test_a_fused_stage_ending_in_batch_counts_batches_and_its_kernel_input_rows():
+    o = nd.Options()
+    o.fusion_min_rows = 0
+    pipe = nd.Dataset.range(100).map(lambda x: x * 2).batch(10).with_options(o).compile()
+    assert sum(1 for _ in pipe) == 10
+    (stage,) = [s for s in pipe.stats().stages if s.node.op == "fused_stage"]
+    assert stage.unit == "batches" and stage.rows == 10 and stage.kernel_rows == 100
+    assert ": 10 batches in " in stage.line()
+    assert "; kernel: 100 input rows in " in stage.line()
+
+
+# ------------------------------------------------------------------ list returns
+def test_a_map_returning_lists_of_varying_length_names_the_element_and_the_fix():
+    ds = nd.Dataset.range(20).map(lambda x: [x, x] if x % 7 == 3 else [x])
+    it = iter(ds)
+    assert [tuple(map(int, next(it))) for _ in range(3)] == [(0,), (1,), (2,)]
+    with pytest.raises(InvalidArgumentError) as e:
+        next(it)
+    text = str(e.value)
+    assert "returned structure (., .) for element 3 of its input" in text
+    assert "it returned (.,) when traced" in text
+    assert "np.array(...)" in text and "padded_batch" in text
+    # the run goes on after the element (as after any element's error); the next
+    # bad one is named too
+    assert [tuple(map(int, next(it))) for _ in range(6)] == [(i,) for i in range(4, 10)]
+    with pytest.raises(InvalidArgumentError, match="for element 10 of its input"):
+        next(it)
+    # the fix the message gives works
+    assert "output_signature=nd.TensorSpec((None,), dtype)" in text
+    fixed = nd.Dataset.range(20).map(lambda x: np.array([x, x] if x % 7 == 3 else [x]),
+                                     output_signature=nd.TensorSpec((None,), np.int64))
+    assert [b.tolist() for b in fixed.take(5).padded_batch(5)] == [
+        [[0, 0], [1, 0], [2, 0], [3, 3], [4, 0]]]
+
+
+def test_other_structure_mismatches_get_no_list_hint():
+    ds = nd.Dataset.range(4).map(lambda x: {"a": x} if x < 2 else (x, x))
+    with pytest.raises(InvalidArgumentError) as e:
+        list(ds)
+    assert "for element 2 of its input" in str(e.value)
+    assert "np.array" not in str(e.value)
