@@ -5,15 +5,17 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-from nbdata import checkpoint
+from nbdata import checkpoint, progress
 from nbdata.compiler.backend_cpu import CpuTyper, compile_stages
 from nbdata.compiler.backend_gpu import kernel_source
-from nbdata.compiler.executor import ChunkedRun, ExecContext, RunState, StageStats
+from nbdata.compiler.executor import (ChunkedRun, ExecContext, RunState, StageStats,
+                                     element_unit)
 from nbdata.compiler.lowering import plan
 from nbdata.compiler.passes import run_passes
 from nbdata.compiler.plan import plan_lines
 from nbdata.kernels.threads import (ThreadBudget, oversubscription_line, sched_sample,
                                     serialises_kernels, tune_allocator)
+from nbdata.ops.arrow_source import narrow_reads
 from nbdata.memory import MemoryBudget
 from nbdata.compiler.plan_identity import entries_fingerprint, mismatch, op_entries, stage_shapes
 from nbdata.errors import DataLossError, InvalidArgumentError
@@ -95,9 +97,14 @@ class Pipeline:
         self._stats: dict = {}
         self.memory = MemoryBudget(options.memory_budget)   # every iteration's buffers
         tune_allocator()
-        self.optimized, self.passes = run_passes(logical, options)
-        planned, self.notes = plan(self.optimized, options, CpuTyper())
-        self.physical = compile_stages(planned, options)
+        # Compiling says what it does once it takes over a second (nbdata/progress.py).
+        with progress.working("compiling a pipeline"):
+            progress.step("running the rewrite passes")
+            # Not a switchable pass: which Arrow columns' nulls are errors is semantics.
+            self.optimized, self.passes = run_passes(narrow_reads(logical), options)
+            progress.step("planning its stages (Numba's type inference of its functions)")
+            planned, self.notes = plan(self.optimized, options, CpuTyper())
+            self.physical = compile_stages(planned, options)
         self.element_spec = logical.spec
         seeded = [n for n in _walk(self.optimized) if n.seeded]
         self.op_index = {}
@@ -158,8 +165,20 @@ class Pipeline:
         [0, 1, 2]
         """
         ctx = self._context(self._feed(feed_dict), None if state is None else state["epochs"])
-        return ChunkedRun(ctx, self.physical, self.element_spec,
-                          None if state is None else state["run"])
+        run = ChunkedRun(ctx, self.physical, self.element_spec,
+                         None if state is None else state["run"])
+        if self.options.progress:
+            run.progress = self._progress_bar()
+        return run
+
+    def _progress_bar(self) -> progress.Progress:
+        """``Options().progress``: a bar for the iteration opening now."""
+        self._iterations = getattr(self, "_iterations", 0) + 1
+        title = self.options.progress
+        n = self.cardinality()
+        unit = "batch" if element_unit(self.physical) == "batches" else "elem"
+        return progress.Progress(title if isinstance(title, str) else f"epoch {self._iterations}",
+                                 n if n >= 0 else None, unit, asked=True)
 
     def open_chunks(self, feed_dict: dict | None = None, state: dict | None = None,
                     epochs: dict | None = None):

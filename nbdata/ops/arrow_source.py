@@ -13,12 +13,14 @@ shape (None,) held as packed rows (``nbdata.chunks.PackedRows``: the values buff
 the offsets, widened to int64). Other Arrow types raise UnimplementedError naming the
 column.
 
-Nulls: a null in a column raises InvalidArgumentError naming the column and the row,
-when iteration reaches that row (the rows before it are handed out first; the next
-row follows, so ``ignore_errors()`` skips it), unless ``null_values`` gives the column
+Nulls: a null in a column the pipeline reads raises InvalidArgumentError naming the
+column and the row, when iteration reaches that row (the rows before it are handed out
+first; the next row follows, so ``ignore_errors()`` skips it), unless ``null_values`` gives the column
 a fill value, which then stands for each null (numbers: a value of the column's dtype;
 strings: bytes or str; fixed-size lists: a value broadcast to the row's shape, which
-also fills null items inside a list).
+also fills null items inside a list). A column the pipeline never reads (the
+first map's function, and the filters before it, do not use it: ``narrow_reads``) has
+its nulls filled with zeros instead, as no value of it is seen.
 """
 
 from __future__ import annotations
@@ -931,4 +933,124 @@ def source_node(rows: ArrowRows, columns: Any, null_values: Any, num_parallel_re
 
 
 __all__ = ["ArrowRows", "ArrowSource", "ColumnRule", "FragmentRows", "ParquetSource", "StreamRows",
-           "TableRows", "arrow_rows", "column_rule", "pyarrow", "source_node"]
+           "TableRows", "arrow_rows", "column_rule", "narrow_reads", "pyarrow", "source_node"]
+
+
+# ------------------------------------------------------- columns not read
+
+# Ops that hand on their input's rows unchanged (or skip some): what their consumer
+# reads of a row is what they read of it.
+_ROWS_AS_THEY_ARE = frozenset(["shuffle", "global_shuffle", "prefetch", "take", "skip", "repeat",
+                               "shard", "ignore_errors", "cache"])
+
+
+def _columns_used(fn, spec) -> set | None:
+    """The columns (keys of the dict ``spec``) whose values ``fn`` reads: from its
+    recorded graph; None (all) where it has none."""
+    if not isinstance(spec, dict) or not hasattr(fn, "recorded"):
+        return None
+    try:
+        graph = fn.recorded()
+        ops = graph.operations()
+    except Exception:   # noqa: BLE001 - not recorded: ask the function itself
+        return _keys_asked(getattr(fn, "fn", None), spec)
+    names = sorted(spec)
+    if len(graph.inputs) != len(names):
+        return None
+    read = {id(t) for op in ops for t in op.inputs}
+    read |= {id(t) for t in graph.output_leaves}
+    return {n for n, t in zip(names, graph.inputs) if id(t) in read}
+
+
+class _KeyProbe(dict):
+    """A sample element noting the keys a function asks for (``every``: it looked at
+    the dict as a whole)."""
+
+    def __init__(self, values):
+        super().__init__(values)
+        self.asked, self.every = set(), False
+
+    def __getitem__(self, key):
+        self.asked.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self.asked.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key):
+        self.asked.add(key)
+        return super().__contains__(key)
+
+    def _whole(name):
+        def whole(self, *args, **kwargs):
+            self.every = True
+            return getattr(dict, name)(self, *args, **kwargs)
+        return whole
+
+    for _name in ("keys", "values", "items", "__iter__", "__len__", "copy", "__eq__", "__repr__",
+                  "__reduce__", "__reduce_ex__", "__or__", "__ror__", "pop", "popitem", "setdefault"):
+        locals()[_name] = _whole(_name)
+    del _name, _whole
+
+
+def _keys_asked(fn, spec) -> set | None:
+    """The keys a Python function that cannot be recorded asks of a sample element
+    (None: it failed on the sample, or looked at the whole dict)."""
+    if fn is None:
+        return None
+    from nbdata.trace.abstract import sample_value
+    import warnings
+    probe = _KeyProbe(sample_value(spec, 1))
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            fn(probe)
+    except Exception:   # noqa: BLE001 - then it may read anything
+        return None
+    return None if probe.every else probe.asked & set(spec)
+
+
+def unread_fill(rule: ColumnRule) -> Any:
+    """What stands for a null of a column the pipeline never reads (its value is not
+    seen: zeros, an empty string or list)."""
+    if rule.kind == "string":
+        return b""
+    if rule.kind == "list":
+        return np.zeros(0, rule.dtype)
+    zero = np.zeros(rule.shape, rule.dtype)
+    return zero[()] if rule.shape == () else zero
+
+
+def narrow_reads(plan: Node) -> Node:
+    """The plan with each Arrow source's nulls checked only in the columns the pipeline
+    reads: where a map (through filters and ops that pass rows on as they are) is the
+    first to look at the rows, the columns its function (and the filters') never read
+    get a fill for their nulls instead of an error. Everything else reads every column."""
+    from nbdata.ops.filter import Filter
+    from nbdata.ops.map import Map
+
+    def visit(node: Node, used: set | None) -> Node:
+        if isinstance(node, ArrowSource):
+            if used is None:
+                return node
+            rules = tuple(r if r.name in used or r.fill is not None else
+                          dataclasses.replace(r, fill=unread_fill(r)) for r in node.rules)
+            same = all(a is b for a, b in zip(rules, node.rules))
+            return node if same else dataclasses.replace(node, rules=rules)
+        inputs = node.inputs
+        if isinstance(node, Map):
+            below = [_columns_used(node.fn, node.input.spec)]
+        elif isinstance(node, Filter):
+            mine = _columns_used(node.predicate, node.input.spec)
+            below = [None if used is None or mine is None else used | mine]
+        elif getattr(node, "op", None) in _ROWS_AS_THEY_ARE and len(inputs) == 1:
+            below = [used]
+        else:
+            below = [None] * len(inputs)
+        new = tuple(visit(c, u) for c, u in zip(inputs, below))
+        if any(a is not b for a, b in zip(new, inputs)):
+            return node.with_inputs(*new)
+        return node
+
+    return visit(plan, None)

@@ -186,6 +186,22 @@ def test_a_null_raises_naming_column_and_row_after_the_rows_before_it():
         list(nd.Dataset.from_arrow(NULLS, columns=["v"]))   # a null item inside a list
 
 
+def test_nulls_count_only_in_the_columns_the_pipeline_reads():
+    ds = nd.Dataset.from_arrow(NULLS.append_column("t", pa.array([[1], [], [2, 3], [4], []],
+                                                                 pa.list_(pa.int32()))))
+    tokens = [[1], [], [2, 3], [4], []]
+    reads_t = ds.map(lambda d: d["t"])                         # a recorded function
+    for run in (reads_t, reference(reads_t), fusing(reads_t)):
+        assert [x.tolist() for x in run] == tokens
+    in_python = ds.filter(lambda d: len(d["t"]) > 0).map(lambda d: d["t"])    # not recorded
+    assert [x.tolist() for x in in_python] == [[1], [2, 3], [4]]
+    assert [int(x) for x in ds.shuffle(5, seed=1).map(lambda d: d["t"].sum())] != []
+    for reads_a in (ds.map(lambda d: d["a"] + d["t"].sum()), ds, ds.map(lambda d: d),
+                    ds.filter(lambda d: d["a"] > 0).map(lambda d: d["t"])):
+        with pytest.raises(nd.errors.InvalidArgumentError, match="column '[asv]' is null at row [12]"):
+            list(reads_a)
+
+
 def test_null_in_parquet_names_the_file_and_row_group(tmp_path):
     path = str(tmp_path / "n.parquet")
     pq.write_table(NULLS.select(["a"]), path, row_group_size=2)

@@ -1,0 +1,214 @@
+"""``nd.experimental.pack`` and variable-length sequences: packed rows equal a plain
+Python packer's, for one feature and a dict of features, from generators and from a
+Parquet ``list<int32>`` column; bucketed batches of the same column equal a NumPy
+bucketing; save/restore mid-epoch resumes exactly."""
+
+import numpy as np
+import pytest
+
+import nbdata as nd
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+
+# ---------------------------------------------------------------- references
+
+def reference_pack(seqs, caps, bins):
+    """A plain Python first-fit packer over ``bins`` open rows (all finished when a
+    sequence fits none and ``bins`` are open), sequences cut to the row lengths and
+    all-empty ones left out. ``seqs``: list of tuples of 1-D arrays (one per feature).
+    Returns rows as lists of (values, segment ids, positions) per feature."""
+    nf = len(caps)
+    open_rows, out = [], []
+
+    def finish(row):
+        parts = []
+        for f in range(nf):
+            vals = np.zeros(caps[f], row["dtype"][f])
+            seg = np.zeros(caps[f], np.int32)
+            pos = np.zeros(caps[f], np.int32)
+            at = 0
+            for s, piece in enumerate(row["pieces"][f], start=1):
+                vals[at:at + len(piece)] = piece
+                seg[at:at + len(piece)] = s
+                pos[at:at + len(piece)] = np.arange(len(piece))
+                at += len(piece)
+            parts.append((vals, seg, pos))
+        out.append(parts)
+
+    for seq in seqs:
+        cut = [np.asarray(x)[:c] for x, c in zip(seq, caps)]
+        if all(len(x) == 0 for x in cut):
+            continue
+        home = next((r for r in open_rows
+                     if all(sum(map(len, r["pieces"][f])) + len(cut[f]) <= caps[f]
+                            for f in range(nf))), None)
+        if home is None:
+            if len(open_rows) == bins:
+                for r in open_rows:
+                    finish(r)
+                open_rows = []
+            home = {"pieces": [[] for _ in range(nf)], "dtype": [x.dtype for x in cut]}
+            open_rows.append(home)
+        for f in range(nf):
+            home["pieces"][f].append(cut[f])
+    for r in open_rows:
+        finish(r)
+    return out
+
+
+def sequences(n, low, high, seed, dtype=np.int32):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(1, 1000, rng.integers(low, high + 1)).astype(dtype) for _ in range(n)]
+
+
+def ragged(seqs, dtype=np.int32):
+    return nd.Dataset.from_generator(lambda: iter(seqs),
+                                     output_signature=nd.TensorSpec((None,), dtype))
+
+
+def assert_rows(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        for a, b in zip(g, w):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_array_equal(a, b)
+
+
+# --------------------------------------------------------------------- pack
+
+@pytest.mark.parametrize("bins", [1, 3])
+def test_pack_one_feature_equals_the_reference(bins):
+    seqs = sequences(300, 0, 40, seed=bins)       # empties and sequences over the row length
+    got = [tuple(row) for row in ragged(seqs).apply(nd.experimental.pack(32, num_packing_bins=bins))]
+    want = [tuple(parts[0]) for parts in reference_pack([(s,) for s in seqs], [32], bins)]
+    assert_rows(got, want)
+    assert any((r[1] == 0).any() for r in got) and max(int(r[1].max()) for r in got) > 2
+
+
+def test_pack_a_dict_of_features_together():
+    seqs = sequences(120, 0, 12, seed=7)
+    targets = [np.asarray(s[: len(s) // 2], np.int64) * 10 for s in seqs]
+    ds = nd.Dataset.from_generator(
+        lambda: iter({"inputs": a, "targets": b} for a, b in zip(seqs, targets)),
+        output_signature={"inputs": nd.TensorSpec((None,), np.int32),
+                          "targets": nd.TensorSpec((None,), np.int64)})
+    packed = ds.apply(nd.experimental.pack({"inputs": 16, "targets": 6}, num_packing_bins=2))
+    spec = packed.element_spec
+    assert spec["inputs"].shape == (16,) and spec["targets_positions"].dtype == np.int32
+    got = list(packed)
+    want = reference_pack(list(zip(seqs, targets)), [16, 6], 2)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        for name, (vals, seg, pos) in zip(["inputs", "targets"], w):
+            np.testing.assert_array_equal(g[name], vals)
+            np.testing.assert_array_equal(g[name + "_segment_ids"], seg)
+            np.testing.assert_array_equal(g[name + "_positions"], pos)
+
+
+def test_pack_arguments_are_checked():
+    with pytest.raises(nd.errors.InvalidArgumentError, match="pack: seq_len must be a positive"):
+        ragged([]).apply(nd.experimental.pack(0))
+    with pytest.raises(nd.errors.InvalidArgumentError, match="pack: the element must be a 1-D"):
+        nd.Dataset.range(3).apply(nd.experimental.pack(4))
+    with pytest.raises(nd.errors.InvalidArgumentError, match=r"seq_len names \['a'\]"):
+        ragged([]).map(lambda x: {"b": x}).apply(nd.experimental.pack({"a": 4}))
+
+
+# ------------------------------------------------------------------ Parquet
+
+N_ROWS = 400
+
+
+@pytest.fixture(scope="module")
+def token_file(tmp_path_factory):
+    """A Parquet file of token lists (list<int32>, row groups of 64) and a label column
+    with nulls, which the pipelines below never read."""
+    seqs = sequences(N_ROWS, 1, 60, seed=11)
+    labels = pa.array([None if i % 7 == 3 else i for i in range(N_ROWS)], pa.int64())
+    table = pa.table({"tokens": pa.array([s.tolist() for s in seqs], pa.list_(pa.int32())),
+                      "label": labels})
+    path = str(tmp_path_factory.mktemp("tokens") / "tokens.parquet")
+    pq.write_table(table, path, row_group_size=64)
+    return path, seqs
+
+
+def packed_batches(path):
+    return (nd.io.ParquetDataset(path).map(lambda d: d["tokens"])
+            .apply(nd.experimental.pack(64)).batch(8))
+
+
+def test_parquet_tokens_pack_into_the_reference_batches(token_file):
+    path, seqs = token_file
+    rows = [tuple(p[0]) for p in reference_pack([(s,) for s in seqs], [64], 1)]
+    want = [tuple(np.stack([r[k] for r in rows[i:i + 8]]) for k in range(3))
+            for i in range(0, len(rows), 8)]
+    assert_rows(list(packed_batches(path)), want)
+    # The label column has nulls: reading it is an error naming it; not reading it is not.
+    with pytest.raises(nd.errors.InvalidArgumentError, match="column 'label' is null at row 3"):
+        list(nd.io.ParquetDataset(path).map(lambda d: (d["tokens"], d["label"])))
+
+
+def test_parquet_tokens_pack_resumes_mid_epoch_exactly(token_file):
+    path, _ = token_file
+    full = list(packed_batches(path))
+    it = iter(packed_batches(path))
+    head = [next(it) for _ in range(3)]
+    again = iter(packed_batches(path))
+    again.restore(it.save())
+    assert_rows(head + list(again), full)
+
+
+def reference_buckets(seqs, boundaries, sizes, pad_to_boundary):
+    """tf.data's bucketing in NumPy: bucket b holds lengths in [bounds[b-1], bounds[b]);
+    a bucket's batch goes out when full; the rest at the end, by bucket."""
+    lows = [-np.inf] + boundaries
+    highs = boundaries + [np.inf]
+    buckets = [[] for _ in sizes]
+    out = []
+
+    def emit(b):
+        width = highs[b] - 1 if pad_to_boundary else max(len(s) for s in buckets[b])
+        batch = np.zeros((len(buckets[b]), int(width)), np.int32)
+        for j, s in enumerate(buckets[b]):
+            batch[j, :len(s)] = s
+        out.append(batch)
+        buckets[b] = []
+
+    for s in seqs:
+        b = next(k for k in range(len(sizes)) if lows[k] <= len(s) < highs[k])
+        buckets[b].append(s)
+        if len(buckets[b]) == sizes[b]:
+            emit(b)
+    for b in range(len(sizes)):
+        if buckets[b]:
+            emit(b)
+    return out
+
+
+@pytest.mark.parametrize("pad_to_boundary", [False, True])
+def test_parquet_tokens_bucket_into_the_reference_batches(token_file, pad_to_boundary):
+    path, seqs = token_file
+    boundaries, sizes = [16, 32], [6, 4, 3]
+    if pad_to_boundary:
+        boundaries = [16, 32, 61]
+        sizes = [6, 4, 3, 2]
+    ds = nd.io.ParquetDataset(path).map(lambda d: d["tokens"]).bucket_by_sequence_length(
+        lambda x: np.int64(len(x)), boundaries, sizes, pad_to_bucket_boundary=pad_to_boundary)
+    got = list(ds)
+    want = reference_buckets(seqs, boundaries, sizes, pad_to_boundary)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == np.int32
+        np.testing.assert_array_equal(g, w)
+
+
+def test_parquet_token_lists_flow_through_map_filter_shuffle_and_ragged_batch(token_file):
+    path, seqs = token_file
+    ds = (nd.io.ParquetDataset(path).map(lambda d: d["tokens"] * 2)
+          .filter(lambda x: len(x) % 2 == 0).shuffle(50, seed=3))
+    got = sorted(tuple(x.tolist()) for x in ds)
+    assert got == sorted(tuple((s * 2).tolist()) for s in seqs if len(s) % 2 == 0)
+    first = next(iter(nd.io.ParquetDataset(path, columns=["tokens"]).ragged_batch(5)))
+    assert first["tokens"].to_list() == [s.tolist() for s in seqs[:5]]
