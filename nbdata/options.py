@@ -356,6 +356,10 @@ class Options(_OptionGroup):
         profile: a file path (default None): the pipeline's iterations record a trace
             of what its stages and threads did (:mod:`nbdata.profiler`), written there
             as Chrome trace-event JSON when an iteration ends and at exit.
+        progress: a progress bar for each iteration (epoch) of the pipeline on stderr
+            (default None: none): True titles it "epoch N", a string titles it so; tqdm's
+            bar when tqdm is installed, else a line rewritten twice a second; its total
+            is the cardinality when known (:mod:`nbdata.progress`).
 
     >>> import nbdata as nd
     >>> opts = nd.Options()
@@ -374,6 +378,7 @@ class Options(_OptionGroup):
         "autotune": AutotuneOptions,
         "optimization": OptimizationOptions,
         "profile": None,
+        "progress": None,
         "memory_budget": 0,
         # tf.data's names that nbdata accepts and keeps (no effect of their own)
         "slack": False,
@@ -389,6 +394,8 @@ class Options(_OptionGroup):
                 "experimental_slack": "slack"}
 
     def __setattr__(self, name, value):
+        if name == "progress" and not isinstance(value, (bool, str, type(None))):
+            raise TypeError(f"Options.progress must be a bool or a title (str), got {value!r}")
         super().__setattr__(type(self)._aliases.get(name, name), value)
 
     def __getattr__(self, name):

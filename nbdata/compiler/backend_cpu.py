@@ -13,6 +13,7 @@ import numba
 import numpy as np
 from numba import types
 
+from nbdata import progress
 from nbdata.chunks import Chunk
 from nbdata.compiler.codegen import generate
 from nbdata.compiler.emit import jitted, materialize
@@ -188,6 +189,12 @@ class CpuTyper:
 
 # -------------------------------------------------------------- compilation
 
+def kernel_title(plan) -> str:
+    """A fused stage as compile feedback names it (its ops and their functions)."""
+    text = plan.describe()
+    return text if len(text) <= 240 else text[:237] + "..."
+
+
 def compile_stages(physical: Node, options: Options) -> Node:
     """Replace every :class:`PlannedStage` of a physical plan by a compiled FusedStage."""
     if physical.inputs:
@@ -204,6 +211,7 @@ def _functions(glb: dict) -> list:
 
 
 def build_stage(plan, options: Options) -> FusedStage:
+    progress.step(f"compiling the kernel of {kernel_title(plan)}")
     started = time.perf_counter()
     code = generate("fused_stage", plan.source.leaves, plan.source.spec, list(plan.steps),
                     plan.source.indexed)

@@ -445,6 +445,7 @@ class ChunkedRun:
         self.want = 1
         self.lock = threading.RLock()   # taken to read a chunk and to save, not per row
         self.interrupted: dict | None = None   # the state to resume from after Ctrl-C
+        self.progress = None   # Options().progress: its bar (nbdata/progress.py)
         self._open(state)
 
     def _open(self, state: dict | None) -> None:
@@ -516,7 +517,11 @@ class ChunkedRun:
             self.ended = True
             if self.ctx.options.profile:
                 profiler.save_to(self.ctx.options.profile)
+            if self.progress is not None:
+                self.progress.close()
             return False
+        if self.progress is not None:
+            self.progress.update(chunk.n)
         self._hand_out(chunk)
         return True
 
@@ -553,6 +558,8 @@ class ChunkedRun:
 
     def close(self) -> None:
         self.it.close()
+        if self.progress is not None:
+            self.progress.close()
 
     def __del__(self):
         try:

@@ -17,7 +17,7 @@ import numba
 import numpy as np
 from numba import types
 
-from nbdata import profiler
+from nbdata import profiler, progress
 from nbdata.chunks import Chunk, RowList, chunk_from_elements, col_row
 from nbdata.compiler.kernel_cache import compile_kernel
 from nbdata.kernels.threads import kernel_section
@@ -77,7 +77,10 @@ class FusedStage(StageNode):
                types.int64[::1], *[numba.typeof(b) for b in buffers], types.int64[::1])
         if sig not in self.kernel.overloads:
             started = time.perf_counter()
-            compile_kernel(self.kernel, sig)
+            text = self.plan.describe()
+            with progress.working("compiling the kernel of "
+                                  + (text if len(text) <= 240 else text[:237] + "...")):
+                compile_kernel(self.kernel, sig)
             self.timing["numba"] += time.perf_counter() - started
         return sig
 

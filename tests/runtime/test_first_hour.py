@@ -6,6 +6,7 @@ feedback and the epoch progress bar."""
 import json
 import logging
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -154,3 +155,103 @@ def test_other_structure_mismatches_get_no_list_hint():
         list(ds)
     assert "for element 2 of its input" in str(e.value)
     assert "np.array" not in str(e.value)
+
+
+# ------------------------------------------------------------------ compile feedback
+def test_slow_work_says_what_it_does_once_it_takes_long_then_each_step_and_the_end(
+        caplog, monkeypatch):
+    from nbdata import progress
+    caplog.set_level(logging.INFO, logger="nbdata")
+    with progress.working("compiling a thing", after=0.05) as work:
+        progress.step("step one")
+        time.sleep(0.3)
+        progress.step("step two")
+        with progress.working("nested part"):   # inside slow work: a step of it
+            pass
+    said = [r.getMessage() for r in caplog.records if r.name == "nbdata"]
+    assert said[0].startswith("compiling a thing: step one (") and "s so far)" in said[0]
+    assert said[1:] == ["compiling a thing: step two", "compiling a thing: nested part",
+                        said[-1]]
+    assert said[-1].startswith("compiling a thing: done after ")
+    assert isinstance(work, progress.SlowWork)
+    caplog.clear()
+    with progress.working("quick work"):
+        progress.step("a step")
+    assert not caplog.records   # quick work says nothing
+
+
+def test_compiling_a_pipeline_names_its_steps_and_kernels(caplog, capsys, monkeypatch):
+    from nbdata import progress
+    monkeypatch.setattr(progress, "SLOW_SECONDS", 0.0)   # every compile counts as slow
+    o = nd.Options()
+    o.fusion_min_rows = 0
+    make = lambda: nd.Dataset.range(50).map(lambda x: x + 7).batch(10).with_options(o)
+    # nobody listens to the logger at INFO: lines on stderr
+    monkeypatch.delenv("NBDATA_PROGRESS", raising=False)
+    make().compile()
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("nbdata: compiling a pipeline (")
+    assert "nbdata: compiling a pipeline: running the rewrite passes" in err
+    kernel = [ln for ln in err if "compiling the kernel of fused_stage[range(" in ln]
+    assert kernel and " -> map(" in kernel[0] and "-> batch(batch_size=10" in kernel[0]
+    assert err[-1].startswith("nbdata: compiling a pipeline: done after ")
+    # through logging when it shows INFO
+    caplog.set_level(logging.INFO, logger="nbdata")
+    make().compile()
+    said = [r.getMessage() for r in caplog.records if r.name == "nbdata"]
+    assert any("compiling the kernel of fused_stage[range(" in m for m in said)
+    assert not capsys.readouterr().err
+    # NBDATA_PROGRESS=0 hides it (when logging does not show it)
+    caplog.set_level(logging.WARNING, logger="nbdata")
+    monkeypatch.setenv("NBDATA_PROGRESS", "0")
+    make().compile()
+    assert not capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ Options().progress
+def test_options_progress_shows_a_bar_per_epoch_with_the_cardinality_as_total(
+        capsys, monkeypatch):
+    monkeypatch.delenv("NBDATA_PROGRESS", raising=False)
+    monkeypatch.setitem(sys.modules, "tqdm", None)   # the plain fallback
+    o = nd.Options()
+    o.progress = True
+    pipe = nd.Dataset.range(100).batch(10).with_options(o).compile()
+    assert sum(1 for _ in pipe) == 10 and sum(1 for _ in pipe) == 10
+    lines = [ln.rsplit("\r", 1)[-1] for ln in capsys.readouterr().err.split("\n") if ln]
+    assert [ln.split(" (")[0] for ln in lines] == ["epoch 1: 10/10 batch", "epoch 2: 10/10 batch"]
+    o.progress = "train"
+    assert sum(1 for _ in nd.Dataset.range(30).filter(lambda x: x % 3 == 0).with_options(o)) == 10
+    assert capsys.readouterr().err.rsplit("\r", 1)[-1].startswith("train: 10 elem (")
+    with pytest.raises(TypeError, match="Options.progress must be a bool or a title"):
+        o.progress = 3
+    o.progress = None
+    assert sum(1 for _ in nd.Dataset.range(5).with_options(o)) == 5
+    assert not capsys.readouterr().err
+
+
+def test_options_progress_uses_tqdm_when_installed(monkeypatch):
+    import types
+    bars = []
+
+    class FakeTqdm:
+        def __init__(self, **kwargs):
+            self.kwargs, self.n, self.closed = kwargs, 0, False
+            bars.append(self)
+
+        def update(self, n):
+            self.n += n
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setitem(sys.modules, "tqdm", types.SimpleNamespace(tqdm=FakeTqdm))
+    o = nd.Options()
+    o.progress = True
+    pipe = nd.Dataset.range(25).with_options(o).compile()
+    it = iter(pipe)
+    assert [int(next(it)) for _ in range(3)] == [0, 1, 2]
+    (bar,) = bars
+    assert bar.kwargs["total"] == 25 and bar.kwargs["desc"] == "epoch 1"
+    assert bar.kwargs["unit"] == "elem" and not bar.closed
+    assert sum(1 for _ in it) == 22
+    assert bar.n == 25 and bar.closed
