@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from nbdata import state_check
-from nbdata.chunks import Chunk, RowList, col_values
+from nbdata.chunks import Chunk, PackedRows, RowList, col_values
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.ops.fusion import Terminal, check_structure
 from nbdata.ops.node import AUTOTUNE, INFINITE, UNKNOWN, UnaryNode, arg_field
@@ -88,6 +88,13 @@ def batch_size_of(node, ctx) -> int:
     return size
 
 
+def leaf_rows(column) -> list:
+    """A batch's rows of one column, for a leaf function: packed rows as they are (a
+    list whose row views are made only if the leaf iterates it; padding reads the
+    packed buffer), other columns' values."""
+    return column if isinstance(column, PackedRows) else col_values(column)
+
+
 class BatchChunks(InputChunks):
     """Batches from an input chunk stream: full batches inside one input chunk are
     views of it; rows of a batch that straddles chunks are joined. State: the input's
@@ -120,7 +127,7 @@ class BatchChunks(InputChunks):
         for j in range(count):
             part = rows.slice(j * self.size, (j + 1) * self.size)
             try:
-                done.append([self.leaf(col_values(c), i) for i, c in enumerate(part.columns)])
+                done.append([self.leaf(leaf_rows(c), i) for i, c in enumerate(part.columns)])
             except OpError as e:
                 self.error = e
                 break
@@ -162,5 +169,5 @@ class BatchChunks(InputChunks):
         return None
 
     def _batches_partial(self, rows: Chunk) -> Chunk:
-        leaves = [self.leaf(col_values(c), i) for i, c in enumerate(rows.columns)]
+        leaves = [self.leaf(leaf_rows(c), i) for i, c in enumerate(rows.columns)]
         return Chunk([RowList([v]) if isinstance(v, SparseTensor) else v[None] for v in leaves], 1)

@@ -23,8 +23,34 @@ def padded_spec(spec, padded_shapes, batch_dim):
                           for s, p in zip(flatten(spec), padded_shapes)])
 
 
+def _pad_packed(values, padded_shape: tuple, pad_value, component: int, op: str):
+    """Packed 1-D rows (``PackedRows``: one buffer, row ``j`` its values from
+    ``offsets[j]``) padded with one masked assignment, no Python per row; None for
+    other columns."""
+    packed = getattr(values, "packed", None)
+    if packed is None or len(padded_shape) != 1 or packed[2].shape[1] != 1:
+        return None
+    data, offsets, shapes = packed
+    lengths = shapes[:, 0]
+    biggest = int(lengths.max()) if len(lengths) else 0
+    want = padded_shape[0]
+    if want is not None and biggest > want:
+        j = int(np.argmax(lengths > want))
+        raise DataLossError(
+            f"{op}: Attempted to pad to a smaller size than the input element: component "
+            f"{component} of element {j} has shape {[int(lengths[j])]}, larger than padded "
+            f"shape {list(padded_shape)} in dimension 0", op)
+    width = biggest if want is None else want
+    out = np.full((len(lengths), width), pad_value, dtype=data.dtype)
+    out[np.arange(width) < lengths[:, None]] = data[offsets[0]:offsets[-1]]
+    return out
+
+
 def pad_component(values: list, padded_shape: tuple, pad_value, component: int, op: str) -> np.ndarray:
     """Stack ``values`` into one array of ``padded_shape`` (None dims → batch maximum)."""
+    fast = _pad_packed(values, padded_shape, pad_value, component, op)
+    if fast is not None:
+        return fast
     is_string = isinstance(values[0], bytes) or (isinstance(values[0], np.ndarray)
                                                  and values[0].dtype == object)
     shapes = [np.shape(v) if isinstance(v, np.ndarray) else () for v in values]

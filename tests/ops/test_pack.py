@@ -212,3 +212,24 @@ def test_parquet_token_lists_flow_through_map_filter_shuffle_and_ragged_batch(to
     assert got == sorted(tuple((s * 2).tolist()) for s in seqs if len(s) % 2 == 0)
     first = next(iter(nd.io.ParquetDataset(path, columns=["tokens"]).ragged_batch(5)))
     assert first["tokens"].to_list() == [s.tolist() for s in seqs[:5]]
+
+
+def test_parquet_tokens_padded_batch_equals_numpy(token_file):
+    path, seqs = token_file
+    ds = nd.io.ParquetDataset(path, columns=["tokens"]).padded_batch(
+        48, padded_shapes={"tokens": [64]}, padding_values={"tokens": np.int32(-1)})
+    got = [b["tokens"] for b in ds]
+    want = []
+    for i in range(0, len(seqs), 48):
+        part = seqs[i:i + 48]
+        out = np.full((len(part), 64), -1, np.int32)
+        for j, s in enumerate(part):
+            out[j, :len(s)] = s
+        want.append(out)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    with pytest.raises(nd.errors.DataLossError, match="element 2 has shape \\[57\\], larger than "
+                                                      "padded shape \\[32\\]"):
+        next(iter(nd.io.ParquetDataset(path, columns=["tokens"]).padded_batch(
+            4, padded_shapes={"tokens": [32]})))
