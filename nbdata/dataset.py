@@ -417,9 +417,14 @@ class Dataset(MoreTransformations, DatasetBase):
             device: str | None = None, synchronous: bool | None = None,
             use_unbounded_threadpool: bool = False) -> "Dataset":
         """Apply ``map_func`` to each element (tuples and namedtuples unpacked as
-        arguments, dicts passed as one). TF's ``synchronous`` and
-        ``use_unbounded_threadpool`` are accepted and change nothing: calls in Python
-        run on threads of the pipeline's one thread budget.
+        arguments, dicts passed as one).
+
+        ``synchronous=True`` (only without ``num_parallel_calls``, else ValueError)
+        keeps a function that runs in Python called one element at a time, in order:
+        it is never fused into a later parallel map. ``use_unbounded_threadpool=True``
+        is for functions that wait (I/O): their ``num_parallel_calls`` threads do not
+        count in the pipeline's thread budget, so compiled kernels keep their threads,
+        and AUTOTUNE may go beyond the budget (up to 64 threads).
 
         The output spec is traced when ``map`` is called, by calling ``map_func`` on
         synthetic inputs built from the input spec (zeros, ones, twos; unknown dims
@@ -451,21 +456,27 @@ class Dataset(MoreTransformations, DatasetBase):
         >>> ds.element_spec
         (TensorSpec(shape=(3,), dtype=float32, name=None), TensorSpec(shape=(), dtype=int64, name=None))
         """
+        synchronous = synchronous is not None and _bool_arg(synchronous, "map", "synchronous")
+        unbounded = use_unbounded_threadpool is not None and _bool_arg(   # TF's tests pass None too
+            use_unbounded_threadpool, "map", "use_unbounded_threadpool")
         if device is not None or getattr(self._node, "device_leaves", None):
             # After prefetch_to_device: nd.gpu ops on the device batches (nbdata/ops/gpu_map.py).
             from nbdata.ops.gpu_map import gpu_map
             from nbdata.gpu.runtime import device_index
             if device is not None:
                 device_index(device)   # a GPU name, else ValueError
+            if unbounded:
+                raise ValueError("map: use_unbounded_threadpool is for functions called in Python; "
+                                 "a map on the device runs kernels")
             return self._derive(gpu_map(self._node, map_func, name, per_value=device is not None))
-        if synchronous is not None:
-            _bool_arg(synchronous, "map", "synchronous")
-        if use_unbounded_threadpool is not None:     # TF's own tests pass None too
-            _bool_arg(use_unbounded_threadpool, "map", "use_unbounded_threadpool")
         threads = _parallel_calls(num_parallel_calls, "map")
+        if synchronous and threads is not None:
+            raise ValueError(f"map: synchronous=True runs the calls one at a time; it cannot be "
+                             f"combined with num_parallel_calls={num_parallel_calls!r}")
         fn = self._fn(map_func, "map", _tupleize(output_signature) if output_signature else None,
                       name, record=True)
-        return self._derive(Map(self._node, fn, threads, deterministic, name=name))
+        return self._derive(Map(self._node, fn, threads, deterministic, synchronous=synchronous,
+                                unbounded_threads=unbounded, name=name))
 
     def random_map(self, map_func: Callable, seed: int | None = None,
                    name: str | None = None) -> "Dataset":

@@ -11,12 +11,18 @@ from nbdata.ops.fusion import RowStep, check_structure
 from nbdata.ops.node import AUTOTUNE, NotFusable, PartlyFusable, UnaryNode, arg_field
 from nbdata.ops.runtime import PerElement
 
+# The most threads AUTOTUNE tries for a map with ``use_unbounded_threadpool=True``: its
+# calls are taken to wait (I/O), so the CPU thread budget does not bound them.
+UNBOUNDED_THREADS = 64
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Map(UnaryNode):
     fn: UserFunction = arg_field()
     num_parallel_calls: Any = None
     deterministic: Any = None
+    synchronous: bool = False          # calls in Python one at a time, never fused into a parallel map
+    unbounded_threads: bool = False    # Python calls' threads wait on I/O: outside the thread budget
     op = "map"
     fusion_role = "step"
 
@@ -58,17 +64,21 @@ class Map(UnaryNode):
 
     def open_chunks(self, ctx, state=None):
         """The function on each row of the input's chunks (a map that did not fuse):
-        ``num_parallel_calls`` threads (AUTOTUNE: tuned within the thread budget)."""
+        ``num_parallel_calls`` threads (AUTOTUNE: tuned within the thread budget, or up
+        to ``UNBOUNDED_THREADS`` with ``unbounded_threads``, whose threads do not count
+        in the budget)."""
         calls = self.num_parallel_calls
+        limit = UNBOUNDED_THREADS if self.unbounded_threads else ctx.budget.total
         if calls == AUTOTUNE:
-            threads = None if ctx.options.autotune.enabled else ctx.budget.total
+            threads = None if ctx.options.autotune.enabled else limit
         else:
             threads = 1 if calls is None else int(calls)
         deterministic = ctx.options.deterministic if self.deterministic is None else bool(self.deterministic)
         spec = self.spec
         return PerElement(ctx, self, state, self.fn,
                           lambda rows, values: chunk_from_elements(values, spec),
-                          threads, deterministic, ctx.stats(self))
+                          threads, deterministic, ctx.stats(self),
+                          in_budget=not self.unbounded_threads, tune_limit=limit)
 
 
 @dataclasses.dataclass

@@ -282,7 +282,7 @@ class Tuner:
                 self.why = f"measuring {self.value} threads ({rate:,.0f} rows/s with one fewer)"
             else:
                 self.settled = True
-                self.why = f"the thread budget ({self.limit}), {rate:,.0f} rows/s"
+                self.why = f"the most threads it may use ({self.limit}), {rate:,.0f} rows/s"
         else:
             self.value = max(1, self.value - 1)
             self.settled = True
@@ -304,7 +304,7 @@ class PerElement(ChunkIter):
     """
 
     def __init__(self, ctx, node, state, call, emit, threads, deterministic: bool, stats,
-                 indexed: bool = False):
+                 indexed: bool = False, in_budget: bool = True, tune_limit: int | None = None):
         self.ctx = ctx
         self.indexed = indexed   # call(element, index): the row's position in the input
         self.index = 0 if state is None else state_check.integer(state, "index", default=0)
@@ -316,7 +316,9 @@ class PerElement(ChunkIter):
         self.deterministic = deterministic
         self.stats = stats
         self.autotune = threads is None
-        self.tuner = Tuner(ctx.budget.total) if self.autotune else None
+        self.in_budget = in_budget   # calls' threads count as busy in the thread budget
+        self.tuner = Tuner(ctx.budget.total if tune_limit is None else tune_limit) \
+            if self.autotune else None
         self.threads = threads if threads is not None else 1
         self.pool = None
         self.before = None if state is None else state_check.nested(state, "input")
@@ -338,6 +340,8 @@ class PerElement(ChunkIter):
 
     def _run(self, args):
         self._cancel_check()
+        if not self.in_budget:
+            return self.call(*args)
         with self.ctx.budget.worker():
             return self.call(*args)
 

@@ -14,6 +14,8 @@ feature of a parsed Example), and is lifted in turn.
 
 from __future__ import annotations
 
+import dataclasses
+
 from nbdata.compiler.plan import rewrite_plan
 from nbdata.ops.decode import Decode
 from nbdata.ops.function import UserFunction
@@ -85,8 +87,7 @@ def _lift(node: Node) -> Node:
         return Select(decoded, columns, node.fn.output_spec, name=node.name)
     rest_fn = UserFunction.from_graph(rest, node.fn.op, f"{node.fn.name}.after_decode",
                                       node.fn.output_spec)
-    return _lift(Map(decoded, rest_fn, node.num_parallel_calls, node.deterministic,
-                     name=node.name))
+    return _lift(dataclasses.replace(node, input=decoded, fn=rest_fn))
 
 
 class DecodeLifting:

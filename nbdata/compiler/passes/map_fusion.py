@@ -10,11 +10,19 @@ from nbdata.ops.map import Map
 from nbdata.ops.node import Node
 
 
+def _parallel(node: Map) -> bool:
+    return node.num_parallel_calls is not None
+
+
 def _fuse(node: Node) -> Node:
     if isinstance(node, Map) and isinstance(node.input, Map):
         inner = node.input
+        if (inner.synchronous and _parallel(node)) or (node.synchronous and _parallel(inner)) \
+                or inner.unbounded_threads != node.unbounded_threads:
+            return node   # fused, one map's calls would run as the other's do
         return dataclasses.replace(node, input=inner.input,
-                                   fn=ChainedFunction.map_chain(inner.fn, node.fn))
+                                   fn=ChainedFunction.map_chain(inner.fn, node.fn),
+                                   synchronous=inner.synchronous or node.synchronous)
     return node
 
 
