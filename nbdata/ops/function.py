@@ -114,6 +114,14 @@ class UserFunction(TracedFunction):
                 f"{self.op}: the output spec of function {self.name}, which cannot be traced "
                 f"symbolically{why}, comes from its first input elements, but reading the "
                 f"first failed: {e.message}", self.op) from e
+        if not elements and self._make_dataset is not None and self.input_spec is not None \
+                and all(isinstance(s, DatasetSpec) and not s.shape for s in flatten(self.input_spec)):
+            # Elements that are datasets (windows): the function only builds datasets
+            # from them, so its spec is what it builds from empty ones of their specs.
+            from nbdata.ops.window import ListSource
+            empty = pack_as(self.input_spec, [self._make_dataset(ListSource((), s.element_spec))
+                                              for s in flatten(self.input_spec)])
+            return spec_of_results([self.call_raw(empty)])
         if not elements:
             raise InvalidArgumentError(
                 f"{self.op}: the output spec of function {self.name}, which cannot be traced "
