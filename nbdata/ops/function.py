@@ -44,7 +44,8 @@ class UserFunction(TracedFunction):
       from them, a dim static where they all agree and unknown otherwise (one element:
       every dim unknown). The function thus runs once more on each of those elements
       when the pipeline is built; an empty input has none, and then the op raises
-      InvalidArgumentError asking for a signature. ``output_signature`` (map) skips
+      InvalidArgumentError asking for a signature (unless its elements are datasets:
+      then the function is called once on empty datasets of their specs). ``output_signature`` (map) skips
       all this;
     - a predicate that cannot be recorded is taken to return a scalar bool, checked
       on each call.
