@@ -556,8 +556,10 @@ class Dataset(MoreTransformations, DatasetBase):
                    name: str | None = None) -> "Dataset":
         """Interleave the datasets ``map_func`` makes from ``cycle_length`` input
         elements at a time, ``block_length`` consecutive elements from each, in
-        tf.data's exact order. ``cycle_length=None`` (or AUTOTUNE) uses the thread
-        budget (the number of cores by default).
+        tf.data's exact order. ``cycle_length=None`` (or AUTOTUNE) follows tf.data's
+        rule over the thread budget (the number of cores by default): all of it without
+        ``num_parallel_calls``, a third (rounded up) with ``num_parallel_calls=AUTOTUNE``,
+        else ``min(num_parallel_calls, budget)``.
 
         ``num_parallel_calls`` > 1 (or AUTOTUNE) reads each open dataset on its own
         background thread and opens the datasets of the next input elements ahead;

@@ -45,10 +45,19 @@ class Interleave(UnaryNode):
         return UNKNOWN
 
     def cycle(self, ctx) -> int:
-        """``cycle_length``: None or AUTOTUNE mean the number of cores."""
+        """``cycle_length``; None or AUTOTUNE follow tf.data's rule over the number of
+        cores (the thread budget): all of them without ``num_parallel_calls``, a third
+        (rounded up) with AUTOTUNE calls, else ``num_parallel_calls`` up to that number."""
         cycle = self.cycle_length
         if cycle is None or cycle == AUTOTUNE:
-            cycle = ctx.budget.total
+            cores = ctx.budget.total
+            calls = self.num_parallel_calls
+            if calls is None:
+                cycle = cores
+            elif calls == AUTOTUNE:
+                cycle = (cores + 2) // 3
+            else:
+                cycle = min(int(calls), cores)
         return int(cycle)
 
     def open_chunks(self, ctx, state=None):
