@@ -256,28 +256,32 @@ def pad_to_cardinality(cardinality, mask_key="valid"):
     [(0, True), (1, True), (0, False)]
     """
     def apply(ds):
+        from nbdata.spec import flatten, map_structure
         spec = ds.element_spec
         if not isinstance(spec, dict):
-            raise TypeError(f"pad_to_cardinality: elements must be dicts, got {spec}")
+            raise ValueError("pad_to_cardinality: `pad_to_cardinality` requires its input "
+                             f"dataset to be a dictionary, got elements {spec}")
         if mask_key in spec:
             raise ValueError(f"pad_to_cardinality: the elements already have the key "
                              f"{mask_key!r}")
         n = ds.cardinality()
         if n < 0:
-            raise ValueError("pad_to_cardinality: the dataset's cardinality must be known "
-                             f"(it is {'infinite' if n == INFINITE else 'unknown'})")
+            raise ValueError("pad_to_cardinality: The dataset passed into `pad_to_cardinality` "
+                             f"must have a known cardinalty, but has cardinality {n} "
+                             f"({'infinite' if n == INFINITE else 'unknown'})")
         if n > cardinality:
-            raise ValueError(f"pad_to_cardinality: the dataset has {n} elements, more than "
-                             f"the cardinality {cardinality} to pad to")
-        for k, s in spec.items():
+            raise ValueError("pad_to_cardinality: The dataset passed into `pad_to_cardinality` "
+                             "must have a cardinalty less than the target cardinality "
+                             f"({cardinality}), but has cardinality {n}")
+        for s in flatten(spec):
             if s.shape is None or None in s.shape:
-                raise ValueError(f"pad_to_cardinality: component {k!r} has no fully known "
+                raise ValueError(f"pad_to_cardinality: a component has no fully known "
                                  f"shape ({s})")
         real = ds.map(lambda e: {**e, mask_key: np.bool_(True)})
         if n == cardinality:
             return real
-        pad = {k: (b"" if s.dtype is string else np.zeros(s.shape, s.dtype)[()])
-               for k, s in spec.items()}
+        pad = map_structure(lambda s: b"" if s.dtype is string else
+                            np.zeros(s.shape, s.dtype)[()], spec)
         pad[mask_key] = np.bool_(False)
         return real.concatenate(Dataset.from_tensors(pad).repeat(cardinality - n))
     return apply

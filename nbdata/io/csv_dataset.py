@@ -129,13 +129,13 @@ def _infer_type(text: str, na_value: str, previous):
     return string
 
 
-def _open_text(path: str, compression_type):
+def _open_text(path: str, compression_type, encoding: str = "utf-8"):
     if compression_type == "GZIP":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding=encoding, newline="")
     if compression_type not in (None, ""):
         raise ValueError(f"make_csv_dataset: compression_type ({compression_type}) is not "
                          "supported for probing columns")
-    return open(path, "r", encoding="utf-8", newline="")
+    return open(path, "r", encoding=encoding, newline="")
 
 
 def _reader(f, field_delim: str, use_quote_delim: bool):
@@ -143,10 +143,11 @@ def _reader(f, field_delim: str, use_quote_delim: bool):
                       quoting=csv.QUOTE_MINIMAL if use_quote_delim else csv.QUOTE_NONE)
 
 
-def _column_names(paths: list, field_delim, use_quote_delim, compression_type) -> list:
+def _column_names(paths: list, field_delim, use_quote_delim, compression_type,
+                  encoding: str = "utf-8") -> list:
     names = None
     for path in paths:
-        with _open_text(path, compression_type) as f:
+        with _open_text(path, compression_type, encoding) as f:
             try:
                 row = next(_reader(f, field_delim, use_quote_delim))
             except StopIteration:
@@ -161,12 +162,12 @@ def _column_names(paths: list, field_delim, use_quote_delim, compression_type) -
 
 
 def _infer_defaults(paths, ncols, field_delim, use_quote_delim, na_value, header, rows,
-                    select, compression_type) -> list:
+                    select, compression_type, encoding: str = "utf-8") -> list:
     select = list(range(ncols)) if select is None else select
     types = [None] * len(select)
     seen = 0
     for path in paths:
-        with _open_text(path, compression_type) as f:
+        with _open_text(path, compression_type, encoding) as f:
             reader = _reader(f, field_delim, use_quote_delim)
             if header:
                 next(reader, None)
@@ -212,14 +213,16 @@ def make_csv_dataset(file_pattern: Any, batch_size: int, column_names: Any = Non
                      shuffle_buffer_size: int = 10000, shuffle_seed: Any = None,
                      prefetch_buffer_size: Any = None, num_parallel_reads: Any = None,
                      sloppy: bool = False, num_rows_for_inference: Any = 100,
-                     compression_type: Any = None, ignore_errors: bool = False) -> Dataset:
+                     compression_type: Any = None, ignore_errors: bool = False,
+                     encoding: str = "utf-8") -> Dataset:
     """Batches of CSV rows as ``{column name: batch}`` dicts (with ``label_name``:
     ``(features, label)`` pairs), tf.data's ``make_csv_dataset``: column names from the
     files' header when not given, column types inferred from the first
     ``num_rows_for_inference`` rows when ``column_defaults`` is not given (int32, int64,
     float32, float64, then string; defaults 0 / ""), files (and, with ``shuffle``, rows)
     shuffled, repeated ``num_epochs`` times (None: forever, and then full batches only),
-    prefetched.
+    prefetched. ``encoding`` is the files' text encoding, used to read the header and
+    the rows for type inference; string values stay the files' bytes.
 
     >>> import os, tempfile, nbdata as nd
     >>> path = os.path.join(tempfile.mkdtemp(), "a.csv")
@@ -239,7 +242,8 @@ def make_csv_dataset(file_pattern: Any, batch_size: int, column_names: Any = Non
     if column_names is None:
         if not header:
             raise ValueError("make_csv_dataset: Cannot infer column names without a header line.")
-        column_names = _column_names(paths, field_delim, use_quote_delim, compression_type)
+        column_names = _column_names(paths, field_delim, use_quote_delim, compression_type,
+                                     encoding)
     column_names = list(column_names)
     if len(column_names) != len(set(column_names)):
         raise ValueError("make_csv_dataset: Cannot have duplicate column names.")
@@ -251,7 +255,7 @@ def make_csv_dataset(file_pattern: Any, batch_size: int, column_names: Any = Non
         column_defaults = _infer_defaults(paths, len(column_names), field_delim,
                                           use_quote_delim, na_value, header,
                                           num_rows_for_inference, select_columns,
-                                          compression_type)
+                                          compression_type, encoding)
     if select_columns is not None and len(column_defaults) != len(select_columns):
         raise ValueError("make_csv_dataset: If specified, column_defaults and select_columns "
                          "must have same length.")

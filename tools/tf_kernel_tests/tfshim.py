@@ -292,6 +292,14 @@ class TestCase(unittest.TestCase):
         a, b = _evaluate(a), _evaluate(b)
         if isinstance(a, v1.SparseTensorValue) or isinstance(b, v1.SparseTensorValue):
             return self.assertSparseValuesEqual(a, b)
+        if _is_ragged(a) or _is_ragged(b):
+            def as_list(x):
+                if _is_ragged(x):
+                    return x.to_list()
+                if isinstance(x, (list, tuple)):
+                    return [as_list(v) for v in x]
+                return _norm_for_compare(x).tolist()
+            return self.assertEqual(as_list(a), as_list(b), msg)
         a, b = _norm_for_compare(a), _norm_for_compare(b)
         self.assertEqual(a.shape, b.shape, msg or "shape mismatch: %s vs %s" % (a, b))
         np.testing.assert_array_equal(a, b, err_msg=msg or "")
@@ -759,7 +767,9 @@ def _mod_options(name):
 def _mod_readers(name):
     return _fallback(name, {"TextLineDatasetV2": nd.TextLineDataset,
                             "TFRecordDatasetV2": nd.TFRecordDataset,
-                            "FixedLengthRecordDatasetV2": nd.FixedLengthRecordDataset},
+                            "FixedLengthRecordDatasetV2": nd.FixedLengthRecordDataset,
+                            # TF's private one-list-of-files reader behind TFRecordDataset
+                            "_TFRecordDataset": nd.TFRecordDataset},
                      nd, nd.io if hasattr(nd, "io") else {})
 
 
@@ -944,11 +954,40 @@ _NUMPY_OPS = {
 }
 
 
+def _has_symbolic(x):
+    from nbdata.trace.graph import Symbolic
+    if isinstance(x, Symbolic):
+        return True
+    if isinstance(x, (list, tuple)):
+        return any(_has_symbolic(v) for v in x)
+    return False
+
+
+def _symbolic_aware(name, np_fn):
+    """The NumPy version of an op, or nbdata's traced op (``v1.<name>``) when an argument
+    is a symbolic tensor (a map function traced without a first element)."""
+    v1_fn = getattr(v1, name, None)
+    if v1_fn is None or not callable(np_fn):
+        return np_fn
+
+    @functools.wraps(np_fn)
+    def inner(*a, **k):
+        if _has_symbolic(a) or _has_symbolic(list(k.values())):
+            return v1_fn(*a, **k)
+        return np_fn(*a, **k)
+
+    return inner
+
+
 def _mod_ops_numpy(name):
-    return _fallback(name, _NUMPY_OPS)
+    return _fallback(name, {k: _symbolic_aware(k, v) for k, v in _NUMPY_OPS.items()})
 
 
-def _py_func(func, inp, Tout, stateful=True, name=None):
+def _py_func(func=None, inp=None, Tout=None, stateful=True, name=None):
+    if inp is None:   # decorator form: @eager_py_func(Tout=...)
+        def deco(fn):
+            return functools.wraps(fn)(lambda *a: _py_func(fn, list(a), Tout))
+        return deco(func) if func is not None else deco
     out = func(*[_evaluate(x) for x in inp])
     if isinstance(Tout, (list, tuple)):
         outs = out if isinstance(out, (list, tuple)) else [out]
@@ -1004,9 +1043,22 @@ def _mod_compat(name):
                    path_to_str=os.fspath, forward_compatible=lambda *a, **k: True)
 
 
+def _map_structure_up_to(shallow, fn, *structs):
+    """nest.map_structure_up_to: fn over the leaves of ``shallow``'s structure."""
+    if isinstance(shallow, dict):
+        return {k: _map_structure_up_to(shallow[k], fn, *[s[k] for s in structs])
+                for k in shallow}
+    if isinstance(shallow, (tuple, list)):
+        out = [_map_structure_up_to(sh, fn, *[s[i] for s in structs])
+               for i, sh in enumerate(shallow)]
+        return type(shallow)(*out) if hasattr(shallow, "_fields") else type(shallow)(out)
+    return fn(*structs)
+
+
 def _mod_nest(name):
     return _module(name, flatten=_spec.flatten, map_structure=_spec.map_structure,
-                   assert_same_structure=_spec.assert_same_structure)
+                   assert_same_structure=_spec.assert_same_structure,
+                   map_structure_up_to=_map_structure_up_to)
 
 
 def _mod_random_access(name):
@@ -1082,7 +1134,9 @@ def _mod_ragged_tensor(name):
 
 
 def _mod_ops(name):
-    return _fallback(name, {"convert_to_tensor": lambda v, dtype=None, name=None, **k: constant(v, dtype),
+    return _fallback(name, {"convert_to_tensor": _symbolic_aware(
+                                "convert_to_tensor",
+                                lambda v, dtype=None, name=None, **k: constant(v, dtype)),
                             "Graph": _NAObject("ops.Graph (graph mode)"),
                             "get_default_graph": _NAObject("ops.get_default_graph (graph mode)"),
                             "device": _NAObject("ops.device (placement)"),
