@@ -395,10 +395,17 @@ class TFRecordWriter:
     """
 
     def __init__(self, filename, compression_type=None):
+        if isinstance(filename, np.ndarray) and filename.shape == ():
+            filename = filename.item()   # a scalar string tensor, as tf.data accepts
+        if isinstance(filename, bytes):
+            filename = filename.decode("utf-8", "surrogateescape")
         self.filename, self.compression_type = filename, compression_type
 
     def write(self, dataset) -> None:
         from nbdata.io.writer import TFRecordWriter as RecordWriter
+        if not isinstance(dataset, Dataset):
+            raise TypeError(f"TFRecordWriter.write: expects a dataset of scalar strings, got "
+                            f"{type(dataset).__name__} {dataset!r:.80}")
         spec = dataset.element_spec
         if not isinstance(spec, TensorSpec) or spec.dtype is not string or spec.shape not in ((), None):
             raise TypeError(f"TFRecordWriter.write: the dataset must hold scalar strings, "

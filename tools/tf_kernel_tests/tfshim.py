@@ -1026,7 +1026,13 @@ def _mod_string_ops(name):
     def string_split(source, sep=None, skip_empty=True, delimiter=None, **k):
         return v1.string_split(source, delimiter or sep or " ")
 
-    return _fallback(name, {"as_string": _NUMPY_OPS["as_string"],
+    def string_join(inputs, separator="", name=None):
+        parts = [_to_bytes_array(x) for x in inputs]
+        sep = separator.encode() if isinstance(separator, str) else separator
+        out = np.frompyfunc(lambda *p: sep.join(p), len(parts), 1)(*parts)
+        return np.asarray(out, dtype=object)
+
+    return _fallback(name, {"as_string": _NUMPY_OPS["as_string"], "string_join": string_join,
                             "string_split": _NAObject("string_ops.string_split (returns SparseTensor in graph)")},
                      {})
 

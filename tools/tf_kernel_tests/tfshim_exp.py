@@ -134,9 +134,21 @@ def _mod_python_io(name):
                         v1.python_io)
 
 
+def _tf_record_iterator(path, options=None):
+    """python_io.tf_record_iterator over nbdata's record reader."""
+    compression = getattr(options, "compression_type", options) if options is not None else None
+    return iter(nd.TFRecordDataset(path, compression_type=compression or None))
+
+
+class _TFRecordCompressionType:
+    NONE, ZLIB, GZIP = "", "ZLIB", "GZIP"
+
+
 def _mod_tf_record(name):
     return _s._fallback(name, {"TFRecordWriter": nd.io.TFRecordWriter,
-                               "TFRecordOptions": nd.io.TFRecordOptions},
+                               "TFRecordOptions": nd.io.TFRecordOptions,
+                               "TFRecordCompressionType": _TFRecordCompressionType,
+                               "tf_record_iterator": _tf_record_iterator},
                         getattr(v1, "python_io", {}), na_default=False)
 
 
