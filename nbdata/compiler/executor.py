@@ -4,6 +4,7 @@ iterator that turns a chunk stream into elements and can save and restore itself
 
 from __future__ import annotations
 
+import math
 import operator
 import os
 import secrets
@@ -131,6 +132,57 @@ def element_unit(node) -> str:
     return "elements"
 
 
+class Timeline:
+    """A stage's work over time for ``stats().plot()``: seconds busy producing, seconds
+    its consumer waited on it, and rows produced, in buckets of ``width`` seconds from
+    ``origin`` (its first event); at most :attr:`MAX` buckets: past them two neighbours
+    merge and the width doubles."""
+
+    MAX = 512
+
+    def __init__(self):
+        self.origin: float | None = None
+        self.width = 0.005
+        self.busy: list[float] = []
+        self.wait: list[float] = []
+        self.rows: list[int] = []
+
+    def _merge(self) -> None:
+        self.width *= 2
+        for name in ("busy", "wait", "rows"):
+            old = getattr(self, name)
+            setattr(self, name, [sum(old[i:i + 2]) for i in range(0, len(old), 2)])
+
+    def _span(self, begin: float, end: float) -> tuple[int, int]:
+        if self.origin is None:
+            self.origin = begin
+        if begin < self.origin:   # work that began before the first event recorded
+            early = int(math.ceil((self.origin - begin) / self.width))
+            self.origin -= early * self.width
+            self.busy[:0] = [0.0] * early
+            self.wait[:0] = [0.0] * early
+            self.rows[:0] = [0] * early
+        while (end - self.origin) / self.width >= self.MAX or len(self.busy) > self.MAX:
+            self._merge()
+        i, j = int((begin - self.origin) / self.width), int((end - self.origin) / self.width)
+        grow = j + 1 - len(self.busy)
+        if grow > 0:
+            self.busy += [0.0] * grow
+            self.wait += [0.0] * grow
+            self.rows += [0] * grow
+        return i, j
+
+    def add(self, begin: float, end: float, rows: int = 0, waited: bool = False) -> None:
+        """``[begin, end]`` busy (or, ``waited``, its consumer waiting), ``rows`` made
+        at ``end``."""
+        i, j = self._span(begin, end)
+        series = self.wait if waited else self.busy
+        for k in range(i, j + 1):
+            lo = self.origin + k * self.width
+            series[k] += max(0.0, min(end, lo + self.width) - max(begin, lo))
+        self.rows[j] += rows
+
+
 class StageStats:
     """What one stage of a pipeline did, summed over every iteration: rows and chunks it
     produced and the time spent producing them (its inputs' time included), the time
@@ -159,17 +211,24 @@ class StageStats:
         self.peak_bytes = 0
         self.category: str | None = None  # the profiler's: "stage", or "python" per element
         self.path = "chunks"
+        self.timeline = Timeline()
         self._lock = threading.Lock()
 
-    def produced(self, rows: int, seconds: float) -> None:
+    def produced(self, rows: int, seconds: float, ended: float | None = None) -> None:
+        """A chunk of ``rows`` made in ``seconds`` up to ``ended`` (``perf_counter``;
+        default now)."""
+        ended = time.perf_counter() if ended is None else ended
         with self._lock:
             self.chunks += 1
             self.rows += rows
             self.seconds += seconds
+            self.timeline.add(ended - seconds, ended, rows)
 
-    def waited(self, seconds: float) -> None:
+    def waited(self, seconds: float, ended: float | None = None) -> None:
+        ended = time.perf_counter() if ended is None else ended
         with self._lock:
             self.wait_seconds += seconds
+            self.timeline.add(ended - seconds, ended, waited=True)
 
     def kernel(self, rows: int) -> None:
         with self._lock:
@@ -257,7 +316,7 @@ class TimedChunks:
         chunk = self.it.next(want)
         ended = time.perf_counter()
         rows = chunk.n if chunk is not None else 0
-        self.stats.produced(rows, ended - started)
+        self.stats.produced(rows, ended - started, ended)
         if profiler._current is not None:
             stats = self.stats
             if stats.category is None:

@@ -10,6 +10,7 @@ from nbdata.compiler.backend_cpu import CpuTyper, compile_stages
 from nbdata.compiler.backend_gpu import kernel_source
 from nbdata.compiler.executor import (ChunkedRun, ExecContext, RunState, StageStats,
                                      element_unit)
+from nbdata.compiler.drawing import plan_graph, plot_stats
 from nbdata.compiler.lowering import plan
 from nbdata.compiler.passes import run_passes
 from nbdata.compiler.plan import plan_lines
@@ -351,12 +352,15 @@ class Pipeline:
         found.sched_start = self._stats.get("sched")
         return found
 
-    def explain(self, stats: bool = False) -> PlanText:
+    def explain(self, stats: bool = False, format: str = "text") -> PlanText:
         """The physical plan: stages from sink to source, fused stages with their ops,
         what is not fused and why, which stages handle elements one at a time in Python
         (everything else moves chunks of rows), each fused stage's generated source, the
         pipeline seed when one was drawn, and what the stages did so far (with
-        ``stats=True``: every stage's rows, time and choices).
+        ``stats=True``: every stage's rows, time and choices). ``format="mermaid"`` or
+        ``"dot"`` gives the plan as a graph instead (Mermaid flowchart or Graphviz text:
+        a box per op, each fused stage a cluster of its ops, per-element Python stages
+        marked).
 
         >>> import nbdata as nd
         >>> print(nd.Dataset.range(3).map(lambda x: x + 1).compile().explain())
@@ -377,6 +381,10 @@ class Pipeline:
         == execution: chunks of rows through every stage, except ==
           map(fn=<lambda>): per element: calls <lambda> in Python for each element
         """
+        if format != "text":
+            # A drawn graph: ``format="mermaid"`` (GitHub and many Markdown viewers draw
+            # it; mermaid.live) or ``"dot"`` (Graphviz: ``dot -Tsvg``).
+            return PlanText(plan_graph(self.physical, format))
         lines = ["== physical plan (sink first) =="]
         lines += plan_lines(self.physical)
         if self.passes:
@@ -490,6 +498,14 @@ class PipelineStats:
                     why = s.why.get(k, "its initial value")
                     lines.append(f"autotune: {s.title}: {k}={v} ({why})")
         return "\n".join(lines) or "no iteration has run"
+
+    def plot(self, path: str, matplotlib: bool | None = None) -> str:
+        """Draws what the stages did over time into ``path``: each stage's share of
+        time busy producing (inputs included), the share its consumer waited on it (a
+        prefetch), and the throughput at the sink. With matplotlib when it is installed
+        (any format it writes), else a self-contained ``.svg`` or ``.html`` file
+        (``matplotlib=False`` forces those). Returns the path."""
+        return plot_stats(self, path, matplotlib)
 
     @property
     def kernel_rows(self) -> int:

@@ -617,7 +617,7 @@ class BackgroundChunks(ChunkIter):
                 while not p.items and not p.stopped:
                     p.cond.wait()
                 ended = time.perf_counter()
-                self.stats.waited(ended - started)
+                self.stats.waited(ended - started, ended)
                 profiler.slice_(f"wait for {self.stats.title}", "wait", started, ended,
                                 {"want": want})
                 if self.autotune and p.capacity * self.row_bytes * 2 <= self.ram_budget:
