@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from nbdata.chunks import chunk_elements
 from nbdata.compiler.executor import RunState
 from nbdata.compiler.pipeline import Pipeline
 from nbdata.errors import FailedPreconditionError, InvalidArgumentError, OpError, OutOfRangeError
@@ -988,7 +989,8 @@ class Dataset(MoreTransformations, DatasetBase):
         """
         if not isinstance(options, Options):
             raise TypeError(f"with_options: expected nd.Options, got {type(options).__name__}")
-        return self._family(self._node, self._options.merge(options), self._state)
+        # a dataset's options are read-only, as tf.data's (set them with with_options)
+        return self._family(self._node, self._options.merge(options)._freeze(), self._state)
 
     def options(self) -> Options:
         """The options of this dataset.
@@ -1213,7 +1215,15 @@ def at(dataset: Dataset, index: int) -> Any:
     if reason is not None:
         raise FailedPreconditionError(
             f"at: the dataset does not support random access ({reason})", "at")
-    return next(iter(dataset._derive(At(node, index))))
+    pipe = dataset._derive(At(node, index)).compile()
+    # A random access is no iteration: random ops read their first iteration's draws
+    # and the dataset's iteration count stays (epochs given, none taken).
+    it = pipe.open_chunks(epochs={})
+    try:
+        chunk = it.next(1)
+    finally:
+        it.close()
+    return chunk_elements(chunk, pipe.element_spec)[0]
 
 
 def _global_shuffle_refusal(node: Node) -> str | None:

@@ -70,6 +70,39 @@ class Shuffle(UnaryNode):
     def open_chunks(self, ctx, state=None):
         return ShuffleChunks(self, ctx, state)
 
+    def random_access(self) -> str | None:
+        reason = self.input.random_access()
+        if reason is not None:
+            return reason
+        return None if self.input.cardinality() >= 0 else "a shuffle of a dataset of unknown length"
+
+    def gather(self, ctx, rows) -> Chunk:
+        """Positions of this run's shuffled order (under a repeat, each epoch's; ``at``
+        reads the dataset's first iteration), gathered from the input: the order is the
+        buffer shuffle of the input's row numbers, as iterating gives it, computed in
+        full once per epoch (O(rows) time and 8 bytes a row) and kept."""
+        return self.input.gather(ctx, self._order(ctx)[np.asarray(rows, np.int64)])
+
+    def _order(self, ctx) -> np.ndarray:
+        from nbdata.ops.range import RangeChunks
+        n = self.input.cardinality()
+        _, key = self.epoch_key(ctx)
+        held = ctx.resource((self.resource_key, "order"), dict)   # {epoch key: order}, the last
+        order = held.get(key)
+        if order is None:
+            it = ShuffleChunks(self, ctx, None, TensorSpec((), np.int64),
+                               lambda s: RangeChunks(0, 1, n, np.dtype(np.int64), s))
+            parts = []
+            try:
+                while (chunk := it.next(max(n, 1))) is not None:
+                    parts.append(np.asarray(chunk.columns[0], np.int64))
+            finally:
+                it.close()
+            order = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            held.clear()
+            held[key] = order
+        return order
+
 
 def whole_input(it, state) -> tuple:
     """For a buffer of the whole input (``buffer_size`` UNKNOWN): the input, read to its

@@ -54,6 +54,32 @@ class Unbatch(UnaryNode):
     def open_chunks(self, ctx, state=None):
         return UnbatchChunks(self, ctx, state)
 
+    def _batch_size(self) -> int | None:
+        """The one static leading dim of the dense components (None: not known)."""
+        specs = flatten(self.input.spec)
+        if not all(isinstance(s, TensorSpec) and s.shape for s in specs):
+            return None
+        dims = {s.shape[0] for s in specs}
+        return dims.pop() if len(dims) == 1 and None not in dims else None
+
+    def random_access(self) -> str | None:
+        reason = self.input.random_access()
+        if reason is not None:
+            return reason
+        if self._batch_size() is None:
+            return ("unbatch of batches whose size is not static (row i of the output is "
+                    "row i % b of batch i // b only for a fixed b: batch(..., drop_remainder=True))")
+        return None
+
+    def gather(self, ctx, rows) -> Chunk:
+        b = self._batch_size()
+        rows = np.asarray(rows, np.int64)
+        batches = self.input.gather(ctx, rows // b)
+        within = rows % b
+        specs = flatten(self.spec)
+        return Chunk([column_from_values([col[j][k] for j, k in enumerate(within)], s)
+                      for col, s in zip((col_values(c) for c in batches.columns), specs)], len(rows))
+
 
 def _leading(value) -> int:
     """The number of rows of one batch component (a sparse one's: its dense dim 0)."""
