@@ -213,6 +213,10 @@ class _OptionGroup:
         return value
 
     def __setattr__(self, name, value):
+        if self.__dict__.get("_frozen"):
+            raise ValueError(f"{type(self).__name__}: the options of a dataset cannot be "
+                             f"changed (setting {name!r}); make an Options and apply it with "
+                             "ds.with_options(options)")
         defaults = type(self)._defaults
         if name not in defaults:
             raise AttributeError(
@@ -238,11 +242,21 @@ class _OptionGroup:
                 a = a if a is not None else defaults[name]()
                 b = b if b is not None else defaults[name]()
                 out._values[name] = a._merge(b)
+            elif name == "framework_type" and a is not None and b is not None:
+                out._values[name] = list(a) + [t for t in b if t not in a]
             elif b is not None:
                 out._values[name] = b
             elif a is not None:
                 out._values[name] = a
         return out
+
+    def _freeze(self) -> "_OptionGroup":
+        """Make these options (and their groups) read-only: a dataset's options."""
+        object.__setattr__(self, "_frozen", True)
+        for v in self._values.values():
+            if isinstance(v, _OptionGroup):
+                v._freeze()
+        return self
 
     def _set_values(self) -> dict:
         out = {}
@@ -386,6 +400,8 @@ class Options(_OptionGroup):
         "experimental_external_state_policy": None,
         "experimental_symbolic_checkpoint": False,
         "experimental_warm_start": False,
+        "dataset_name": None,
+        "framework_type": None,   # a list of names; with_options joins the lists
     }
     # tf.data's older spellings of the same options
     _aliases = {"experimental_optimization": "optimization",
@@ -403,6 +419,8 @@ class Options(_OptionGroup):
         defaults = type(self)._defaults
         if name in defaults and isinstance(defaults[name], type) and self._values.get(name) is None:
             self._values[name] = defaults[name]()
+            if self.__dict__.get("_frozen"):
+                self._values[name]._freeze()
         return super().__getattr__(name)
 
     def merge(self, other: "Options") -> "Options":

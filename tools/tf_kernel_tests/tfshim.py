@@ -1232,8 +1232,7 @@ class _Finder(importlib.abc.MetaPathFinder):
 def install():
     # the tf.data.experimental modules of the second test set (tfshim_exp.py)
     from tfshim_exp import ADAPTED_EXP
-    for k, v in ADAPTED_EXP.items():
-        ADAPTED.setdefault(k, v)
+    ADAPTED.update(ADAPTED_EXP)
     for k in [k for k in sys.modules if k == "tensorflow" or k.startswith("tensorflow.")]:
         del sys.modules[k]
     sys.meta_path.insert(0, _Finder())

@@ -152,7 +152,20 @@ def _mod_tf_record(name):
                         getattr(v1, "python_io", {}), na_default=False)
 
 
+def _mod_options_lib(name):
+    # TF's proto round trip of Options (_to_proto/_from_proto) is not mirrored: N/A
+    def to_proto(self):
+        _s._na("Options._to_proto (dataset_options proto)")
+
+    def from_proto(self, pb):
+        _s._na("Options._from_proto (dataset_options proto)")
+
+    nd.Options._to_proto, nd.Options._from_proto = to_proto, from_proto
+    return _s._fallback(name, nd.options, nd, nd.experimental)
+
+
 ADAPTED_EXP = {
+    "tensorflow.python.data.ops.options": _mod_options_lib,
     "tensorflow.python.data.experimental.ops.batching": _mod_batching,
     "tensorflow.python.data.experimental.ops.grouping": _mod_grouping,
     "tensorflow.python.data.experimental.ops.readers": _mod_exp_readers,
