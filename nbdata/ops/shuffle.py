@@ -173,6 +173,8 @@ class ShuffleChunks(InputChunks):
 
     State: the epoch (which fixes the draws), the draws made, the buffer's rows (at most
     ``buffer_size``; the order of the rows left once the input ended), the input's state.
+    Over a source that fetches rows by position, the buffered rows' positions instead
+    of the rows (and the rows read so far), so a state stays small.
     """
 
     def __init__(self, node, ctx, state, spec=None, open_input=None):
@@ -190,6 +192,16 @@ class ShuffleChunks(InputChunks):
         self.it = ctx.open_chunks(node.input, inner) if open_input is None else open_input(inner)
         if self.size == UNKNOWN:
             self.it, self.size = whole_input(self.it, state)
+        # Over a source that fetches its rows by position (arrays, also read as they go;
+        # Arrow tables and files), a saved state holds the buffered rows' positions, and
+        # a restore fetches the rows again.
+        self.positions: np.ndarray | None = None
+        self.consumed = 0
+        if spec is None and open_input is None and not node.input.inputs and \
+                node.input.random_access() is None and self.size != UNKNOWN:
+            self.positions = np.zeros(self.size, np.int64)
+            if state is not None and state.get("positions") is not None:
+                state = self._fetch(node, ctx, state)
         saved = state if state is not None else {"filled": 0, "draws": 0, "ended": False,
                                                  "store": None, "order": None}
         self.filled = state_check.integer(saved, "filled")   # within the size: _check_state
@@ -216,6 +228,21 @@ class ShuffleChunks(InputChunks):
         # The slots of the rows left once the input ended: each a filled slot.
         order = state_check.int_array(saved["order"], "order", 0, self.filled - 1, none=True)
         self.order = None if order is None else np.array(order, np.int64)
+
+    def _fetch(self, node, ctx, state: dict) -> dict:
+        """The saved state with its buffer's rows fetched from their saved positions."""
+        n = node.input.cardinality()
+        positions = state_check.int_array(state["positions"], "positions", 0, max(n - 1, 0))
+        self.consumed = state_check.integer(state, "consumed", 0, n)
+        if len(positions) > self.size:
+            raise InvalidArgumentError(f"restore: the state of {node.label} does not fit this "
+                                       f"pipeline: {len(positions)} rows in a buffer of {self.size}",
+                                       node.op)
+        self.positions[:len(positions)] = positions
+        if not len(positions):
+            return dict(state, store=None)
+        chunk = node.input.gather(ctx, np.asarray(positions, np.int64))
+        return dict(state, store=[_as_store(c, k) for c, k in zip(chunk.columns, self.kinds)])
 
     def _check_state(self, node, state: dict) -> None:
         """A saved buffer fits this shuffle: as large (its size may come from a placeholder
@@ -261,11 +288,15 @@ class ShuffleChunks(InputChunks):
         self.it.close()
 
     def save(self) -> dict:
-        store = None if self.store is None else [b[:self.filled].copy() for b in self.store]
+        positions = None
+        if self.positions is not None:
+            store, positions = None, self.positions[:self.filled].copy()
+        else:
+            store = None if self.store is None else [b[:self.filled].copy() for b in self.store]
         return {"epoch": self.epoch, "size": self.size, "draws": self.draws,
                 "filled": self.filled, "ended": self.ended, "store": store,
                 "order": None if self.order is None else self.order.copy(),
-                "input": self.it.save()}
+                "input": self.it.save(), "positions": positions, "consumed": self.consumed}
 
     def _output(self, columns: list) -> Chunk:
         out = []
@@ -292,6 +323,10 @@ class ShuffleChunks(InputChunks):
                 self._allocate(cols)
             for buf, col in zip(self.store, cols):
                 buf[self.filled:self.filled + chunk.n] = col
+            if self.positions is not None:
+                self.positions[self.filled:self.filled + chunk.n] = \
+                    np.arange(self.consumed, self.consumed + chunk.n)
+                self.consumed += chunk.n
             self.filled += chunk.n
 
     def next(self, want: int):
@@ -314,6 +349,11 @@ class ShuffleChunks(InputChunks):
         incoming = [_as_store(c, k) for c, k in zip(chunk.columns, self.kinds)]
         start = np.uint64(self.draws)
         self.draws += m
+        if self.positions is not None:   # the same draws move the rows' positions
+            replace_values(self.key, start, self.positions,
+                           np.arange(self.consumed, self.consumed + m, dtype=np.int64),
+                           np.empty(m, np.int64))
+            self.consumed += m
         out, plan = [], None
         if len(self.store) == 1 and self.store[0].ndim == 1 and self.store[0].dtype != object:
             o = np.empty(m, self.store[0].dtype)   # one column of single values (row numbers)
