@@ -116,6 +116,9 @@ class TorchStep:
 
     def __call__(self, images, labels) -> float:
         torch = self.torch
+        if self.device == "cpu":   # device batches reach a CPU-only torch through the host
+            images, labels = (v.copy_to_host() if hasattr(v, "copy_to_host") else v
+                              for v in (images, labels))
         x = torch.from_dlpack(images) if not isinstance(images, np.ndarray) else \
             torch.from_numpy(images)
         y = torch.from_dlpack(labels) if not isinstance(labels, np.ndarray) else \

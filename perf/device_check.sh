@@ -5,11 +5,12 @@
 #
 #     OUT=/some/dir BUDGET_S=520 bash perf/device_check.sh
 #
-# Everything goes under $OUT (default ./device_out), in at most 6 files:
+# Everything goes under $OUT (default ./device_out), in at most 7 files:
 #   device_check.log  every step's full output, in order (also on stdout)
 #   summary.txt       each step's exit status and time, then the perf tables
 #   perf_gpu.txt      the gpu tables (staging, augment, decode)
 #   pytest_gpu.txt    the GPU suite's report
+#   profile_decode.txt  cProfile of the decode + augment steps (host time)
 #   env.txt           the machine, the driver and the Python packages found
 #   steps.tar.gz      each step's output as its own file
 # Each step runs under `timeout` (its own limit, cut to what is left of BUDGET_S) and the
@@ -152,6 +153,9 @@ done
 for part in staging augment decode; do
   cat "$WORK/steps/perf_$part.txt"; echo
 done | grep -v '^Traceback' > "$OUT/perf_gpu.txt"
+# Where the decode path's host time goes (cProfile of the decode + augment steps).
+step profile_decode 60 30 "$PY" -m perf.gpu_profile --top 35
+cp "$WORK/steps/profile_decode.txt" "$OUT/profile_decode.txt" 2>/dev/null
 
 # ------------------------------------------------------------------ 3. the GPU suite
 # The kernels compile once per test process; pytest-timeout (when there) bounds each test.

@@ -135,12 +135,13 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
     out_shape = chain.out_shape
     out_size = int(np.prod(out_shape, dtype=np.int64))
     vec = values_per_thread(chain)
+    planes = channel_planes(chain)
     # Positions are computed unsigned in 32 bits (the divisions by the output's constant
     # dims then narrow to 32-bit multiplies) and used as int64; array indices are cast to
     # uint64, so no negative-index wraparound is emitted for them.
     g.emit(f"ru = numba.uint32(numba.uint32(cuda.blockIdx.x) * {_u32(_THREADS)} + "
            "numba.uint32(cuda.threadIdx.x))")
-    g.emit(f"if ru >= {_u32(out_size // vec)}:")
+    g.emit(f"if ru >= {_u32(threads_per_image(chain))}:")
     g.emit("    return")
     g.emit(f"r = numba.int64(ru) * {vec}")
     if chain.image:
@@ -162,12 +163,16 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
         perm = layout.perm if layout else (0, 1, 2)
         # Output position -> logical (y, x, c) of the (H, W, C) image before the layout.
         dims = [img_shape[p] for p in perm]
-        # thread ru computes `vec` consecutive values of the last output dim
+        # thread ru computes `vec` consecutive values of the last output dim (of every
+        # channel plane, where the output is planar: see channel_planes)
         row = dims[1] * dims[2] // vec
-        g.emit(f"u0 = numba.uint32(ru // {_u32(row)})")
-        g.emit(f"t0 = numba.uint32(ru - u0 * {_u32(row)})")
+        if planes:
+            g.emit("t0 = ru")
+        else:
+            g.emit(f"u0 = numba.uint32(ru // {_u32(row)})")
+            g.emit(f"t0 = numba.uint32(ru - u0 * {_u32(row)})")
+            g.emit("q0 = numba.int64(u0)")
         g.emit(f"u1 = numba.uint32(t0 // {_u32(dims[2] // vec)})")
-        g.emit("q0 = numba.int64(u0)")
         g.emit("q1 = numba.int64(u1)")
         g.emit(f"q2 = numba.int64(numba.uint32(t0 - u1 * {_u32(dims[2] // vec)})) * {vec}")
         logical = [None, None, None]
@@ -200,10 +205,18 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
             _, height, width = ragged
             in_shape = (f"{height}[b]", f"{width}[b]", in_shape[2])
         sample = s.sampler(g, names[k], in_shape, sample)
-    value, _ = sample(*coords)
     at = "r + kv" if vec > 1 else "r"
-    g.emit(f"out[numba.uint64(numba.int64(b) * {out_size} + {at})] = "
-           f"{_out_type(chain.out_dtype)}({value})")
+    plane = out_size // max(planes, 1)
+    for c in range(planes) if planes else (None,):
+        # planar output: the chain is written out once per channel with the channel a
+        # constant, so one thread reads a pixel's channels together (one load of adjacent
+        # bytes, not one per plane) and writes a run of each plane
+        where = coords if c is None else tuple(f"numba.int64({c})" if q == "q0" else q
+                                               for q in coords)
+        value, _ = sample(*where)
+        offset = "" if c is None else f" + {c * plane}"
+        g.emit(f"out[numba.uint64(numba.int64(b) * {out_size}{offset} + {at})] = "
+               f"{_out_type(chain.out_dtype)}({value})")
     g.depth = 2
     g.emit("b += numba.int64(cuda.gridDim.y)")
     _hoist_parameter_loads(g, loop_at)
@@ -242,6 +255,28 @@ def values_per_thread(chain: Chain) -> int:
         if width <= VALUES_PER_THREAD and last % width == 0:
             return width
     return 1
+
+
+PLANES_PER_THREAD = 4
+
+
+def channel_planes(chain: Chain) -> int:
+    """The channel count where one thread writes every channel plane of its pixels (an
+    image chain whose layout step puts the channels first, CHW, with at most
+    ``PLANES_PER_THREAD`` of them), else 0 (a thread writes one run of one plane)."""
+    if not chain.image:
+        return 0
+    layout = next((s for s in chain.steps if s.kind == "layout"), None)
+    if layout is None or layout.perm != (2, 0, 1):
+        return 0
+    channels = int(chain.out_shape[0])
+    return channels if channels <= PLANES_PER_THREAD else 0
+
+
+def threads_per_image(chain: Chain) -> int:
+    """The threads of a chain's kernel per image."""
+    per_image = int(np.prod(chain.out_shape, dtype=np.int64)) // values_per_thread(chain)
+    return per_image // max(channel_planes(chain), 1)
 
 
 def _out_type(dtype) -> str:
@@ -398,7 +433,7 @@ def _grid(chain: Chain | None, n: int, total: int = 0):
     others (``chain`` None) on a 1-D grid of ``total`` threads."""
     if chain is None:
         return (total + _THREADS - 1) // _THREADS, _THREADS
-    per_image = int(np.prod(chain.out_shape, dtype=np.int64)) // values_per_thread(chain)
+    per_image = threads_per_image(chain)
     return ((per_image + _THREADS - 1) // _THREADS, max(1, min(n, _GRID_Y))), _THREADS
 
 

@@ -8,7 +8,7 @@ import pytest
 
 import nbdata as nd
 from nbdata import image
-from nbdata.compiler.backend_gpu import kernel_source
+from nbdata.compiler.backend_gpu import kernel_source, threads_per_image
 from nbdata.primitives.gpu import Chain
 from nbdata.gpu import runtime
 from nbdata.gpu.array import DeviceArray
@@ -131,7 +131,11 @@ def test_one_kernel_for_a_chain_and_its_source():
     source, _ = kernel_source(chain)
     # a 2-D grid (images on y) with int32 index arithmetic within an image
     assert source.count("def kernel") == 1 and "cuda.blockIdx.y" in source
-    assert "u0 = numba.uint32(ru // numba.uint32(20))" in source
+    # planar (CHW) output: one thread reads a pixel's channels together and writes each
+    # of the 3 planes (4 x 5 values apart), so 20 threads per image, not 60
+    assert "u0 =" not in source and source.count("out[numba.uint64(") == 3
+    assert " + 20 + r)]" in source and " + 40 + r)]" in source
+    assert threads_per_image(chain) == 20
     assert chain.out_shape == (3, 4, 5) and chain.out_dtype == np.float32
 
 
