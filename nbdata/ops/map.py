@@ -7,9 +7,11 @@ from typing import Any
 
 from nbdata.chunks import chunk_elements, chunk_from_elements
 from nbdata.ops.function import UserFunction, function_parts, join_parts
-from nbdata.ops.fusion import RowStep, check_structure
+from nbdata.ops.fusion import RowStep, check_structure, is_ragged
 from nbdata.ops.node import AUTOTUNE, NotFusable, PartlyFusable, UnaryNode, arg_field
 from nbdata.ops.runtime import PerElement
+from nbdata.ops.select import Select, SelectChunks, selection
+from nbdata.spec import flatten, string
 
 # The most threads AUTOTUNE tries for a map with ``use_unbounded_threadpool=True``: its
 # calls are taken to wait (I/O), so the CPU thread budget does not bound them.
@@ -50,6 +52,8 @@ class Map(UnaryNode):
         return steps
 
     def per_element(self) -> str | None:
+        if self.selected() is not None:
+            return None
         why = f"calls {self.fn.name} in Python for each element"
         failed = getattr(self.fn, "recording_error", None)
         return f"{why} (it has no compiled form: its graph could not be recorded: {failed})" \
@@ -62,11 +66,29 @@ class Map(UnaryNode):
         elements = chunk_elements(self.input.gather(ctx, rows), self.input.spec)
         return chunk_from_elements([self.fn(e) for e in elements], self.spec)
 
+    def selected(self) -> tuple | None:
+        """The input leaves the function returns, untouched (``lambda d: d["tokens"]``):
+        then the map picks columns of each chunk (``nbdata/ops/select.py``), without
+        calling the function per row; None for any other function. Only for inputs with
+        leaves no fused kernel takes (rows of varying length, strings), which would
+        otherwise make the map call its function per row."""
+        if not any(is_ragged(s) or getattr(s, "dtype", None) is string
+                   for s in flatten(self.input.spec)):
+            return None
+        try:
+            graph = self.fn.recorded()
+        except Exception:   # noqa: BLE001 - not recorded (or a chain): called per row
+            return None
+        return selection(graph, self.spec)
+
     def open_chunks(self, ctx, state=None):
         """The function on each row of the input's chunks (a map that did not fuse):
         ``num_parallel_calls`` threads (AUTOTUNE: tuned within the thread budget, or up
         to ``UNBOUNDED_THREADS`` with ``unbounded_threads``, whose threads do not count
         in the budget)."""
+        picked = self.selected()
+        if picked is not None:
+            return SelectChunks(Select(self.input, picked, self.spec), ctx, state)
         calls = self.num_parallel_calls
         limit = UNBOUNDED_THREADS if self.unbounded_threads else ctx.budget.total
         if calls == AUTOTUNE:
