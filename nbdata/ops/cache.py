@@ -216,7 +216,9 @@ def _open_file(path: str, spec) -> ColumnFileReader:
 
 class CacheWriterChunks(ChunkIter):
     """Passes the input's chunks through, writing them to the cache (memory or file);
-    the cache is complete when the input ends.
+    the cache is complete when the input ends, or, in memory, as soon as it holds as
+    many rows as the input's known cardinality (tf.data's rule: an iteration that read
+    every element without reaching the end still fills the cache).
 
     State: the input's state when this iteration opened it, and the rows passed so
     far; restoring re-reads those rows into a new cache before going on.
@@ -229,6 +231,9 @@ class CacheWriterChunks(ChunkIter):
         self.it = ctx.open_chunks(node.input, start)
         self.start = self.it.save() if start is None else start
         self.rows = 0
+        n = node.input.cardinality()
+        self.complete_at = n if isinstance(sink, MemoryWriterSink) and n >= 0 else None
+        self.completed = False   # the memory cache is complete (its rows stay held)
         replay = 0 if state is None else int(state["rows"])
         while self.rows < replay:
             chunk = self.it.next(min(replay - self.rows, ctx.max_rows(node.spec)))
@@ -248,6 +253,9 @@ class CacheWriterChunks(ChunkIter):
             return None
         self.sink.write(chunk)
         self.rows += chunk.n
+        if self.rows == self.complete_at and not self.completed:
+            self.completed = True
+            self.sink.finish(self.start)
         return chunk
 
     def save(self) -> dict:
@@ -256,12 +264,12 @@ class CacheWriterChunks(ChunkIter):
         return {"mode": "write", "start": self.start, "rows": self.rows}
 
     def close(self) -> None:
-        if not self.finished:
+        if not self.finished and not self.completed:
             self.sink.abandon()
         self.it.close()
 
     def __del__(self):
-        if not self.finished:
+        if not self.finished and not getattr(self, "completed", False):
             self.sink.abandon()
 
 
