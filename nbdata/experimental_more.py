@@ -7,6 +7,7 @@ Dataset method of the same name (``nbdata/transformations.py``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 import numpy as np
@@ -165,8 +166,13 @@ def map_and_batch(map_func, batch_size, num_parallel_batches=None, drop_remainde
     calls = num_parallel_calls
     if num_parallel_batches is not None:
         calls = AUTOTUNE if int(num_parallel_batches) == AUTOTUNE else int(num_parallel_batches)
-    return lambda ds: ds.map(map_func, num_parallel_calls=calls).batch(
-        batch_size, drop_remainder=drop_remainder)
+
+    def apply(ds):
+        out = ds.map(map_func, num_parallel_calls=calls).batch(batch_size,
+                                                               drop_remainder=drop_remainder)
+        # an element's error fails its whole batch, as tf.data's fused map_and_batch
+        return out._derive(dataclasses.replace(out._node, whole_batch_errors=True))
+    return apply
 
 
 def parallel_interleave(map_func, cycle_length, block_length=1, sloppy=False,

@@ -28,6 +28,9 @@ class Batch(UnaryNode):
     batch_size: Any = arg_field()
     drop_remainder: bool = arg_field()
     num_parallel_calls: Any = None     # caps the threads copying rows into batches
+    # map_and_batch: an input error fails its whole batch, whose remaining input
+    # elements are consumed with it (the next batch starts at the next multiple)
+    whole_batch_errors: bool = False
     op = "batch"
     fusion_role = "terminal"
 
@@ -149,6 +152,8 @@ class BatchChunks(InputChunks):
                 # The batch the failing element belongs to fails (its rows so far are
                 # dropped, as in tf.data); the full batches before it go out first.
                 whole = queue.n // b * b
+                if getattr(self.node, "whole_batch_errors", False):
+                    self._skip(b - (queue.n - whole) - 1)
                 kept = queue.take(whole) if whole else None
                 queue.clear()
                 if kept is None:
@@ -167,6 +172,20 @@ class BatchChunks(InputChunks):
             return self._batches_partial(queue.take(queue.n))
         queue.clear()
         return None
+
+    def _skip(self, n: int) -> None:
+        """Consume ``n`` more input elements (an error counts as one), for the rest of
+        a batch that failed."""
+        while n > 0 and not self.ended:
+            try:
+                chunk = self.it.next(n)
+            except OpError:
+                n -= 1
+                continue
+            if chunk is None:
+                self.ended = True
+                break
+            n -= chunk.n
 
     def _batches_partial(self, rows: Chunk) -> Chunk:
         leaves = [self.leaf(leaf_rows(c), i) for i, c in enumerate(rows.columns)]

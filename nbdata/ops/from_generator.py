@@ -52,6 +52,17 @@ def _to_element(value: Any, spec: Any, what: str) -> Any:
     if isinstance(spec, TensorSpec):
         if isinstance(value, list) and _empty_nest(value):
             return np.array(value, dtype=object if spec.dtype is string else spec.dtype)
+        if (isinstance(value, (int, list)) and not isinstance(value, bool)
+                and spec.dtype is not string and np.dtype(spec.dtype).kind == "u"):
+            # Python ints for an unsigned dtype convert when they fit (tf.data converts
+            # the yielded value to the declared dtype)
+            try:
+                arr = np.asarray(value)
+                if arr.dtype.kind == "i" and (arr.size == 0 or (
+                        arr.min() >= 0 and arr.max() <= np.iinfo(spec.dtype).max)):
+                    return arr.astype(spec.dtype)[()]
+            except (ValueError, TypeError):
+                pass
         return to_element(value, what)
     if isinstance(spec, Mapping) and isinstance(value, Mapping) and sorted(value) == sorted(spec):
         return {k: _to_element(value[k], spec[k], what) for k in value}
