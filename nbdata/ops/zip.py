@@ -7,6 +7,7 @@ from typing import Any
 
 from nbdata import state_check
 from nbdata.chunks import Chunk
+from nbdata.errors import OpError
 from nbdata.ops.fusion import ChunkSource, SourceReader
 from nbdata.ops.runtime import ChunkIter
 from nbdata.ops.node import INFINITE, UNKNOWN, Node
@@ -107,6 +108,14 @@ class ZipChunks(ChunkIter):
             if part is None:
                 part = it.next(want)
                 if part is None:
+                    # tf.data asks each later input once more, so that inputs of the
+                    # same length reach their end too (their caches complete).
+                    for k in range(i + 1, len(self.inputs)):
+                        if self.carry[k] is None:
+                            try:
+                                self.inputs[k].next(1)
+                            except OpError:
+                                pass
                     self.ended = True
                     self.close()
                     return None
