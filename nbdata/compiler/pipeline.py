@@ -81,7 +81,10 @@ class Pipeline:
     """The compiled form of a dataset (``ds.compile()``).
 
     Iterating it opens a fresh :class:`nd.Iterator` each time; ``explain()`` gives
-    the physical plan and ``stats()`` what its stages did so far.
+    the physical plan and ``stats()`` what its stages did so far; ``len(pipe)`` the
+    number of elements when it is known. The common Dataset methods (``take``,
+    ``batch``, ``map``, ...: :attr:`DATASET_METHODS`) apply to the dataset it was
+    compiled from and give that dataset's pipeline.
 
     >>> import nbdata as nd
     >>> pipe = nd.Dataset.range(6).map(lambda x: x * 2).batch(4).compile()
