@@ -79,6 +79,11 @@ class Cache(UnaryNode):
                         "the file is gone", self.op)
                 # Saved by the iteration that wrote the file: write it again, then go on.
                 state = {"mode": "write", "start": state["start"], "rows": pos}
+            if state is None:   # the writer's lock is taken at the first element, as in tf.data
+                _check_cacheable(self.spec, self.filename)
+                return CacheWriterChunks(ctx, self, None, None,
+                                         open_sink=lambda: FileWriter(self.filename, self.spec),
+                                         written=path)
             writer = FileWriter(self.filename, self.spec)
             if mode != "write" and os.path.exists(path):
                 writer.abandon()
@@ -222,10 +227,16 @@ class CacheWriterChunks(ChunkIter):
 
     State: the input's state when this iteration opened it, and the rows passed so
     far; restoring re-reads those rows into a new cache before going on.
+
+    With ``open_sink``, the sink (a file writer and its lock: AlreadyExistsError while
+    another iterator writes the file) is made at the first ``next``; if the file
+    ``written`` is complete by then, the rows come from it instead.
     """
 
-    def __init__(self, ctx, node: Cache, sink, state):
+    def __init__(self, ctx, node: Cache, sink, state, open_sink=None, written: str | None = None):
         self.sink = sink
+        self.open_sink, self.written, self.spec = open_sink, written, node.spec
+        self.reader: FileChunks | None = None
         self.finished = False   # (a state refused below leaves a writer to abandon)
         start = None if state is None else state["start"]
         self.it = ctx.open_chunks(node.input, start)
@@ -243,7 +254,20 @@ class CacheWriterChunks(ChunkIter):
             self.rows += chunk.n
         self.finished = False
 
+    def _open_sink(self) -> None:
+        self.sink = self.open_sink()   # raises while another iterator writes the file
+        self.open_sink = None
+        if os.path.exists(self.written):   # completed since this iterator was made
+            self.sink.abandon()
+            self.finished = True
+            self.it.close()
+            self.reader = FileChunks(self.written, self.spec, 0)
+
     def next(self, want: int):
+        if self.open_sink is not None:
+            self._open_sink()
+        if self.reader is not None:
+            return self.reader.next(want)
         if self.finished:
             return None
         chunk = self.it.next(want)
@@ -259,17 +283,20 @@ class CacheWriterChunks(ChunkIter):
         return chunk
 
     def save(self) -> dict:
+        if self.reader is not None:
+            return self.reader.save()
         if self.finished:
             return {"mode": "read", "pos": self.rows, "start": self.start}
         return {"mode": "write", "start": self.start, "rows": self.rows}
 
     def close(self) -> None:
-        if not self.finished and not self.completed:
+        if not self.finished and not self.completed and self.sink is not None:
             self.sink.abandon()
         self.it.close()
 
     def __del__(self):
-        if not self.finished and not getattr(self, "completed", False):
+        if not getattr(self, "finished", True) and not getattr(self, "completed", False) \
+                and getattr(self, "sink", None) is not None:
             self.sink.abandon()
 
 

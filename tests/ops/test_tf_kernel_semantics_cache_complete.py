@@ -1,6 +1,9 @@
 """A memory cache is complete once it holds as many elements as its input's known
 cardinality, even if the iteration never reached the end (tf.data's rule); with an
-unknown cardinality it still waits for the end."""
+unknown cardinality it still waits for the end. A file cache's writer takes its lock
+at the first element, not when the iterator is made."""
+import pytest
+
 import nbdata as nd
 
 
@@ -43,3 +46,28 @@ def test_a_completed_cache_saves_and_restores_mid_iteration():
     again = iter(ds)
     again.restore(state)
     assert [int(x) for x in again] == order[2:]
+
+
+def test_a_file_cache_writer_takes_its_lock_at_the_first_element(tmp_path):
+    prefix = str(tmp_path / "cache")
+    one = nd.Dataset.range(4).cache(prefix)
+    two = nd.Dataset.range(4).cache(prefix)
+    it1, it2 = iter(one), iter(two)            # making iterators takes no lock
+    assert int(next(it1)) == 0
+    with pytest.raises(nd.errors.AlreadyExistsError, match="another iterator is writing"):
+        next(it2)
+    assert [int(x) for x in it1] == [1, 2, 3]  # the writer goes on and completes the file
+    assert [int(x) for x in it2] == [0, 1, 2, 3]   # now the file is there: it2 reads it
+
+
+def test_an_iterator_made_before_the_file_was_written_reads_it(tmp_path):
+    prefix = str(tmp_path / "cache")
+    early = iter(nd.Dataset.range(3).map(lambda x: x * 10).cache(prefix))
+    assert [int(x) for x in nd.Dataset.range(3).map(lambda x: x * 10).cache(prefix)] == [0, 10, 20]
+    assert [int(x) for x in early] == [0, 10, 20]
+    late = iter(nd.Dataset.range(3).map(lambda x: x * 10).cache(prefix))
+    assert int(next(late)) == 0
+    state = late.save()
+    again = iter(nd.Dataset.range(3).map(lambda x: x * 10).cache(prefix))
+    again.restore(state)
+    assert [int(x) for x in again] == [10, 20]
