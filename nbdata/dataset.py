@@ -1001,15 +1001,19 @@ class Dataset(MoreTransformations, DatasetBase):
         """
         return self._options
 
-    def reduce(self, initial_state: Any, reduce_func: Callable) -> Any:
+    def reduce(self, initial_state: Any, reduce_func: Callable, name: str | None = None) -> Any:
         """Fold the elements into one value: ``state = reduce_func(state, element)``.
+        ``name`` labels the op in errors (``reduce[name]``).
 
         >>> import nbdata as nd
         >>> int(nd.Dataset.range(5).reduce(0, lambda state, x: state + x))
         10
         """
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"reduce: name must be a string, got {type(name).__name__}")
+        op = f"reduce[{name}]" if name else "reduce"
         if not callable(reduce_func):
-            raise TypeError(f"reduce: reduce_func must be callable, got {type(reduce_func).__name__}")
+            raise TypeError(f"{op}: reduce_func must be callable, got {type(reduce_func).__name__}")
         state = _source_structure(initial_state, "reduce")
         # Each new state keeps the initial state's structure and dtypes; shapes may change.
         state_spec = map_structure(_state_leaf_spec, state)
@@ -1017,10 +1021,10 @@ class Dataset(MoreTransformations, DatasetBase):
             try:
                 out = reduce_func(state, element)
             except Exception as e:
-                raise InvalidArgumentError(f"reduce: function raised {type(e).__name__}: {e}",
+                raise InvalidArgumentError(f"{op}: function raised {type(e).__name__}: {e}",
                                            "reduce") from e
-            out = canonical_output(out, "reduce", getattr(reduce_func, "__qualname__", "reduce_func"))
-            state = conform(out, state_spec, "reduce", "reduce_func")
+            out = canonical_output(out, op, getattr(reduce_func, "__qualname__", "reduce_func"))
+            state = conform(out, state_spec, op, "reduce_func")
         return state
 
     # --------------------------------------------------------- properties
