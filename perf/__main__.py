@@ -12,7 +12,7 @@ WORKLOADS = ("w1", "w2", "w2_gzip", "w3", "parquet", "crc32c", "jpeg", "w4", "w5
              "pymap_nogil",
              "gpu", "imagenet",
              "tf1_csv", "tf1_tfrecord", "tf1_map", "distribute", "distribute_w1", "compile",
-             "neighbour")
+             "neighbour", "sweep")
 
 
 def _parse(argv):
@@ -71,6 +71,9 @@ def main(argv=None) -> int:
             from perf.environment import core_count
             print(busy_neighbour.report(line, args.quick, load, core_count(), args.repeats),
                   flush=True)
+        elif name == "sweep":
+            from perf import sweep
+            print(sweep.report(line, args.quick, load), flush=True)
         elif name == "imagenet":
             from perf import imagenet
             print(imagenet.report(line, args.quick, load, args.threads, args.repeats), flush=True)
