@@ -295,7 +295,7 @@ def pad_to_cardinality(cardinality, mask_key="valid"):
 
 # ------------------------------------------------------------- Optional
 
-from nbdata.optional import Optional  # noqa: E402 - re-exported here
+from nbdata.optional import Optional, OptionalSpec  # noqa: E402 - re-exported here
 
 
 def get_next_as_optional(iterator) -> Optional:
@@ -423,7 +423,8 @@ class TFRecordWriter:
 
 __all__ = ["AutoShardPolicy", "AutotuneOptions", "Counter", "DistributeOptions",
            "ExternalStatePolicy",
-           "INFINITE_CARDINALITY", "OptimizationOptions", "Optional", "RandomDataset", "Reducer",
+           "INFINITE_CARDINALITY", "OptimizationOptions", "Optional", "OptionalSpec",
+           "RandomDataset", "Reducer",
            "StaticHashTable", "TFRecordWriter", "ThreadingOptions", "UNKNOWN_CARDINALITY",
            "bucket_by_sequence_length", "cardinality", "choose_from_datasets",
            "dense_to_ragged_batch", "dense_to_sparse_batch", "enumerate_dataset", "from_list",

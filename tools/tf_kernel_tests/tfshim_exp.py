@@ -95,8 +95,7 @@ def _mod_iterator_ops(name):
 
 def _mod_optional_ops(name):
     d = {"Optional": _X.Optional}
-    if hasattr(nd, "OptionalSpec"):
-        d["OptionalSpec"] = nd.OptionalSpec
+    d["OptionalSpec"] = _X.OptionalSpec
     # _OptionalImpl(value, element_spec): TF's private constructor of an Optional
     # holding a value
     d["_OptionalImpl"] = lambda value, element_spec: _X.Optional.from_value(value)
