@@ -51,7 +51,8 @@ from nbdata.trace.abstract import canonical_output, conform
 from nbdata.trace.graph import Tensor, TraceError
 from nbdata.trace.placeholder import Placeholder
 from nbdata.spec import (legacy_classes, legacy_shapes, legacy_types, DatasetBase, batched_spec, DatasetSpec, SparseTensor, SparseTensorSpec, TensorSpec, as_dtype, flatten, flatten_up_to,
-                         is_dataset, is_dataset_array, map_nest, map_structure, pack_as, string, to_leaf)
+                         is_custom_nest, is_dataset, is_dataset_array, map_nest, map_structure,
+                         nest_components, pack_as, string, to_leaf)
 
 
 # ------------------------------------------------------------- validation
@@ -85,6 +86,19 @@ def _int_arg(value: Any, op: str, name: str, minimum: int | None = None,
     if minimum is not None and value < minimum:
         raise InvalidArgumentError(f"{op}: {name} must be >= {minimum}, got {value}", op)
     return value
+
+
+def _has_none(structure: Any) -> bool:
+    """Whether a structure has a None component (TF's NoneTensor), which ``flatten`` skips."""
+    if structure is None:
+        return True
+    if isinstance(structure, Mapping):
+        return any(_has_none(v) for v in structure.values())
+    if isinstance(structure, tuple):
+        return any(_has_none(v) for v in structure)
+    if is_custom_nest(structure):
+        return any(_has_none(v) for v in nest_components(structure))
+    return False
 
 
 def _bool_arg(value: Any, op: str, name: str) -> bool:
@@ -632,6 +646,13 @@ class Dataset(MoreTransformations, DatasetBase):
             if isinstance(s, DatasetSpec):
                 raise TypeError("padded_batch: `padded_batch` is not supported for datasets "
                                 "of datasets (cannot batch elements that are datasets)")
+            if not isinstance(s, TensorSpec):   # sparse components have no shape to pad to
+                raise TypeError(f"padded_batch: `padded_batch` is only supported for datasets "
+                                f"that produce tensor elements but type spec of elements in the "
+                                f"input dataset is not a subclass of TensorSpec: `{s}`.")
+        if _has_none(spec):
+            raise TypeError(f"padded_batch: a None component has no values to pad; "
+                            f"`padded_batch` needs tensors, got the element {spec}")
         if padded_shapes is None:
             shapes = []
             for s in specs:
@@ -666,7 +687,9 @@ class Dataset(MoreTransformations, DatasetBase):
             if not isinstance(padding_values, (tuple, Mapping)):
                 raw = [padding_values] * len(specs)
             else:
-                raw = flatten_up_to(spec, padding_values, "padded_batch: padding_values")
+                # a None stands for the default padding of all it covers (as in tf.data)
+                raw = flatten_up_to(spec, padding_values, "padded_batch: padding_values",
+                                    none_fills=True)
             values = []
             for s, v in zip(specs, raw):
                 if v is None:

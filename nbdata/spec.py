@@ -219,24 +219,30 @@ def map_nest(fn: Callable, x: Any, lists: bool = False) -> Any:
     return fn(x)
 
 
-def flatten_up_to(structure: Any, values: Any, what: str) -> list:
+def flatten_up_to(structure: Any, values: Any, what: str, none_fills: bool = False) -> list:
     """Flatten ``values`` along ``structure``'s nesting, stopping at its leaves (where
     ``values`` may hold anything: a shape, a padding value). Lists in ``values`` stand
-    for tuples.
+    for tuples. With ``none_fills``, a None in ``values`` where ``structure`` nests
+    further stands for None at each of its leaves.
 
     >>> flatten_up_to({"b": 0, "a": (0, 0)}, {"a": ([1], [2, 3]), "b": None}, "shapes")
     [[1], [2, 3], None]
+    >>> flatten_up_to((0, {"x": 0, "y": 0}), (5, None), "values", none_fills=True)
+    [5, None, None]
     """
+    if values is None and none_fills and isinstance(structure, (tuple, Mapping)):
+        return [None] * len(flatten(structure))
     if isinstance(structure, Mapping):
         if not isinstance(values, Mapping) or sorted(values) != sorted(structure):
             raise TypeError(f"{what} {values!r} does not match the element structure "
                             f"{structure_repr(structure)}")
-        return [v for k in sorted(structure) for v in flatten_up_to(structure[k], values[k], what)]
+        return [v for k in sorted(structure)
+                for v in flatten_up_to(structure[k], values[k], what, none_fills)]
     if isinstance(structure, tuple):
         if not isinstance(values, (tuple, list)) or len(values) != len(structure):
             raise TypeError(f"{what} {values!r} does not match the element structure "
                             f"{structure_repr(structure)}")
-        return [v for s, x in zip(structure, values) for v in flatten_up_to(s, x, what)]
+        return [v for s, x in zip(structure, values) for v in flatten_up_to(s, x, what, none_fills)]
     return [values]
 
 
