@@ -8,7 +8,7 @@ import sys
 import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORKLOADS = ("w1", "w2", "w2_gzip", "w3", "parquet", "crc32c", "jpeg", "w4", "w5", "w6", "mix", "pymap",
+WORKLOADS = ("w1", "w2", "w2_gzip", "w3", "parquet", "pack", "crc32c", "jpeg", "w4", "w5", "w6", "mix", "pymap",
              "pymap_nogil",
              "gpu", "imagenet",
              "tf1_csv", "tf1_tfrecord", "tf1_map", "distribute", "distribute_w1", "compile",

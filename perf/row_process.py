@@ -20,6 +20,7 @@ WORKLOAD_MODULES = {
     "w2_gzip": "perf.w2_tfrecord_parse:build_gzip",
     "w3": "perf.w3_csv_decode",
     "parquet": "perf.parquet_table",
+    "pack": "perf.pack_table",
     "jpeg": "perf.jpeg_decode",
     "w4": "perf.w4_image_augment",
     "w5": "perf.w5_shuffle_batch",

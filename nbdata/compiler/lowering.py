@@ -272,6 +272,10 @@ class Planner:
             if stop is not None:
                 self._note(stop[0], stop[1], "not fused: runs op by op")
             return None
+        if (source.stream is not None and not steps and terminal is not None
+                and not terminal.pads and getattr(cur, "batch_views", False)):
+            # Its chunks hold whole rows in fresh arrays: batches are views of them.
+            return None
         logical_top = terminal_node if terminal is not None else (
             chain_nodes[fused_nodes - 1] if fused_nodes else cur)
         if head is not None:  # the stage ends inside a partly fused node

@@ -112,6 +112,9 @@ class BatchChunks(InputChunks):
         self.it = ctx.open_chunks(node.input, None if state is None else state["input"])
         self.ctx = ctx
         self.threads = threads     # caps the kernel threads copying rows (None: the budget)
+        # An input whose chunks are fresh arrays of its own (pack's rows): batches are
+        # views of them, not copies.
+        self.copy = not getattr(node.input, "batch_views", False)
         self.queue = RowQueue([] if state is None else state_check.row_pieces(
             state_check.record(state, "pieces")["pieces"], node.input.spec, "pieces"))
         self.ended = False if state is None else state_check.flag(state, "ended")
@@ -125,7 +128,8 @@ class BatchChunks(InputChunks):
         error raised by the next call."""
         if not self.pads and not any(isinstance(c, RowList) for c in rows.columns):
             with self.ctx.kernels(self.threads):
-                return Chunk(batch_columns(rows.columns, count, self.size, self.leaf), count)
+                return Chunk(batch_columns(rows.columns, count, self.size, self.leaf,
+                                           copy=self.copy), count)
         done = []
         for j in range(count):
             part = rows.slice(j * self.size, (j + 1) * self.size)

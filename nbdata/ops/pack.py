@@ -91,6 +91,9 @@ class Pack(UnaryNode):
     seq_len: tuple = arg_field()
     num_packing_bins: int = arg_field(1)
     op = "pack"
+    # A batch right after it takes views of its chunks (fresh arrays of whole rows)
+    # rather than copying them through a fused kernel (nbdata/compiler/lowering.py).
+    batch_views = True
 
     @property
     def features(self) -> list:
