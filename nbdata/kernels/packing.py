@@ -71,11 +71,13 @@ def first_fit(lengths, caps, nbins, fill, segs, nopen):
     return rows, starts, segids, first, total, nopen
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, parallel=True)
 def scatter(values, offsets, rows, starts, segids, cap, out, out_seg, out_pos):
     """Copy sequence ``i`` (``values[offsets[i]:offsets[i + 1]]``, cut to ``cap``) to
-    row ``rows[i]`` of ``out`` from ``starts[i]``, with its segment id and positions."""
-    for i in range(len(rows)):
+    row ``rows[i]`` of ``out`` from ``starts[i]``, with its segment id and positions.
+    Sequences go to places of their own, so they are copied in parallel threads (run it
+    in the pipeline's kernel section, ``ExecContext.kernels``)."""
+    for i in numba.prange(len(rows)):
         r = rows[i]
         if r < 0:
             continue

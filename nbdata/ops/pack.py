@@ -135,7 +135,7 @@ class PackChunks(InputChunks):
     """Packed rows, as many as each input chunk finishes (see the module docstring)."""
 
     def __init__(self, node: Pack, ctx, state):
-        self.node = node
+        self.node, self.ctx = node, ctx
         self.feats = node.features
         self.caps = np.asarray(node.seq_len, np.int64)
         self.order = node.column_order()
@@ -208,8 +208,9 @@ class PackChunks(InputChunks):
                 out = self._rows(f, total)
                 for buf, old in zip(out, self.open_rows[f]):
                     buf[:held] = old
-                scatter(values, offsets, rows, np.ascontiguousarray(starts[:, f]), segids,
-                        int(self.caps[f]), *out)
+                with self.ctx.kernels():
+                    scatter(values, offsets, rows, np.ascontiguousarray(starts[:, f]), segids,
+                            int(self.caps[f]), *out)
                 parts.append(tuple(b[:first] for b in out))
                 kept.append(tuple(b[first:].copy() for b in out))
             self.open_rows = kept
