@@ -233,3 +233,20 @@ def test_parquet_tokens_padded_batch_equals_numpy(token_file):
                                                       "padded shape \\[32\\]"):
         next(iter(nd.io.ParquetDataset(path, columns=["tokens"]).padded_batch(
             4, padded_shapes={"tokens": [32]})))
+
+
+def test_parquet_tokens_bucketing_resumes_mid_epoch_exactly(token_file):
+    path, _ = token_file
+
+    def make():
+        return nd.io.ParquetDataset(path).map(lambda d: d["tokens"]).bucket_by_sequence_length(
+            lambda x: np.int64(len(x)), [16, 32], [6, 4, 3])
+    full = list(make())
+    it = iter(make())
+    head = [next(it) for _ in range(7)]
+    again = iter(make())
+    again.restore(it.save())
+    rest = list(again)
+    assert len(head) + len(rest) == len(full)
+    for g, w in zip(head + rest, full):
+        np.testing.assert_array_equal(g, w)
