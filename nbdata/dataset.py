@@ -432,7 +432,8 @@ class Dataset(MoreTransformations, DatasetBase):
             device: str | None = None, synchronous: bool | None = None,
             use_unbounded_threadpool: bool = False) -> "Dataset":
         """Apply ``map_func`` to each element (tuples and namedtuples unpacked as
-        arguments, dicts passed as one).
+        arguments, dicts passed as one; a namedtuple goes whole to a function that
+        takes one argument only, as in tf.data).
 
         ``synchronous=True`` (only without ``num_parallel_calls``, else ValueError)
         keeps a function that runs in Python called one element at a time, in order:

@@ -12,6 +12,7 @@ function that parses its record traces to the exact decoded spec.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Mapping
 from typing import Any, Callable
@@ -30,10 +31,44 @@ def function_name(fn: Callable) -> str:
 
 
 def call_unpacked(fn: Callable, element: Any) -> Any:
-    """Call ``fn`` the tf.data way: tuple elements unpacked, anything else as one argument."""
+    """Call ``fn`` the tf.data way: tuple elements unpacked, anything else as one argument.
+    A namedtuple is unpacked too (nbdata's rule), unless ``fn`` can only take it as one
+    argument (tf.data's rule: ``lambda example: example.image``)."""
     if isinstance(element, tuple):
+        if type(element) is not tuple and _takes_whole(fn, len(element)):
+            return fn(element)
         return fn(*element)
     return fn(element)
+
+
+_WHOLE: dict = {}   # (fn, fields) -> whether fn takes a namedtuple as one argument
+
+
+def _takes_whole(fn: Callable, fields: int) -> bool:
+    try:
+        return _WHOLE[fn, fields]
+    except (KeyError, TypeError):   # not seen yet, or fn is not hashable
+        pass
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        whole = False
+    else:
+        try:
+            sig.bind(*([None] * fields))
+            whole = False
+        except TypeError:
+            try:
+                sig.bind(None)
+                whole = True
+            except TypeError:
+                whole = False
+    try:
+        if len(_WHOLE) < 4096:
+            _WHOLE[fn, fields] = whole
+    except TypeError:
+        pass
+    return whole
 
 
 # ------------------------------------------------------------ sample records
