@@ -643,6 +643,18 @@ class SparseTensorSpec:
                 and (other_dtype == self.dtype
                      or (other_dtype is string) == (self.dtype is string) and other_dtype is string))
 
+    def most_specific_compatible(self, other: "SparseTensorSpec") -> "SparseTensorSpec":
+        """The spec describing values of both (dense dims that differ become None).
+
+        >>> SparseTensorSpec((2,), np.int64).most_specific_compatible(
+        ...     SparseTensorSpec((3,), np.int64))
+        SparseTensorSpec(shape=(None,), dtype=int64)
+        """
+        if not isinstance(other, SparseTensorSpec) or self.dtype != other.dtype or \
+                len(self.shape) != len(other.shape):
+            raise TypeError(f"incompatible specs {self!r} and {other!r}")
+        return SparseTensorSpec(merge_shapes(self.shape, other.shape), self.dtype)
+
 
 def batched_spec(spec: Any, batch_dim: int | None, op: str) -> Any:
     """The spec of batches of elements of ``spec`` (leading dim ``batch_dim``)."""

@@ -421,8 +421,9 @@ class MoreTransformations:
                 b = int(bucket)
                 if b == len(boundaries):
                     raise InvalidArgumentError(
-                        "bucket_by_sequence_length: with pad_to_bucket_boundary=True an element "
-                        "is longer than the last bucket boundary minus one; add a boundary",
+                        "bucket_by_sequence_length: with pad_to_bucket_boundary=True elements "
+                        "must be shorter than max(bucket_boundaries); an element is longer, "
+                        "add a boundary",
                         "bucket_by_sequence_length")
                 none_to = int(highs[b]) - 1
                 spec = window.element_spec

@@ -50,6 +50,10 @@ def _to_element(value: Any, spec: Any, what: str) -> Any:
     declared dtype (``[]`` for a string vector is an empty string vector, as in
     tf.data, not a float64 array)."""
     if isinstance(spec, TensorSpec):
+        if isinstance(value, tuple) and not is_namedtuple(value):
+            # the declared structure decides: a tuple where a tensor is declared is its
+            # value, as tf.data flattens the yielded value up to the declared structure
+            value = list(value)
         if isinstance(value, list) and _empty_nest(value):
             return np.array(value, dtype=object if spec.dtype is string else spec.dtype)
         if (isinstance(value, (int, list)) and not isinstance(value, bool)
