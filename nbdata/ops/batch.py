@@ -193,4 +193,5 @@ class BatchChunks(InputChunks):
 
     def _batches_partial(self, rows: Chunk) -> Chunk:
         leaves = [self.leaf(leaf_rows(c), i) for i, c in enumerate(rows.columns)]
-        return Chunk([RowList([v]) if isinstance(v, SparseTensor) else v[None] for v in leaves], 1)
+        return Chunk([v[None] if isinstance(v, (np.ndarray, np.generic)) else RowList([v])
+                      for v in leaves], 1)

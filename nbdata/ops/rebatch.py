@@ -110,6 +110,33 @@ class BuildBatch(ElementOp):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class RaggedBatch(BuildBatch):
-    """``ragged_batch``: batches whose components with unknown dims are RaggedTensors."""
+    """``ragged_batch``: batches whose components with unknown dims are RaggedTensors.
+
+    When every component is numeric, of a known shape or 1-D of varying length, batches
+    are made a chunk at a time (``BatchChunks``): a ragged component's rows held packed
+    (Arrow list columns) become the batch's values and row splits as they are, with no
+    Python per row."""
 
     op = "ragged_batch"
+
+    def open_chunks(self, ctx, state=None):
+        leaves = flatten(self.input.spec)
+        if not all(isinstance(s, TensorSpec) and s.dtype is not string and s.shape is not None
+                   and (s.shape == (None,) or None not in s.shape) for s in leaves):
+            return super().open_chunks(ctx, state)
+        from nbdata.ops.batch import BatchChunks
+        return BatchChunks(self, ctx, state, self._leaf, pads=True)
+
+    def _leaf(self, values, component: int):
+        """One component of one batch: a RaggedTensor of 1-D rows, a stack of others."""
+        spec = flatten(self.input.spec)[component]
+        if spec.shape != (None,):
+            return np.stack([np.asarray(v, spec.dtype) for v in values])
+        from nbdata.ragged import RaggedTensor, ragged_batch_of
+        splits_dtype = flatten(self.out_spec)[component].row_splits_dtype
+        packed = getattr(values, "packed", None)
+        if packed is None or packed[2].shape[1] != 1:
+            return ragged_batch_of(list(values), 0, splits_dtype)
+        data, offsets, _ = packed
+        lo = int(offsets[0])
+        return RaggedTensor(data[lo:int(offsets[-1])], ((offsets - lo).astype(splits_dtype),))
