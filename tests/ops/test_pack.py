@@ -250,3 +250,21 @@ def test_parquet_tokens_bucketing_resumes_mid_epoch_exactly(token_file):
     assert len(head) + len(rest) == len(full)
     for g, w in zip(head + rest, full):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("batching", ["ragged", "padded"])
+def test_parquet_token_lists_shuffle_and_batch_resume_mid_epoch_exactly(token_file, batching):
+    path, _ = token_file
+
+    def make():
+        ds = nd.io.ParquetDataset(path, columns=["tokens"]).shuffle(100, seed=5)
+        return ds.ragged_batch(9) if batching == "ragged" else ds.padded_batch(9)
+
+    def rows(b):
+        return b["tokens"].to_list() if batching == "ragged" else b["tokens"].tolist()
+    full = [rows(b) for b in make()]
+    it = iter(make())
+    head = [rows(next(it)) for _ in range(5)]
+    again = iter(make())
+    again.restore(it.save())
+    assert head + [rows(b) for b in again] == full
