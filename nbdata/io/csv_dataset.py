@@ -32,12 +32,19 @@ def _defaults(record_defaults) -> list:
         raise TypeError("CsvDataset: record_defaults must be a list")
     out = []
     for v in record_defaults:
+        if not isinstance(v, (np.ndarray, np.generic, list, tuple, bytes, str, int, float)) \
+                and isinstance(getattr(v, "dtype", None), np.dtype):
+            v = v.dtype          # a dtype object that names its NumPy dtype (tf.int32's kind)
         if v is string or v is str or v is bytes:
             out.append(np.array([], dtype=object))
         elif isinstance(v, type) and issubclass(v, np.generic) or isinstance(v, np.dtype):
             dt = np.dtype(v)
             out.append(np.array([], dtype=object) if dt.kind in "OSU" else np.array([], dt))
         else:
+            if np.ndim(v) > 1:
+                raise InvalidArgumentError(
+                    f"CsvDataset: Each record default should be at most rank 1, got a value "
+                    f"of shape {np.shape(v)}", "CsvDataset")
             out.append(v)
     return out
 
@@ -133,7 +140,7 @@ def _open_text(path: str, compression_type, encoding: str = "utf-8"):
     if compression_type == "GZIP":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding=encoding, newline="")
     if compression_type not in (None, ""):
-        raise ValueError(f"make_csv_dataset: compression_type ({compression_type}) is not "
+        raise ValueError(f"make_csv_dataset: `compression_type` {compression_type} is not "
                          "supported for probing columns")
     return open(path, "r", encoding=encoding, newline="")
 

@@ -1,0 +1,41 @@
+"""CsvDataset record_defaults: dtype objects that name a NumPy dtype (as tf.int32 does)
+are required columns of that dtype; defaults of rank 2 are refused; make_csv_dataset
+names an unsupported compression for probing."""
+import numpy as np
+import pytest
+
+import nbdata as nd
+from nbdata.errors import InvalidArgumentError
+from nbdata.io.csv_dataset import CsvDataset
+
+
+class _DType:
+    """A dtype object like tf.float32: it carries its NumPy dtype as ``.dtype``."""
+
+    def __init__(self, d):
+        self.dtype = np.dtype(d)
+
+
+def test_dtype_objects_are_required_columns(tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_text("1.0,2\n3.5,4\n")
+    rows = [(a, b) for a, b in CsvDataset(str(path), [_DType(np.float32), _DType(np.int32)])]
+    assert [(float(a), int(b)) for a, b in rows] == [(1.0, 2), (3.5, 4)]
+    assert rows[0][0].dtype == np.float32 and rows[0][1].dtype == np.int32
+    path.write_text("1.0,\n")
+    with pytest.raises(InvalidArgumentError, match="required"):
+        list(CsvDataset(str(path), [_DType(np.float32), _DType(np.int32)]))
+
+
+def test_rank_2_defaults_are_refused(tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_text("1,2\n")
+    with pytest.raises(InvalidArgumentError, match="at most rank 1"):
+        list(CsvDataset(str(path), [np.array([[0]], np.int64)] * 2))
+
+
+def test_unsupported_probe_compression(tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="`compression_type` ZLIB is not supported"):
+        nd.experimental.make_csv_dataset(str(path), 1, compression_type="ZLIB")
