@@ -1146,8 +1146,10 @@ class Dataset(MoreTransformations, DatasetBase):
         """
         for s in flatten(self.element_spec):
             if isinstance(s, DatasetSpec):
-                raise TypeError("as_numpy_iterator: elements containing datasets have no NumPy form")
-        return iter(self)
+                raise TypeError("as_numpy_iterator: Dataset.as_numpy_iterator() is not supported "
+                                "for datasets that produce datasets (elements containing "
+                                "datasets have no NumPy form)")
+        return _read_only_elements(iter(self))
 
     def make_one_shot_iterator(self) -> Iterator:
         """An iterator started at once (no placeholders allowed).
@@ -1252,6 +1254,19 @@ def at(dataset: Dataset, index: int) -> Any:
     finally:
         it.close()
     return chunk_elements(chunk, pipe.element_spec)[0]
+
+
+def _read_only_elements(it) -> Iterator:
+    """as_numpy_iterator's elements: arrays as read-only views, as tf.data's are (an
+    element may share memory with a chunk or with the value a dataset was made from)."""
+    def view(v):
+        if isinstance(v, np.ndarray):
+            v = v.view()
+            v.flags.writeable = False
+        return v
+
+    for element in it:
+        yield map_structure(view, element)
 
 
 def _global_shuffle_refusal(node: Node) -> str | None:
