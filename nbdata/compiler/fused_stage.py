@@ -88,19 +88,29 @@ class FusedStage(StageNode):
         return FusedChunks(self, ctx, state)
 
 
+def _read_only(a):
+    """``a`` as a read-only view: the kernel's inputs have one Numba type whether a
+    stream's arrays are writable (NumPy, HDF5 blocks) or not (Arrow buffers, memory
+    maps), so the signature compiled at ``compile()`` is the one the chunks use."""
+    if isinstance(a, np.ndarray) and a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
 def stream_args(chunk: Chunk, leaves: list) -> list:
     """Kernel arguments for a chunk of an input stream: C-contiguous columns of the
-    planned dtypes, plus the (rows, size) view of each array column."""
+    planned dtypes, plus the (rows, size) view of each array column, all read-only."""
     args = []
     for c, leaf in zip(chunk.columns, leaves):
         if leaf.arg_count == 0:   # an OpaqueLeaf: the kernel does not read it
             continue
         if isinstance(leaf, RaggedLeaf):
-            args += pack_ragged(c, leaf.spec)
+            args += [_read_only(a) for a in pack_ragged(c, leaf.spec)]
             continue
         if not isinstance(c, np.ndarray) or c.dtype != leaf.spec.dtype:
             c = np.asarray(list(c) if isinstance(c, RowList) else c, dtype=leaf.spec.dtype)
-        c = np.ascontiguousarray(c)
+        c = _read_only(np.ascontiguousarray(c))
         args.append(c)
         if leaf.spec.shape:
             args.append(c.reshape(len(c), int(np.prod(leaf.spec.shape))))
