@@ -88,6 +88,34 @@ def _int_arg(value: Any, op: str, name: str, minimum: int | None = None,
     return value
 
 
+class _UnbuiltIterator:
+    """The iterator of a dataset whose pipeline could not be built: a function whose
+    output spec comes from its first input elements failed on every one of them. As in
+    tf.data, making the iterator succeeds and the function's error comes at the first
+    ``next``; a later ``next`` builds the pipeline again (raising again while the
+    function fails) and goes on from it."""
+
+    def __init__(self, dataset: "Dataset", error: OpError):
+        self._dataset, self._error, self._it = dataset, error, None
+
+    def __iter__(self) -> "_UnbuiltIterator":
+        return self
+
+    def __next__(self) -> Any:
+        if self._it is None:
+            if self._error is not None:
+                error, self._error = self._error, None
+                raise error
+            self._it = iter(self._dataset)
+        return next(self._it)
+
+    def get_next(self) -> Any:
+        try:
+            return next(self)
+        except StopIteration:
+            raise OutOfRangeError("End of sequence") from None
+
+
 def _has_none(structure: Any) -> bool:
     """Whether a structure has a None component (TF's NoneTensor), which ``flatten`` skips."""
     if structure is None:
@@ -1135,7 +1163,13 @@ class Dataset(MoreTransformations, DatasetBase):
         return self._pipeline
 
     def __iter__(self) -> Iterator:
-        return iter(self.compile())
+        try:
+            pipeline = self.compile()
+        except OpError as e:
+            if not getattr(e, "raised_by_elements", False):
+                raise
+            return _UnbuiltIterator(self, e)   # tf.data: the function's error comes at next()
+        return iter(pipeline)
 
     def as_numpy_iterator(self) -> Iterator:
         """Iterate NumPy values (elements already are NumPy; kept for tf.data parity).

@@ -137,6 +137,7 @@ class UserFunction(TracedFunction):
             except OpError as e:
                 errors.append(e)
         if not results:
+            errors[0].raised_by_elements = True   # iter() defers it to next(): Dataset.__iter__
             raise errors[0]
         return spec_of_results(results)
 
