@@ -209,6 +209,15 @@ class Pipeline:
         (the dataset's :meth:`nd.Dataset.cardinality`)."""
         return self.logical.cardinality()
 
+    def as_numpy_iterator(self) -> Iterator:
+        """An iterator of NumPy elements (what iterating gives; as the Dataset method).
+
+        >>> import nbdata as nd
+        >>> [int(x) for x in nd.Dataset.range(3).compile().as_numpy_iterator()]
+        [0, 1, 2]
+        """
+        return iter(self)
+
     def __len__(self) -> int:
         """The number of elements an iteration gives when it is known (so that
         ``tqdm(pipe)`` shows a total); TypeError for an infinite or unknown one.

@@ -45,6 +45,7 @@ def test_dataset_methods_on_a_pipeline_apply_to_its_dataset_and_compile():
     assert len(pipe.repeat(2).prefetch(1)) == 40
     # the pipeline itself is unchanged
     assert [int(x) for x in pipe] == list(range(0, 60, 3))
+    assert [int(x) for x in pipe.as_numpy_iterator()] == list(range(0, 60, 3))
 
 
 def test_other_dataset_methods_on_a_pipeline_say_to_apply_them_before_compile():
