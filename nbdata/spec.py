@@ -307,8 +307,11 @@ def _norm_shape(shape) -> tuple | None:
             out.append(None)
         elif isinstance(d, (int, np.integer)) and d >= 0:
             out.append(int(d))
-        else:
+        elif isinstance(d, (int, np.integer)):
             raise ValueError(f"invalid dimension {d!r} in shape {shape!r}")
+        else:
+            raise TypeError(f"Dimension value must be integer or None, got {d!r} in shape "
+                            f"{shape!r}")
     return tuple(out)
 
 

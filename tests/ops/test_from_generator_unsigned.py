@@ -22,3 +22,10 @@ def test_out_of_range_ints_are_refused(value):
         yield value
     with pytest.raises(InvalidArgumentError, match="expected dtype uint8"):
         list(nd.Dataset.from_generator(gen, np.uint8))
+
+
+def test_a_list_as_a_dimension_is_a_type_error():
+    with pytest.raises(TypeError, match="Dimension value must be integer or None"):
+        nd.Dataset.from_generator(lambda: iter([[20]]), np.int64, output_shapes=[[1]])
+    with pytest.raises(ValueError, match="invalid dimension -2"):
+        nd.TensorSpec([-2], np.int64)
