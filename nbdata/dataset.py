@@ -135,6 +135,11 @@ def _bool_arg(value: Any, op: str, name: str) -> bool:
     return bool(value)
 
 
+def _optional_bool_arg(value: Any, op: str, name: str) -> bool | None:
+    """None (the default: Options() decides) or a bool."""
+    return None if value is None else _bool_arg(value, op, name)
+
+
 def _parallel_calls(value: Any, op: str) -> Any:
     if value is None:
         return None
@@ -519,6 +524,7 @@ class Dataset(MoreTransformations, DatasetBase):
                              f"combined with num_parallel_calls={num_parallel_calls!r}")
         fn = self._fn(map_func, "map", _tupleize(output_signature) if output_signature else None,
                       name, record=True)
+        deterministic = _optional_bool_arg(deterministic, "map", "deterministic")
         return self._derive(Map(self._node, fn, threads, deterministic, synchronous=synchronous,
                                 unbounded_threads=unbounded, name=name))
 
@@ -625,7 +631,8 @@ class Dataset(MoreTransformations, DatasetBase):
         threads = _parallel_calls(num_parallel_calls, "interleave")
         fn = self._fn(map_func, "interleave", name=name, record=True, check=check_dataset_spec)
         return self._derive(Interleave(self._node, fn, cycle_length, block_length, threads,
-                                       deterministic, name=name))
+                                       _optional_bool_arg(deterministic, "interleave",
+                                                          "deterministic"), name=name))
 
     def batch(self, batch_size: Any, drop_remainder: bool = False, num_parallel_calls: Any = None,
               deterministic: Any = None, name: str | None = None) -> "Dataset":
@@ -645,6 +652,7 @@ class Dataset(MoreTransformations, DatasetBase):
         _bool_arg(drop_remainder, "batch", "drop_remainder")
         batched_spec(self.element_spec, None, "batch")
         calls = _parallel_calls(num_parallel_calls, "batch")
+        _optional_bool_arg(deterministic, "batch", "deterministic")
         return self._derive(Batch(self._node, size, bool(drop_remainder), calls, name=name))
 
     def padded_batch(self, batch_size: Any, padded_shapes: Any = None, padding_values: Any = None,

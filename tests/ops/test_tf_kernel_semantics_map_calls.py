@@ -89,3 +89,13 @@ def test_unbounded_threads_leave_the_budget_to_kernels():
         runner.cancelled = threading.Event()
         runner._run((1,))
     assert seen == [1, 0]
+
+
+def test_deterministic_must_be_a_bool_or_none():
+    for build in (lambda: nd.Dataset.range(3).map(lambda x: x, deterministic="no"),
+                  lambda: nd.Dataset.range(3).batch(2, deterministic=1),
+                  lambda: nd.Dataset.range(3).interleave(nd.Dataset.from_tensors, deterministic=[])):
+        with pytest.raises(TypeError, match="deterministic must be a bool"):
+            build()
+    ds = nd.Dataset.range(6).map(lambda x: x + 1, num_parallel_calls=2, deterministic=False)
+    assert sorted(int(v) for v in ds) == [1, 2, 3, 4, 5, 6]
