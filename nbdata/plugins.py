@@ -19,6 +19,8 @@ PROVIDERS = {
     "graph_iterator": "nbdata.train.iterators:GraphIterator",
     # ds.distribute's plan node (dataset.py), from the Ray layer
     "distribute_node": "nbdata.distribute.node:distribute_node",
+    # nd.gpu's batch ops (gpu/__init__.py), made from the op table
+    "device_ops": "nbdata.primitives.devices:device_ops",
     # decode_image's JPEG decoder (primitives/codecs.py; jpeg.py imports codecs)
     "jpeg_options": "nbdata.primitives.jpeg:JpegOptions",
 }

@@ -7,6 +7,7 @@ import pytest
 import nbdata as nd
 from nbdata import random
 from nbdata.primitives import image
+from nbdata.primitives.image import geometry
 
 MEAN = np.array([0.485, 0.456, 0.406]) * 255
 STD = np.array([0.229, 0.224, 0.225]) * 255
@@ -20,9 +21,9 @@ def distinct_image(height, width, channels, dtype=np.int32):
 
 def crop_offsets(seed, counter, height, width, crop_height, crop_width):
     """The offsets random_crop documents, drawn here independently."""
-    top = random.randint(random.key(seed, image._CROP_TOP_STREAM, 0),
+    top = random.randint(random.key(seed, geometry._CROP_TOP_STREAM, 0),
                          counter, 0, height - crop_height + 1)
-    left = random.randint(random.key(seed, image._CROP_LEFT_STREAM, 0),
+    left = random.randint(random.key(seed, geometry._CROP_LEFT_STREAM, 0),
                           counter, 0, width - crop_width + 1)
     return int(top), int(left)
 

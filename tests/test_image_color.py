@@ -16,6 +16,7 @@ import pytest
 import nbdata as nd
 from nbdata.errors import InvalidArgumentError
 from nbdata.primitives import image
+from nbdata.primitives.image import color
 
 FIXTURE = pathlib.Path(__file__).parent / "data" / "tf_image_color.npz"
 CASES = ("u8", "i16", "u16", "f32", "f64")
@@ -86,11 +87,11 @@ def test_random_ops_draw_from_seed_and_counter():
         assert_same(out, image.random_brightness(x, 0.3, seed=(11, counter)))
         deltas.add(out.tobytes())
         # the drawn delta is one number: adjust_brightness by it gives the same image
-        delta = image._drawn("random_brightness", (11, counter), image._BRIGHTNESS_STREAM,
+        delta = color._drawn("random_brightness", (11, counter), color._BRIGHTNESS_STREAM,
                              -0.3, 0.3)
         assert -0.3 <= delta < 0.3
         assert_same(out, image.adjust_brightness(x, delta))
-        factor = image._drawn("random_contrast", (11, counter), image._CONTRAST_STREAM, 0.5, 1.5)
+        factor = color._drawn("random_contrast", (11, counter), color._CONTRAST_STREAM, 0.5, 1.5)
         assert_same(image.random_contrast(x, 0.5, 1.5, seed=(11, counter)),
                     image.adjust_contrast(x, factor))
     assert len(deltas) > 15

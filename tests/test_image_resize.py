@@ -18,6 +18,7 @@ from numba.core.errors import TypingError
 import nbdata as nd
 from nbdata import random
 from nbdata.primitives import image
+from nbdata.primitives.image import geometry, resizing
 
 SIZES = [(1, 1), (3, 3), (8, 5), (13, 29), (64, 33), (224, 224), (301, 97)]
 SHAPES = [(2, 2, 1), (5, 7, 3), (32, 48, 3), (17, 9, 4), (100, 37, 1)]
@@ -168,13 +169,13 @@ def reference_window(height, width, scale, ratio, seed, counter):
 
 
 def test_stream_ids_are_distinct_and_documented():
-    streams = [image._RRC_AREA_STREAM, image._RRC_RATIO_STREAM,
-               image._RRC_TOP_STREAM, image._RRC_LEFT_STREAM]
+    streams = [resizing._RRC_AREA_STREAM, resizing._RRC_RATIO_STREAM,
+               resizing._RRC_TOP_STREAM, resizing._RRC_LEFT_STREAM]
     assert [s.to_bytes(8, "big") for s in streams] == [b"rrc_area", b"rrc_rato", b"rrc_top_",
                                                        b"rrc_left"]
-    assert len(set(streams) | {image._CROP_TOP_STREAM, image._CROP_LEFT_STREAM,
-                               image._FLIP_STREAM}) == 7
-    assert (image._RRC_ATTEMPTS, image._RRC_COUNTER_STRIDE) == (10, 16)
+    assert len(set(streams) | {geometry._CROP_TOP_STREAM, geometry._CROP_LEFT_STREAM,
+                               geometry._FLIP_STREAM}) == 7
+    assert (resizing._RRC_ATTEMPTS, resizing._RRC_COUNTER_STRIDE) == (10, 16)
 
 
 @pytest.mark.parametrize("height,width,scale,ratio", [

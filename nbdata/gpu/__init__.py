@@ -7,24 +7,26 @@ work without a GPU and without numba-cuda; GPU calls then raise
 
 import importlib
 
-_OPS = ("adjust_brightness", "adjust_contrast", "adjust_saturation", "apply", "cast",
-        "decode_jpeg", "decode_raw", "flip_left_right", "hwc_to_chw", "normalize",
-        "random_brightness", "random_contrast", "random_crop", "random_flip_left_right",
-        "random_resized_crop", "resize", "rgb_to_grayscale", "transpose")
-_NAMES = {"DeviceArray": "nbdata.gpu.array", "RaggedBatch": "nbdata.gpu.jpeg",
-          "available": "nbdata.gpu.runtime", **{name: "nbdata.primitives.devices" for name in _OPS}}
+from nbdata.plugins import provided
 
-__all__ = sorted(_NAMES)
+_NAMES = {"DeviceArray": "nbdata.gpu.array", "RaggedBatch": "nbdata.gpu.jpeg",
+          "available": "nbdata.gpu.runtime"}
 
 
 def __getattr__(name):
-    module = _NAMES.get(name)
-    if module is None:
+    """The runtime's names, and the batch ops: one per op-table entry with a GPU rule
+    (``nbdata/primitives/devices.py``, above this layer)."""
+    if name == "__all__":
+        return sorted(set(_NAMES) | set(provided("device_ops")()))
+    if name in _NAMES:
+        value = getattr(importlib.import_module(_NAMES[name]), name)
+    elif name in provided("device_ops")():
+        value = provided("device_ops")()[name]
+    else:
         raise AttributeError(f"module 'nbdata.gpu' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_NAMES))
+    return sorted(set(globals()) | set(_NAMES) | set(provided("device_ops")()))

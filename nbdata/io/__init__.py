@@ -1,7 +1,9 @@
-"""File sources, decoders and writers (``nd.io`` mirrors ``tf.io``).
+"""File sources, decoders and writers (``nd.io`` mirrors ``tf.io``): the datasets,
+writers and feature classes below, and the op-table entries tagged ``"io"`` (the
+decoders, ``nbdata/primitives``).
 
 Names resolve on first use, so that importing a submodule (the cache's column file,
-say) does not import every reader and decoder.
+say) does not import every reader.
 """
 
 import importlib
@@ -16,31 +18,26 @@ _NAMES = {
     "FixedLenFeature": "nbdata.primitives.example",
     "VarLenFeature": "nbdata.primitives.example",
     "encode_example": "nbdata.primitives.example",
-    "parse_single_example": "nbdata.primitives.example",
-    "parse_example": "nbdata.primitives.example",
-    "decode_csv": "nbdata.primitives.csv",
-    "decode_raw": "nbdata.primitives.raw",
-    "decode_jpeg": "nbdata.primitives.jpeg",
-    "decode_and_crop_jpeg": "nbdata.primitives.jpeg",
-    "extract_jpeg_shape": "nbdata.primitives.jpeg",
-    "decode_png": "nbdata.primitives.codecs",
-    "decode_gif": "nbdata.primitives.codecs",
-    "decode_bmp": "nbdata.primitives.codecs",
-    "decode_image": "nbdata.primitives.codecs",
-    "encode_jpeg": "nbdata.primitives.jpeg",
 }
 
-__all__ = sorted(_NAMES)
+
+def _entries() -> dict:
+    from nbdata.primitives.table import namespace
+    return namespace("io")
 
 
 def __getattr__(name):
-    module = _NAMES.get(name)
-    if module is None:
+    if name == "__all__":
+        return sorted(set(_NAMES) | set(_entries()))
+    if name in _NAMES:
+        value = getattr(importlib.import_module(_NAMES[name]), name)
+    elif name in _entries():
+        value = _entries()[name]
+    else:
         raise AttributeError(f"module 'nbdata.io' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_NAMES))
+    return sorted(set(globals()) | set(_NAMES) | set(_entries()))

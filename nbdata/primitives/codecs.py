@@ -759,7 +759,7 @@ def _abstract(op: str):
     return lambda *args, **kwargs: make(*args, **kwargs).output_spec
 
 
-@define(abstract=_abstract("DecodePng"), decoder=_decoder("DecodePng"))
+@define(tags=("image", "io"), abstract=_abstract("DecodePng"), decoder=_decoder("DecodePng"))
 def decode_png(contents, channels=0, dtype=np.uint8, name=None):
     """Decodes PNG images (``tf.io.decode_png``, same samples).
 
@@ -785,7 +785,7 @@ def decode_png(contents, channels=0, dtype=np.uint8, name=None):
     return _decode_call(ImageOptions("DecodePng", channels, dtype), contents)
 
 
-@define(abstract=_abstract("DecodeGif"), decoder=_decoder("DecodeGif"))
+@define(tags=("image", "io"), abstract=_abstract("DecodeGif"), decoder=_decoder("DecodeGif"))
 def decode_gif(contents, name=None):
     """Decodes GIF images to (num_frames, H, W, 3) uint8 arrays (``tf.io.decode_gif``,
     same pixels: frames composited as TensorFlow composites them, see the module
@@ -797,7 +797,7 @@ def decode_gif(contents, name=None):
     return _decode_call(ImageOptions("DecodeGif"), contents)
 
 
-@define(abstract=_abstract("DecodeBmp"), decoder=_decoder("DecodeBmp"))
+@define(tags=("image", "io"), abstract=_abstract("DecodeBmp"), decoder=_decoder("DecodeBmp"))
 def decode_bmp(contents, channels=0, name=None):
     """Decodes uncompressed BMP images to (H, W, C) uint8 arrays (``tf.io.decode_bmp``:
     ``channels`` 0, 3 (RGB) or 4 (RGBA, opaque when the image has no alpha); 8-bit
@@ -806,7 +806,7 @@ def decode_bmp(contents, channels=0, name=None):
     return _decode_call(ImageOptions("DecodeBmp", channels), contents)
 
 
-@define(abstract=_abstract("DecodeImage"), decoder=_decoder("DecodeImage"))
+@define(tags=("image", "io"), abstract=_abstract("DecodeImage"), decoder=_decoder("DecodeImage"))
 def decode_image(contents, channels=None, dtype=np.uint8, name=None, expand_animations=True):
     """Decodes a BMP, GIF, JPEG or PNG image (``tf.io.decode_image``).
 

@@ -297,7 +297,8 @@ def _csv_decoder(records, record_defaults, field_delim=",", use_quote_delim=True
     return for_records(CsvDecoder(config), records)
 
 
-@define(abstract=lambda *args, **kwargs: list(_csv_decoder(*args, **kwargs).output_spec),
+@define(tags=("io",),
+        abstract=lambda *args, **kwargs: list(_csv_decoder(*args, **kwargs).output_spec),
         decoder=_csv_decoder)
 def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, na_value="",
                select_cols=None, name=None):

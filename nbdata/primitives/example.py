@@ -573,7 +573,8 @@ def _batch_decoder(serialized, features: Mapping, example_names=None, name=None)
     return for_records(ExampleDecoder(features), serialized)
 
 
-@define(abstract=lambda *args, **kwargs: _single_decoder(*args, **kwargs).output_spec,
+@define(tags=("io", "tf"),
+        abstract=lambda *args, **kwargs: _single_decoder(*args, **kwargs).output_spec,
         decoder=_single_decoder)
 def parse_single_example(serialized, features: Mapping, name=None) -> dict:
     """Parse one serialized ``tf.train.Example`` (``tf.io.parse_single_example``).
@@ -603,7 +604,8 @@ def parse_single_example(serialized, features: Mapping, name=None) -> dict:
     return plan._parse(src, True, None)
 
 
-@define(abstract=lambda *args, **kwargs: _batch_decoder(*args, **kwargs).output_spec,
+@define(tags=("io", "tf"),
+        abstract=lambda *args, **kwargs: _batch_decoder(*args, **kwargs).output_spec,
         decoder=_batch_decoder)
 def parse_example(serialized, features: Mapping, example_names=None, name=None) -> dict:
     """Parse a batch of serialized ``tf.train.Example`` protos (``tf.io.parse_example``).

@@ -460,7 +460,8 @@ class _DeviceDecode(Step):
                 "into one device buffer, images at their own sizes")
 
 
-@define(abstract=lambda *args, **kwargs: _jpeg_decoder(*args, **kwargs).output_spec,
+@define(tags=("image", "io"),
+        abstract=lambda *args, **kwargs: _jpeg_decoder(*args, **kwargs).output_spec,
         decoder=_jpeg_decoder, gpu=_DeviceDecode)
 def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True, try_recover_truncated=False,
                 acceptable_fraction=1, dct_method="", name=None):
@@ -532,7 +533,7 @@ def decode_jpeg(contents, channels=0, ratio=1, fancy_upscaling=True, try_recover
         raise e.error from None
 
 
-@define
+@define(tags=("image", "io"))
 def encode_jpeg(image, format="", quality=95, chroma_downsampling=True, name=None) -> bytes:
     """Encodes an (H, W, C) uint8 image (C = 1 or 3) as baseline JPEG bytes
     (``tf.io.encode_jpeg``'s ``format`` "" / "grayscale" / "rgb", ``quality`` 0-100 and
@@ -1311,7 +1312,7 @@ def _shape_dtype(output_type) -> np.dtype:
     return dtype
 
 
-@define(name="extract_jpeg_shape",
+@define(tags=("image", "io"), name="extract_jpeg_shape",
         abstract=lambda contents, output_type=np.int32, name=None: TensorSpec(
             (3,), _shape_dtype(output_type)))
 def _extract_jpeg_shape(contents, output_type=np.int32, name=None):
@@ -1387,7 +1388,7 @@ def _crop_decoded(planes, info, crop_window, channels):
     return _crop(planes, info, *window)
 
 
-@define(name="decode_and_crop_jpeg",
+@define(tags=("image", "io"), name="decode_and_crop_jpeg",
         abstract=lambda contents, crop_window, channels=0, *args, **kwargs: TensorSpec(
             (None, None, int(channels) or None), np.uint8))
 def _decode_and_crop_jpeg(contents, crop_window, channels=0, ratio=1, fancy_upscaling=True,

@@ -120,7 +120,8 @@ class _DeviceView(Step):
         return f"decode_raw({self.dtype.name}): the batch's bytes viewed as values, no copy"
 
 
-@define(abstract=lambda *args, **kwargs: _raw_decoder(*args, **kwargs).output_spec,
+@define(tags=("io", "tf"),
+        abstract=lambda *args, **kwargs: _raw_decoder(*args, **kwargs).output_spec,
         decoder=_raw_decoder, gpu=_DeviceView)
 def decode_raw(input_bytes, out_type, little_endian: bool = True, fixed_length=None, name=None):
     """Reinterpret the bytes of records as numbers (``tf.io.decode_raw``).

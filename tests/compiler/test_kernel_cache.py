@@ -106,9 +106,9 @@ PACKAGE_KERNELS = textwrap.dedent("""
     import os
     import numpy as np
     import nbdata as nd
-    from nbdata.primitives import image
-    image.adjust_brightness(np.zeros((2, 2, 3), np.uint8), 0.1)
-    print(image._adjust_brightness._cache._cache_path)
+    from nbdata.primitives.image import color
+    color.adjust_brightness(np.zeros((2, 2, 3), np.uint8), 0.1)
+    print(color._adjust_brightness._cache._cache_path)
 """)
 
 
@@ -126,8 +126,8 @@ def test_the_packages_own_kernels_cache_under_nbdata_cache_dir(tmp_path, setting
     assert package not in path.resolve().parents
     if setting == "dir":
         assert (tmp_path / "cache" / "numba") in path.parents
-        assert path.name == "primitives"
-        assert list(path.glob("image._adjust_brightness-*.nbi"))
-        assert list(path.glob("image._adjust_brightness-*.nbc"))
+        assert path.name == "image"
+        assert list(path.glob("color._adjust_brightness-*.nbi"))
+        assert list(path.glob("color._adjust_brightness-*.nbc"))
     else:
         assert not path.exists()   # removed when the process ended

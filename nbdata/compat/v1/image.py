@@ -20,7 +20,7 @@ import numpy as np
 
 from nbdata import image as _nd_image
 from nbdata.compat.v1 import ops as _ops
-from nbdata.compat.v1.ops import _apply, _dtype_of, _static, convert, random_uniform
+from nbdata.compat.v1.ops import _apply, _static, convert, random_uniform
 from nbdata.errors import InvalidArgumentError, UnimplementedError
 from nbdata.trace.graph import Symbolic
 
@@ -285,53 +285,6 @@ def per_image_standardization(image):
                   "per_image_standardization", None)
 
 
-# --------------------------------------------------------------- color ops
-
-def _to_hsv(r, g, b):
-    v = np.maximum(r, np.maximum(g, b))
-    rng = v - np.minimum(r, np.minimum(g, b))
-    with np.errstate(all="ignore"):
-        s = np.where(v > 0, rng / v, np.float32(0)).astype(np.float32)
-        norm = np.float32(1.0) / (np.float32(6.0) * rng)
-        h = np.where(r == v, (norm * (g - b)).astype(np.float64),
-                     np.where(g == v, (norm * (b - r)) + 2.0 / 6.0,
-                              (norm * (r - g)) + 4.0 / 6.0)).astype(np.float32)
-    h = np.where(rng <= 0, np.float32(0), h)
-    return np.where(h < 0, h + np.float32(1), h).astype(np.float32), s, v
-
-
-def _to_rgb(h, s, v):
-    c = s * v
-    m = v - c
-    dh = h * np.float32(6)
-    cat = dh.astype(np.int64)
-    fm = np.mod(dh, np.float32(2)).astype(np.float32)
-    fm = np.where(fm <= 0, fm + np.float32(2), fm)
-    x = c * (np.float32(1) - np.abs(fm - np.float32(1)))
-    z = np.zeros_like(c)
-    rr = np.select([cat == 0, cat == 1, cat == 2, cat == 3, cat == 4, cat == 5], [c, x, z, z, x, c], z)
-    gg = np.select([cat == 0, cat == 1, cat == 2, cat == 3, cat == 4, cat == 5], [x, c, c, x, z, z], z)
-    bb = np.select([cat == 0, cat == 1, cat == 2, cat == 3, cat == 4, cat == 5], [z, z, x, c, c, x], z)
-    return rr + m, gg + m, bb + m
-
-
-def _adjust_hue(image, delta):
-    image = np.asarray(image)
-    flt = image if image.dtype in (np.float16, np.float32) else _convert_dtype(image, np.dtype(np.float32), False)
-    f = flt.astype(np.float32)
-    h, s, v = _to_hsv(f[..., 0], f[..., 1], f[..., 2])
-    h = h + np.float32(delta)
-    h = (h - np.floor(h)).astype(np.float32)
-    out = np.stack(_to_rgb(h, s, v), axis=-1).astype(flt.dtype)
-    return _convert_dtype(out, image.dtype, False)
-
-
-def adjust_hue(image, delta, name=None):
-    """``tf.image.adjust_hue``: the hue of RGB pixels rotated by ``delta`` (in [-1, 1]
-    turns), through TF's float32 HSV conversion."""
-    return _apply(_adjust_hue, (convert(image, what="adjust_hue"), delta), "AdjustHue", name)
-
-
 def _flip_if(image, u, axis):
     image = np.asarray(image)
     u = np.asarray(u)
@@ -402,13 +355,13 @@ def random_saturation(image, lower, upper, seed=None):
 
 
 def random_hue(image, max_delta, seed=None):
-    """``tf.image.random_hue``: :func:`adjust_hue` by a delta uniform in
+    """``tf.image.random_hue``: ``adjust_hue`` by a delta uniform in
     ``[-max_delta, max_delta)``, ``max_delta <= 0.5``."""
     if max_delta > 0.5:
         raise ValueError("max_delta must be <= 0.5.")
     if max_delta < 0:
         raise ValueError("max_delta must be non-negative.")
-    return adjust_hue(image, random_uniform([], -max_delta, max_delta, seed=seed))
+    return _nd_image.adjust_hue(image, random_uniform([], -max_delta, max_delta, seed=seed))
 
 
 def sample_distorted_bounding_box(image_size, bounding_boxes, seed=None, seed2=None,

@@ -39,6 +39,7 @@ from nbdata import random as _random_module
 from nbdata.random import op_seed as _op_seed
 from nbdata.random import set_seed as _set_seed
 from nbdata.spec import SparseTensor, SparseTensorSpec, TensorShape, TensorSpec, as_dtype, string, to_leaf
+from nbdata.primitives.table import namespace
 from nbdata.trace import graph as _graph
 from nbdata.trace.graph import (Graph, Operation, Symbolic, Tensor, as_tensor,  # noqa: F401
                                 get_default_graph, is_symbolic, record, reset_default_graph)
@@ -67,10 +68,7 @@ TFRecordReader = _nd.TFRecordReader
 FixedLengthRecordReader = _nd.FixedLengthRecordReader
 WholeFileReader = _nd.WholeFileReader
 IdentityReader = _nd.IdentityReader
-# TF1's top-level decoders (tf.io has them too).
-decode_raw = io.decode_raw
-parse_single_example = io.parse_single_example
-parse_example = io.parse_example
+globals().update(namespace("tf"))   # TF1's top-level op-table entries (decoders: tf.io's too)
 FixedLenFeature = io.FixedLenFeature
 VarLenFeature = io.VarLenFeature
 python_io = types.SimpleNamespace(TFRecordWriter=io.TFRecordWriter, TFRecordOptions=io.TFRecordOptions)
@@ -1947,4 +1945,4 @@ train = _TrainModule("nbdata.compat.v1.train", _TrainModule.__doc__)
 __all__ = sorted(n for n in dir() if not n.startswith("_") and n not in {
     "annotations", "builtins", "operator", "threading", "types", "np", "Any", "Callable",
     "InvalidArgumentError", "UnimplementedError", "Symbolic", "as_tensor",
-    "is_symbolic", "record", "to_leaf", "convert", "missing"})
+    "is_symbolic", "record", "to_leaf", "convert", "missing", "namespace"})
