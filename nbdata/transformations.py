@@ -386,7 +386,10 @@ class MoreTransformations:
                                   name: str | None = None):
         """Batch elements of similar length together: bucket ``b`` holds lengths in
         ``[boundaries[b-1], boundaries[b])`` and batches ``bucket_batch_sizes[b]`` of them
-        (padded, unless ``no_padding``); tf.data's ``group_by_window`` recipe.
+        (padded, unless ``no_padding``); tf.data's ``group_by_window`` recipe. Numeric
+        elements (known shapes, or 1-D sequences such as Arrow list columns) are padded
+        and batched a chunk at a time, the length function compiled where it compiles
+        (``nbdata/ops/bucket.py``); others go through ``group_by_window``.
 
         >>> import numpy as np, nbdata as nd
         >>> ds = nd.Dataset.from_list([[1], [2, 2], [3], [4, 4]]).bucket_by_sequence_length(
@@ -437,8 +440,34 @@ class MoreTransformations:
                                        drop_remainder=drop_remainder)
 
         batch_dim = sizes[0] if drop_remainder and len(set(sizes)) == 1 else None
-        return self.group_by_window(key, reduce, window_size_func=window_size, name=name,
-                                    _batch_dim=batch_dim)
+        recipe = self.group_by_window(key, reduce, window_size_func=window_size, name=name,
+                                      _batch_dim=batch_dim)
+        from nbdata.ops.bucket import BucketBySequenceLength, eligible
+        if no_padding or not eligible(self.element_spec):
+            return recipe
+        # Numeric elements (token sequences): the same batches a chunk at a time.
+        shapes, values = [], None
+        for b, size in enumerate(sizes):
+            if pad_to_bucket_boundary and b == len(boundaries):
+                shapes.append(None)
+                continue
+            spec = self.element_spec
+            given = padded_shapes
+            if pad_to_bucket_boundary:
+                leaves = flatten(spec)
+                raw = [s.shape for s in leaves] if given is None else (
+                    [given] if len(leaves) == 1 and not isinstance(spec, (tuple, dict))
+                    else flatten_up_to(spec, given, "bucket_by_sequence_length"))
+                given = pack_as(spec, [tuple(int(highs[b]) - 1 if d is None or d == -1 else int(d)
+                                             for d in g) for g in raw])
+            node = self.padded_batch(size, given, padding_values)._node
+            shapes.append(node.padded_shapes)
+            values = node.padding_values
+        if values is None:
+            values = self.padded_batch(1, padded_shapes, padding_values)._node.padding_values
+        return self._derive(BucketBySequenceLength(
+            self._node, element_length_func, tuple(boundaries), tuple(sizes), tuple(shapes),
+            tuple(values), bool(drop_remainder), recipe.element_spec, name=name))
 
     def rebatch(self, batch_size: Any, drop_remainder: bool = False, name: str | None = None):
         """The rows of this dataset's batches in batches of ``batch_size`` (a list:

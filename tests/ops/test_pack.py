@@ -160,7 +160,7 @@ def test_parquet_tokens_pack_resumes_mid_epoch_exactly(token_file):
     assert_rows(head + list(again), full)
 
 
-def reference_buckets(seqs, boundaries, sizes, pad_to_boundary):
+def reference_buckets(seqs, boundaries, sizes, pad_to_boundary, drop=False, pad=0):
     """tf.data's bucketing in NumPy: bucket b holds lengths in [bounds[b-1], bounds[b]);
     a bucket's batch goes out when full; the rest at the end, by bucket."""
     lows = [-np.inf] + boundaries
@@ -170,7 +170,7 @@ def reference_buckets(seqs, boundaries, sizes, pad_to_boundary):
 
     def emit(b):
         width = highs[b] - 1 if pad_to_boundary else max(len(s) for s in buckets[b])
-        batch = np.zeros((len(buckets[b]), int(width)), np.int32)
+        batch = np.full((len(buckets[b]), int(width)), pad, np.int32)
         for j, s in enumerate(buckets[b]):
             batch[j, :len(s)] = s
         out.append(batch)
@@ -182,7 +182,7 @@ def reference_buckets(seqs, boundaries, sizes, pad_to_boundary):
         if len(buckets[b]) == sizes[b]:
             emit(b)
     for b in range(len(sizes)):
-        if buckets[b]:
+        if buckets[b] and not drop:
             emit(b)
     return out
 
@@ -268,3 +268,36 @@ def test_parquet_token_lists_shuffle_and_batch_resume_mid_epoch_exactly(token_fi
     again = iter(make())
     again.restore(it.save())
     assert head + [rows(b) for b in again] == full
+
+
+@pytest.mark.parametrize("pad_to_boundary,drop", [(False, False), (True, True)])
+def test_bucketing_a_chunk_at_a_time_equals_the_reference_across_chunks(pad_to_boundary, drop):
+    seqs = sequences(200, 0, 40, seed=4)
+    boundaries, sizes = ([8, 20, 41], [5, 3, 2, 4]) if pad_to_boundary else ([8, 20], [5, 3, 2])
+    options = nd.Options()
+    options.chunk_rows = 7          # buckets fill across input chunks
+    ds = ragged(seqs).bucket_by_sequence_length(
+        lambda x: np.int64(len(x)), boundaries, sizes, padding_values=np.int32(-1),
+        pad_to_bucket_boundary=pad_to_boundary, drop_remainder=drop).with_options(options)
+    assert "bucket_by_sequence_length(" in ds.compile().explain()
+    want = reference_buckets(seqs, boundaries, sizes, pad_to_boundary, drop=drop, pad=-1)
+    got = list(ds)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    with pytest.raises(nd.errors.InvalidArgumentError, match=r"shorter than max\(bucket_boundaries\)"):
+        list(ragged(seqs).bucket_by_sequence_length(lambda x: np.int64(len(x)), [8], [2, 2],
+                                                    pad_to_bucket_boundary=True))
+
+
+def test_bucketing_dict_elements_calls_the_length_function_per_row():
+    seqs = sequences(60, 1, 20, seed=9)
+    ds = ragged(seqs).map(lambda x: {"ids": x, "n": np.int64(len(x))})
+    out = list(ds.bucket_by_sequence_length(lambda e: e["n"], [6, 12], [4, 3, 2],
+                                            padded_shapes={"ids": [24], "n": []}))
+    want = reference_buckets(seqs, [6, 12], [4, 3, 2], False)
+    assert len(out) == len(want)
+    for g, w in zip(out, want):
+        np.testing.assert_array_equal(g["ids"][:, :w.shape[1]], w)
+        assert g["ids"].shape[1] == 24 and (g["ids"][:, w.shape[1]:] == 0).all()
+        np.testing.assert_array_equal(g["n"], (w != 0).sum(axis=1))
