@@ -150,6 +150,7 @@ class FusedChunks(ChunkIter):
         self.position = 0 if state is None else int(state["pos"])
         self.state = np.array(stage.counters if state is None else state["counters"], np.int64)
         self.finished = False if state is None else bool(state["finished"])
+        self.indices_ended = False   # the row numbers ended while topping up a chunk
         self.queue = RowQueue([] if state is None else state["pending"])
         self.error: BaseException | None = None
         # A stream of unknown length runs its first ``lazy_rows`` rows on the reference
@@ -267,11 +268,14 @@ class FusedChunks(ChunkIter):
             lo, k = 0, chunk.n
             row_values = (lambda cols: lambda r: [col_row(c, r) for c in cols])(chunk.columns)
         elif self.indexed:
-            rows = self.indices.next(k)
+            rows = None if self.indices_ended else self.indices.next(k)
             if rows is None:
                 self.finished = True
                 return
             idx = np.ascontiguousarray(rows.columns[0], dtype=np.int64)
+            if b and len(idx) < k and (self.queue.n + k) % b == 0 and \
+                    not any(s.drops for s in self.plan.steps):
+                idx = self._whole_batches(idx, k)
             lo, k, chunk = 0, len(idx), None
             values = self.reader.row_values
             row_values = (lambda idx: lambda r: values(int(idx[r])))(idx)
@@ -303,6 +307,20 @@ class FusedChunks(ChunkIter):
         if self.stream or reader.args is None:
             self.stage.signature(args)
         self._kernel(kernel_lo, k, args, lo, row_values)
+
+    def _whole_batches(self, idx: np.ndarray, k: int) -> np.ndarray:
+        """Row numbers topped up to ``k`` (while the shuffle has more): the kernel's rows
+        then end on a batch boundary, so no rows wait in the queue between calls and a
+        saved state holds row numbers, not rows the kernel made."""
+        parts, got = [idx], len(idx)
+        while got < k:
+            more = self.indices.next(k - got)
+            if more is None or more.n == 0:
+                self.indices_ended = more is None
+                break
+            parts.append(np.ascontiguousarray(more.columns[0], dtype=np.int64))
+            got += len(parts[-1])
+        return np.concatenate(parts) if len(parts) > 1 else idx
 
     def _kernel(self, kernel_lo: int, k: int, args: list, lo: int, row_values) -> None:
         stage = self.stage

@@ -36,11 +36,12 @@ def check_restore(ds, taken=40, batch=64):
     return len(state)
 
 
-def test_shuffle_of_in_memory_images_saves_positions():
-    # The plain path's buffer shuffle (the fused path shuffles row numbers already; its
-    # saved state can still hold rows a kernel made and the batch has not handed out).
+@pytest.mark.parametrize("fusion", [False, True], ids=["reference", "fused"])
+def test_shuffle_of_in_memory_images_saves_positions(fusion):
+    # Plain: the buffer shuffle keeps positions. Fused: the kernel gathers at shuffled
+    # row numbers, and its chunks end on batch boundaries, so no made rows wait.
     o = nd.Options()
-    o.fusion = False
+    o.fusion = fusion
     ds = (nd.Dataset.from_tensor_slices((images(), np.arange(IMAGES)))
           .shuffle(BUFFER, seed=3).with_options(o))
     size = check_restore(ds)
