@@ -665,9 +665,15 @@ class MoreTransformations:
         spec and the rows of each shard) written last, in nbdata's checksummed column
         format. An interrupted save leaves nothing ``load`` reads; a new save replaces the
         old one. ``compression`` ("GZIP", "SNAPPY") is accepted (the shards are not
-        compressed); ``checkpoint_args`` is accepted and not used.
+        compressed); ``checkpoint_args`` is accepted and not used (its keys are those of
+        tf.train.CheckpointManager; another is a TypeError).
         """
         import shutil
+        if checkpoint_args is not None:
+            unknown = sorted(set(checkpoint_args) - _CHECKPOINT_ARGS)
+            if unknown:
+                raise TypeError(f"save: checkpoint_args got unexpected keys {unknown}; "
+                                f"known: {sorted(_CHECKPOINT_ARGS)}")
         from nbdata.ops.snapshot import METADATA_NAME, Snapshot, read_snapshot_metadata
         path = os.fspath(path)
         if isinstance(path, bytes):
@@ -696,8 +702,9 @@ class MoreTransformations:
         read the shards (round robin, which gives back the input's order for the default
         sharding) instead of computing the input. A changed pipeline has another
         fingerprint, so it writes a snapshot of its own; an iteration that stops early
-        leaves none. ``reader_func`` is accepted and not called (the shards are always
-        read round robin); ``compression`` is accepted (the shards are not compressed).
+        leaves none. ``reader_func`` is checked (it must turn a dataset of datasets into a
+        dataset, TypeError otherwise) and not used (the shards are always read round
+        robin); ``compression`` is accepted (the shards are not compressed).
 
         >>> import tempfile, nbdata as nd
         >>> d = tempfile.mkdtemp()
@@ -712,6 +719,11 @@ class MoreTransformations:
             path = path.decode()
         if compression not in ("AUTO",):
             _compression(compression, "snapshot")
+        if reader_func is not None:
+            out = reader_func(self.window(1))     # a dataset of datasets, as the shards'
+            if not is_dataset(out):
+                raise TypeError(f"snapshot: reader_func must return a Dataset, got "
+                                f"{type(out).__name__}")
         directory = os.path.join(path, f"{int(self.fingerprint()):016x}")
         fn = None if shard_func is None else _shard_caller(shard_func)
         return self._derive(Snapshot(self._node, directory, multiprocessing.cpu_count(), fn,
@@ -746,8 +758,16 @@ def _shard_caller(shard_func: Callable) -> Callable:
     ``(index, element)`` function."""
     def call(index, element):
         out = shard_func(*element) if isinstance(element, tuple) else shard_func(element)
-        return int(np.asarray(out))
+        arr = np.asarray(out)
+        if arr.ndim != 0 or arr.dtype.kind not in "iu":
+            raise TypeError(f"shard_func must return a scalar integer (the shard index), "
+                            f"got {out!r:.60}")
+        return int(arr)
     return call
+
+
+_CHECKPOINT_ARGS = {"directory", "max_to_keep", "keep_checkpoint_every_n_hours",
+                    "checkpoint_name", "step_counter", "checkpoint_interval", "init_fn"}
 
 
 def _compression(value: Any, op: str) -> None:
