@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from nbdata.spec import SparseTensor
+
 
 class RaggedTensor:
     """Rows of varying length: row ``i`` of the outermost dimension is
@@ -30,6 +32,50 @@ class RaggedTensor:
         if isinstance(values, RaggedTensor):
             return cls(values.flat_values, (row_splits,) + values.nested_row_splits)
         return cls(values, (row_splits,))
+
+    @classmethod
+    def from_row_lengths(cls, values, row_lengths) -> "RaggedTensor":
+        """Rows of ``row_lengths[i]`` consecutive values each.
+
+        >>> RaggedTensor.from_row_lengths(np.array([1, 2, 3]), [2, 0, 1]).to_list()
+        [[1, 2], [], [3]]
+        """
+        lengths = np.asarray(row_lengths, np.int64).reshape(-1)
+        if (lengths < 0).any():
+            raise ValueError(f"RaggedTensor.from_row_lengths: negative row length in {lengths}")
+        splits = np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths)])
+        have = values.nrows() if isinstance(values, RaggedTensor) else len(values)
+        if splits[-1] != have:
+            raise ValueError(f"RaggedTensor.from_row_lengths: the row lengths add up to "
+                             f"{splits[-1]}, but there are {have} values")
+        return cls.from_row_splits(values, splits)
+
+    def to_sparse(self) -> SparseTensor:
+        """The :class:`nd.SparseTensor` of the same values: each value at (row, position
+        in its row, ...), the dense shape the longest row at each ragged dimension.
+
+        >>> st = RaggedTensor.from_row_lengths(np.array([7, 8, 9]), [2, 0, 1]).to_sparse()
+        >>> st.indices.tolist(), st.values.tolist(), st.dense_shape.tolist()
+        ([[0, 0], [0, 1], [2, 0]], [7, 8, 9], [3, 2])
+        """
+        flat = self.flat_values
+        pos = np.arange(len(flat), dtype=np.int64)
+        columns, widths = [], []
+        for splits in reversed(self.nested_row_splits):   # innermost ragged dimension first
+            row = np.searchsorted(splits, pos, side="right") - 1
+            columns.append(pos - splits[row])
+            widths.append(int(np.diff(splits).max(initial=0)))
+            pos = row
+        columns.append(pos)
+        outer = [int(self.nrows())] + widths[::-1]
+        index = np.stack(columns[::-1], axis=1) if len(flat) else np.zeros((0, len(columns)), np.int64)
+        inner = tuple(flat.shape[1:])
+        if inner:   # uniform inner dimensions: one index per cell
+            cells = np.array(list(np.ndindex(*inner)), np.int64).reshape(-1, len(inner))
+            index = np.concatenate([np.repeat(index, len(cells), axis=0),
+                                    np.tile(cells, (len(flat), 1))], axis=1)
+            flat = flat.reshape(-1)
+        return SparseTensor(index, flat, outer + list(inner))
 
     @property
     def row_splits(self) -> np.ndarray:
