@@ -321,8 +321,8 @@ def report(line: str, quick: bool, load, widths=WIDTHS) -> str:
         out.append("CHECK FAILED: " + "; ".join(problems))
     setup = sum(c.get("setup_s", 0.0) for c in cells.values())
     out.append(f"{len(below)} of {len(cells)} cells below {TARGET}x; compiling and warm-up "
-               f"epochs took {setup:.0f} s of the sweep (Numba's disk cache makes a second run's "
-               "compiles short)")
+               f"epochs took {setup:.0f} s of the sweep (kernels load from nbdata's cache in a "
+               "later run of the same nbdata sources)")
     return "\n".join(out)
 
 
