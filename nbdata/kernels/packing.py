@@ -24,13 +24,17 @@ def first_fit(lengths, caps, nbins, fill, segs, nopen):
     """Place each sequence (``lengths``: (n, F) int64, one column per feature) into rows
     of ``caps`` (F,) values per feature. ``fill`` (nbins, F) and ``segs`` (nbins,) are
     the open rows' used lengths and segment counts, updated in place; ``nopen`` the
-    number open. Returns (row (n,), start (n, F), segment id (n,), first, total, nopen):
-    row -1 for a sequence left out, ``first`` the rows finished, ``total`` the rows of
-    the work buffer."""
+    number open. Returns (row (n,), start (n, F), segment id (n,), first, total, nopen,
+    used (total, F)): row -1 for a sequence left out, ``first`` the rows finished,
+    ``total`` the rows of the work buffer, ``used`` each work row's filled length."""
     n, nf = lengths.shape
     rows = np.empty(n, np.int64)
     starts = np.zeros((n, nf), np.int64)
     segids = np.zeros(n, np.int64)
+    used = np.zeros((n + nopen, nf), np.int64)    # each work row's filled length
+    for k in range(nopen):
+        for f in range(nf):
+            used[k, f] = fill[k, f]
     first = 0
     total = nopen
     for i in range(n):
@@ -66,17 +70,24 @@ def first_fit(lengths, caps, nbins, fill, segs, nopen):
         for f in range(nf):
             starts[i, f] = fill[placed, f]
             fill[placed, f] += min(lengths[i, f], caps[f])
+            used[first + placed, f] = fill[placed, f]
         segs[placed] += 1
         segids[i] = segs[placed]
-    return rows, starts, segids, first, total, nopen
+    return rows, starts, segids, first, total, nopen, used[:total]
 
 
 @numba.njit(nogil=True, cache=True, parallel=True)
-def scatter(values, offsets, rows, starts, segids, cap, out, out_seg, out_pos):
+def scatter(values, offsets, rows, starts, segids, cap, out, out_seg, out_pos, used, held):
     """Copy sequence ``i`` (``values[offsets[i]:offsets[i + 1]]``, cut to ``cap``) to
     row ``rows[i]`` of ``out`` from ``starts[i]``, with its segment id and positions.
     Sequences go to places of their own, so they are copied in parallel threads (run it
-    in the pipeline's kernel section, ``ExecContext.kernels``)."""
+    in the pipeline's kernel section, ``ExecContext.kernels``). Rows from ``held`` on
+    are fresh (uninitialized): their padding after ``used[r]`` is zeroed."""
+    for r in numba.prange(held, out.shape[0]):
+        for q in range(used[r], cap):
+            out[r, q] = 0
+            out_seg[r, q] = 0
+            out_pos[r, q] = 0
     for i in numba.prange(len(rows)):
         r = rows[i]
         if r < 0:

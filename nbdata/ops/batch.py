@@ -170,6 +170,9 @@ class BatchChunks(InputChunks):
                 break
             queue.add(chunk)
         count = min(max(1, want), queue.n // b)
+        if count and not self.copy:
+            # Batches as views: those the first chunk holds (one joined if it holds none).
+            count = queue.whole_groups(b, count)
         if count:
             return self._batches(queue.take(count * b), count)
         if queue.n and not self.drop:

@@ -39,6 +39,10 @@ from nbdata.ops.node import UNKNOWN, UnaryNode, arg_field
 from nbdata.ops.runtime import InputChunks
 from nbdata.spec import TensorSpec, flatten, string
 
+# The fewest sequences pack asks of its input at a time: a kernel call's overhead is
+# small against them, and a batch after it finds whole batches in one chunk.
+MIN_PULL = 512
+
 SEGMENT_IDS = "_segment_ids"
 POSITIONS = "_positions"
 
@@ -142,6 +146,7 @@ class PackChunks(InputChunks):
         nf, bins = len(self.feats), node.num_packing_bins
         self.it = ctx.open_chunks(node.input, None if state is None else
                                   state_check.nested(state, "input"))
+        self.per_row, self.seen_seqs, self.seen_rows = 1.0, 0, 0   # sequences per row
         if state is None:
             self.nopen = 0
             self.fill = np.zeros((bins, nf), np.int64)
@@ -175,10 +180,13 @@ class PackChunks(InputChunks):
                     f"{int(self.caps[f])} values")
             self.open_rows.append(tuple(np.array(p) for p in parts))
 
-    def _rows(self, f: int, n: int) -> tuple:
+    def _rows(self, f: int, n: int, fresh: bool = False) -> tuple:
+        """``n`` rows of feature ``f``: zeros, or uninitialized (``fresh``: scatter fills
+        and pads them)."""
         cap = int(self.caps[f])
-        return (np.zeros((n, cap), self.feats[f][1].dtype), np.zeros((n, cap), np.int32),
-                np.zeros((n, cap), np.int32))
+        make = np.empty if fresh else np.zeros
+        return (make((n, cap), self.feats[f][1].dtype), make((n, cap), np.int32),
+                make((n, cap), np.int32))
 
     def _chunk(self, parts: list) -> Chunk:
         columns = [parts[f][k] for f, k in self.order]
@@ -186,7 +194,9 @@ class PackChunks(InputChunks):
 
     def next(self, want: int) -> Chunk | None:
         while not self.ended:
-            chunk = self.it.next(max(1, want))
+            # Sequences enough for ``want`` rows (as many as rows took so far), so a batch
+            # after it finds its rows in one chunk instead of joining several.
+            chunk = self.it.next(max(MIN_PULL, int(want * self.per_row) + 1))
             if chunk is None:
                 self.ended = True
                 if not self.nopen:
@@ -201,19 +211,23 @@ class PackChunks(InputChunks):
             for f, (_, offsets, _) in enumerate(packed):
                 np.subtract(offsets[1:], offsets[:-1], out=lengths[:, f])
             held = self.nopen
-            rows, starts, segids, first, total, self.nopen = first_fit(
+            rows, starts, segids, first, total, self.nopen, used = first_fit(
                 lengths, self.caps, self.node.num_packing_bins, self.fill, self.segs, held)
             parts, kept = [], []
             for f, (values, offsets, _) in enumerate(packed):
-                out = self._rows(f, total)
+                out = self._rows(f, total, fresh=True)
                 for buf, old in zip(out, self.open_rows[f]):
                     buf[:held] = old
                 with self.ctx.kernels():
                     scatter(values, offsets, rows, np.ascontiguousarray(starts[:, f]), segids,
-                            int(self.caps[f]), *out)
+                            int(self.caps[f]), *out, np.ascontiguousarray(used[:, f]), held)
                 parts.append(tuple(b[:first] for b in out))
                 kept.append(tuple(b[first:].copy() for b in out))
             self.open_rows = kept
+            self.seen_seqs += chunk.n
+            self.seen_rows += first
+            if self.seen_rows:
+                self.per_row = min(self.seen_seqs / self.seen_rows, 1 << 16)
             if first:
                 return self._chunk(parts)
         return None
