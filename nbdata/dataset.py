@@ -1191,7 +1191,7 @@ class Dataset(MoreTransformations, DatasetBase):
                 raise TypeError("as_numpy_iterator: Dataset.as_numpy_iterator() is not supported "
                                 "for datasets that produce datasets (elements containing "
                                 "datasets have no NumPy form)")
-        return _read_only_elements(iter(self))
+        return _NumpyIterator(iter(self))
 
     def make_one_shot_iterator(self) -> Iterator:
         """An iterator started at once (no placeholders allowed).
@@ -1298,17 +1298,29 @@ def at(dataset: Dataset, index: int) -> Any:
     return chunk_elements(chunk, pipe.element_spec)[0]
 
 
-def _read_only_elements(it) -> Iterator:
-    """as_numpy_iterator's elements: arrays as read-only views, as tf.data's are (an
-    element may share memory with a chunk or with the value a dataset was made from)."""
-    def view(v):
-        if isinstance(v, np.ndarray):
-            v = v.view()
-            v.flags.writeable = False
-        return v
+class _NumpyIterator:
+    """as_numpy_iterator's iterator: the dataset iterator's elements with arrays as
+    read-only views, as tf.data's are (an element may share memory with a chunk or with
+    the value a dataset was made from); the rest (save, restore, ...) is the iterator's."""
 
-    for element in it:
-        yield map_structure(view, element)
+    def __init__(self, it):
+        self._it = it
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return map_structure(_read_only_view, next(self._it))
+
+    def __getattr__(self, name):
+        return getattr(self._it, name)
+
+
+def _read_only_view(v):
+    if isinstance(v, np.ndarray):
+        v = v.view()
+        v.flags.writeable = False
+    return v
 
 
 def _global_shuffle_refusal(node: Node) -> str | None:
@@ -1336,8 +1348,14 @@ def global_shuffle(dataset: Dataset, seed: int | None = None,
     if not isinstance(dataset, Dataset):
         raise TypeError(f"global_shuffle: expected a Dataset, got {type(dataset).__name__}")
     reason = dataset._node.random_access()
-    if reason is None and dataset.cardinality() < 0:
-        reason = "its length is infinite or unknown"
+    n = dataset.cardinality()
+    if reason is None and n in (INFINITE, 0):
+        raise InvalidArgumentError(
+            f"global_shuffle: `global_shuffle` requires the input dataset to have a non-empty "
+            f"finite cardinality (it is {'infinite' if n == INFINITE else 'empty'})",
+            "global_shuffle")
+    if reason is None and n < 0:
+        reason = "its length is unknown"
     if reason is None:
         reason = _global_shuffle_refusal(dataset._node)
     if reason is not None:

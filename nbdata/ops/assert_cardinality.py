@@ -29,6 +29,13 @@ class AssertCardinality(UnaryNode):
         return self.input.random_access()
 
     def gather(self, ctx, rows):
+        """Rows at positions ``rows``; a position past the input's real length (the
+        asserted count is larger) is the FailedPreconditionError iteration would give."""
+        n = self.input.cardinality()
+        if n >= 0 and len(rows) and int(max(rows)) >= n:
+            raise FailedPreconditionError(
+                f"Input dataset was expected to contain {_elements(self.count)} but "
+                f"contained only {_elements(n)}.", "assert_cardinality")
         return self.input.gather(ctx, rows)
 
     def open_chunks(self, ctx, state=None):

@@ -26,3 +26,12 @@ def test_dataset_elements_are_refused():
     ds = nd.Dataset.range(3).window(2)
     with pytest.raises(TypeError, match="is not supported for datasets that"):
         ds.as_numpy_iterator()
+
+
+def test_iterator_saves_and_restores():
+    it = nd.Dataset.range(5).as_numpy_iterator()
+    assert [int(next(it)) for _ in range(2)] == [0, 1]
+    state = it.save()
+    it2 = nd.Dataset.range(5).as_numpy_iterator()
+    it2.restore(state)
+    assert [int(x) for x in it2] == [2, 3, 4]
