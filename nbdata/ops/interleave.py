@@ -12,7 +12,7 @@ from nbdata import state_check
 from nbdata.chunks import concat_chunks
 from nbdata.errors import OpError
 from nbdata.ops.function import UserFunction
-from nbdata.ops.node import AUTOTUNE, UNKNOWN, UnaryNode, arg_field
+from nbdata.ops.node import AUTOTUNE, INFINITE, UNKNOWN, UnaryNode, arg_field
 from nbdata.ops.runtime import BackgroundChunks, ChunkIter, RowReader, skip_rows
 
 
@@ -42,6 +42,10 @@ class Interleave(UnaryNode):
         return self.fn.output_spec.element_spec
 
     def cardinality(self) -> int:
+        # tf.data's parallel interleave is infinite over an infinite input; otherwise
+        # (and always without num_parallel_calls) the length is unknown
+        if self.num_parallel_calls is not None and self.input.cardinality() == INFINITE:
+            return INFINITE
         return UNKNOWN
 
     def cycle(self, ctx) -> int:

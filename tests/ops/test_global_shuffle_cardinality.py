@@ -26,3 +26,4 @@ def test_asserted_cardinality_larger_than_the_input():
         list(nd.experimental.global_shuffle(ds, seed=3))
     ok = nd.Dataset.range(10).apply(nd.experimental.assert_cardinality(10))
     assert sorted(int(x) for x in nd.experimental.global_shuffle(ok, seed=3)) == list(range(10))
+
