@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from nbdata.chunks import Chunk, RowList, StringColumn
+from nbdata.chunks import Chunk, PackedRows, RowList, StringColumn
 from nbdata.errors import (DataLossError, InvalidArgumentError, NotFoundError, OpError,
                            UnimplementedError)
 from nbdata.spec import is_dataset
@@ -71,6 +71,8 @@ def encode(value: Any) -> bytes:
                     "shape": list(v.shape)}
         if isinstance(v, StringColumn):
             return {"str": [walk(v.data), walk(v.offsets)]}
+        if isinstance(v, PackedRows):       # one buffer, offsets and shapes, not rows
+            return {"packed": [walk(x) for x in v.packed]}
         if isinstance(v, RowList):
             return {"rows": [walk(x) for x in v]}
         if isinstance(v, Chunk):
@@ -183,6 +185,11 @@ def decode(data) -> Any:
             return out.reshape(v["shape"])
         if "str" in v:
             return StringColumn(*[walk(x) for x in v["str"]])
+        if "packed" in v:
+            parts = [walk(x) for x in v["packed"]]
+            if len(parts) != 3 or not all(isinstance(x, np.ndarray) for x in parts):
+                raise DataLossError("corrupt iterator state: packed rows of another layout")
+            return PackedRows(*parts)      # checked against the op by nbdata.state_check
         if "rows" in v:
             return RowList(walk(x) for x in v["rows"])
         if "chunk" in v:

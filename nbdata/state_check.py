@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from nbdata.chunks import Chunk, RowList, StringColumn
+from nbdata.chunks import Chunk, PackedRows, RowList, StringColumn
 from nbdata.errors import InvalidArgumentError
 
 #: The largest position or counter a state may hold where the pipeline gives no bound.
@@ -170,6 +170,8 @@ def _column_fits(col: Any, n: int, leaf) -> str | None:
                   or bool(np.any(np.diff(offsets.astype(np.int64)) < 0))):
             return "a string column whose offsets run outside its bytes"
         return None
+    if isinstance(col, PackedRows):
+        return _packed_fits(col, n, leaf)
     if isinstance(col, RowList):
         return None if len(col) == n else f"{len(col)} rows"
     if not isinstance(col, np.ndarray):
@@ -185,6 +187,27 @@ def _column_fits(col: Any, n: int, leaf) -> str | None:
         if shape is not None and (col.ndim - 1 != len(shape) or any(
                 d is not None and d != e for d, e in zip(shape, col.shape[1:]))):
             return f"rows of shape {list(col.shape[1:])}"
+    return None
+
+
+def _packed_fits(col, n: int, leaf) -> str | None:
+    """Why packed rows cannot be ``n`` rows of ``leaf``: kernels read their buffer at
+    the offsets without bounds checks, so offsets and shapes must agree with it."""
+    from nbdata.spec import TensorSpec
+    packed = getattr(col, "packed", None)
+    if not isinstance(packed, tuple) or len(packed) != 3 or \
+            not all(isinstance(a, np.ndarray) for a in packed):
+        return "packed rows of another layout"
+    data, offsets, shapes = packed
+    if data.ndim != 1 or offsets.ndim != 1 or offsets.dtype != np.int64 or len(offsets) != n + 1 \
+            or shapes.ndim != 2 or shapes.dtype != np.int64 or len(shapes) != n:
+        return "packed rows of another layout"
+    if isinstance(leaf, TensorSpec) and leaf.shape is not None and (
+            shapes.shape[1] != len(leaf.shape) or data.dtype != leaf.dtype):
+        return f"packed rows of dtype {data.dtype} and rank {shapes.shape[1]}"
+    if n and (int(offsets[0]) < 0 or int(offsets[-1]) > len(data) or (shapes < 0).any()
+              or not np.array_equal(np.diff(offsets), np.prod(shapes, axis=1))):
+        return "packed rows whose offsets do not match their shapes and buffer"
     return None
 
 

@@ -301,3 +301,22 @@ def test_bucketing_dict_elements_calls_the_length_function_per_row():
         np.testing.assert_array_equal(g["ids"][:, :w.shape[1]], w)
         assert g["ids"].shape[1] == 24 and (g["ids"][:, w.shape[1]:] == 0).all()
         np.testing.assert_array_equal(g["n"], (w != 0).sum(axis=1))
+
+
+def test_packed_rows_in_a_saved_state_are_checked_against_their_buffer(token_file):
+    from nbdata import state_check
+    from nbdata.chunks import Chunk, PackedRows
+    path, _ = token_file
+    it = iter(nd.io.ParquetDataset(path, columns=["tokens"]).padded_batch(7))
+    next(it)
+    again = iter(nd.io.ParquetDataset(path, columns=["tokens"]).padded_batch(7))
+    again.restore(it.save())           # held-back packed rows travel as one buffer
+    assert np.array_equal(next(again)["tokens"], next(it)["tokens"])
+    spec = {"tokens": nd.TensorSpec((None,), np.int32)}
+    data, offsets = np.arange(6, dtype=np.int32), np.array([0, 2, 6], np.int64)
+    good = PackedRows(data, offsets, np.array([[2], [4]], np.int64))
+    assert state_check.rows(Chunk([good], 2), spec, "pieces") is not None
+    for bad in (PackedRows(data, offsets * 100, np.array([[200], [400]], np.int64)),
+                PackedRows(data, offsets, np.array([[2], [5]], np.int64))):
+        with pytest.raises(nd.errors.InvalidArgumentError, match="offsets do not match"):
+            state_check.rows(Chunk([bad], 2), spec, "pieces")
