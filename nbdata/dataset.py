@@ -95,8 +95,9 @@ class _UnbuiltIterator:
     ``next``; a later ``next`` builds the pipeline again (raising again while the
     function fails) and goes on from it."""
 
-    def __init__(self, dataset: "Dataset", error: OpError):
+    def __init__(self, dataset: "Dataset", error: OpError, opener: Callable = iter):
         self._dataset, self._error, self._it = dataset, error, None
+        self._open = opener   # how the pipeline, once built, is iterated
 
     def __iter__(self) -> "_UnbuiltIterator":
         return self
@@ -106,7 +107,7 @@ class _UnbuiltIterator:
             if self._error is not None:
                 error, self._error = self._error, None
                 raise error
-            self._it = iter(self._dataset)
+            self._it = self._open(self._dataset)
         return next(self._it)
 
     def get_next(self) -> Any:
@@ -1186,7 +1187,13 @@ class Dataset(MoreTransformations, DatasetBase):
         >>> list(nd.Dataset.range(3).as_numpy_iterator())
         [np.int64(0), np.int64(1), np.int64(2)]
         """
-        for s in flatten(self.element_spec):
+        try:
+            spec = self.element_spec
+        except OpError as e:
+            if not getattr(e, "raised_by_elements", False):
+                raise
+            return _UnbuiltIterator(self, e, Dataset.as_numpy_iterator)
+        for s in flatten(spec):
             if isinstance(s, DatasetSpec):
                 raise TypeError("as_numpy_iterator: Dataset.as_numpy_iterator() is not supported "
                                 "for datasets that produce datasets (elements containing "

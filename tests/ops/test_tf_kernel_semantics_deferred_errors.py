@@ -38,3 +38,18 @@ def test_errors_of_building_the_pipeline_itself_still_raise_at_iter():
     ds = nd.Dataset.range(0).map(_fails)   # no element to take the spec from
     with pytest.raises(nd.errors.InvalidArgumentError, match="the input has none"):
         iter(ds)
+
+
+def test_as_numpy_iterator_defers_the_error_too():
+    calls = []
+
+    def flaky(x):
+        calls.append(int(x))   # int() of a symbolic value: recorded it is not
+        if len(calls) == 1:
+            raise KeyError("first call")
+        return x + 1
+
+    it = nd.Dataset.from_tensors(1).map(flaky).as_numpy_iterator()
+    with pytest.raises(nd.errors.InvalidArgumentError, match="KeyError"):
+        next(it)
+    assert [int(v) for v in it] == [2]
