@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nbdata import random as nd_random
-from nbdata.errors import InvalidArgumentError, NotFoundError
+from nbdata.errors import DataLossError, InvalidArgumentError, NotFoundError
 from nbdata.ops.from_list import FromList
 from nbdata.ops.function import UserFunction, check_dataset_spec, check_predicate_spec
 from nbdata.ops.grouping import GroupByReducer, GroupByWindow
@@ -540,8 +540,9 @@ class MoreTransformations:
     # --------------------------------------------------- batching to sparse
     def sparse_batch(self, batch_size: Any, row_shape: Any, name: str | None = None):
         """Batches of ``batch_size`` elements as ``nd.SparseTensor``s of dense shape
-        ``[n, *row_shape]`` (each element's values at its own indices; an element larger
-        than ``row_shape`` is an InvalidArgumentError).
+        ``[n, *row_shape]`` (each element's values at its own indices; an element of
+        another rank is an InvalidArgumentError, one larger than ``row_shape`` a
+        DataLossError, as in tf.data).
 
         >>> import numpy as np, nbdata as nd
         >>> ds = nd.Dataset.from_list([[1], [2, 3]]).sparse_batch(2, [3])
@@ -555,11 +556,11 @@ class MoreTransformations:
             raise TypeError(f"sparse_batch: elements must be one tensor, got {spec}")
         dims = list(row_shape) if isinstance(row_shape, (list, tuple)) else \
             np.asarray(row_shape).reshape(-1).tolist()
+        for d in dims:
+            if d is not None and int(d) < -1:
+                raise ValueError(f"sparse_batch: row_shape {dims}: Dimension {int(d)} must "
+                                 f"be >= 0")
         shape = tuple(-1 if d is None or int(d) < 0 else int(d) for d in dims)
-        if spec.shape is not None and len(spec.shape) != len(shape):
-            raise InvalidArgumentError(f"sparse_batch: row_shape {list(shape)} has rank "
-                                       f"{len(shape)}, elements have rank {len(spec.shape)}",
-                                       "sparse_batch")
         dtype = spec.dtype
         rank = len(shape)
 
@@ -568,11 +569,17 @@ class MoreTransformations:
             dims = list(shape)
             for b, row in enumerate(batch):
                 a = np.asarray(row) if dtype is not string else np.asarray(row, dtype=object)
+                # as tf.data, when the batch is built: a rank other than row_shape's is an
+                # InvalidArgumentError, an element larger than row_shape a DataLossError
+                if a.ndim != rank:
+                    raise InvalidArgumentError(
+                        f"sparse_batch: Input element of shape {list(a.shape)} is "
+                        f"incompatible with the row shape {list(shape)}", "sparse_batch")
                 for d, (have, want) in enumerate(zip(a.shape, shape)):
                     if want >= 0 and have > want:
-                        raise InvalidArgumentError(
-                            f"sparse_batch: an element of shape {list(a.shape)} does not fit "
-                            f"row_shape {list(shape)}", "sparse_batch")
+                        raise DataLossError(
+                            f"sparse_batch: an element of shape {list(a.shape)} is larger "
+                            f"than the row shape {list(shape)}", "sparse_batch")
                 for d in range(rank):
                     if shape[d] < 0:
                         dims[d] = max(dims[d], a.shape[d])
