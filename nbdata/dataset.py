@@ -1355,6 +1355,8 @@ def global_shuffle(dataset: Dataset, seed: int | None = None,
     if not isinstance(dataset, Dataset):
         raise TypeError(f"global_shuffle: expected a Dataset, got {type(dataset).__name__}")
     reason = dataset._node.random_access()
+    if reason is None:
+        reason = _global_shuffle_refusal(dataset._node)
     n = dataset.cardinality()
     if reason is None and n in (INFINITE, 0):
         raise InvalidArgumentError(
@@ -1363,8 +1365,6 @@ def global_shuffle(dataset: Dataset, seed: int | None = None,
             "global_shuffle")
     if reason is None and n < 0:
         reason = "its length is unknown"
-    if reason is None:
-        reason = _global_shuffle_refusal(dataset._node)
     if reason is not None:
         raise FailedPreconditionError(
             f"global_shuffle: `global_shuffle` requires all upstream transformations be "
