@@ -22,6 +22,8 @@ from nbdata import image as _nd_image
 from nbdata.compat.v1 import ops as _ops
 from nbdata.compat.v1.ops import _apply, _static, convert, random_uniform
 from nbdata.errors import InvalidArgumentError, UnimplementedError
+from nbdata.primitives.image.color import check_factor_range as _factor_range
+from nbdata.primitives.image.color import check_max_delta as _max_delta
 from nbdata.trace.graph import Symbolic
 
 
@@ -285,6 +287,11 @@ def per_image_standardization(image):
                   "per_image_standardization", None)
 
 
+def adjust_hue(image, delta, name=None):
+    """``tf.image.adjust_hue``: nd.image's entry, a graph op in graph mode."""
+    return _apply(_nd_image.adjust_hue, (convert(image, what="adjust_hue"), delta), "AdjustHue", name)
+
+
 def _flip_if(image, u, axis):
     image = np.asarray(image)
     u = np.asarray(u)
@@ -328,40 +335,29 @@ def flip_up_down(image):
 def random_brightness(image, max_delta, seed=None):
     """``tf.image.random_brightness``: ``adjust_brightness`` by a delta uniform in
     ``[-max_delta, max_delta)``."""
-    if max_delta < 0:
-        raise ValueError("max_delta must be non-negative.")
+    _max_delta(max_delta)
     return _nd_image.adjust_brightness(image, random_uniform([], -max_delta, max_delta, seed=seed))
-
-
-def _factor_range(lower, upper, what):
-    if upper <= lower:
-        raise ValueError("upper must be > lower.")
-    if lower < 0:
-        raise ValueError("lower must be non-negative.")
 
 
 def random_contrast(image, lower, upper, seed=None):
     """``tf.image.random_contrast``: ``adjust_contrast`` by a factor uniform in
     ``[lower, upper)``."""
-    _factor_range(lower, upper, "contrast")
+    _factor_range(lower, upper)
     return _nd_image.adjust_contrast(image, random_uniform([], lower, upper, seed=seed))
 
 
 def random_saturation(image, lower, upper, seed=None):
     """``tf.image.random_saturation``: ``adjust_saturation`` by a factor uniform in
     ``[lower, upper)``."""
-    _factor_range(lower, upper, "saturation")
+    _factor_range(lower, upper)
     return _nd_image.adjust_saturation(image, random_uniform([], lower, upper, seed=seed))
 
 
 def random_hue(image, max_delta, seed=None):
     """``tf.image.random_hue``: ``adjust_hue`` by a delta uniform in
     ``[-max_delta, max_delta)``, ``max_delta <= 0.5``."""
-    if max_delta > 0.5:
-        raise ValueError("max_delta must be <= 0.5.")
-    if max_delta < 0:
-        raise ValueError("max_delta must be non-negative.")
-    return _nd_image.adjust_hue(image, random_uniform([], -max_delta, max_delta, seed=seed))
+    _max_delta(max_delta, 0.5)
+    return adjust_hue(image, random_uniform([], -max_delta, max_delta, seed=seed))
 
 
 def sample_distorted_bounding_box(image_size, bounding_boxes, seed=None, seed2=None,

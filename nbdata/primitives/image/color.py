@@ -352,13 +352,14 @@ def adjust_brightness(image, delta):
 def _lift_random_brightness(image, max_delta, seed):
     if not isinstance(seed, (tuple, list)) or len(seed) != 2 or isinstance(max_delta, expr.Expr):
         raise NotElementwise("random_brightness with a seed that is not a pair")
-    max_delta = _check_max_delta(max_delta)
+    max_delta = check_max_delta(max_delta)
     u = expr.draw("uniform", seed[0], seed[1], _BRIGHTNESS_STREAM)
     delta = expr.apply_ufunc(np.add, -max_delta, expr.apply_ufunc(np.multiply, u, 2 * max_delta))
     return _lift_brightness_of(image, expr.cast(delta, np.float32))
 
 
-def _check_max_delta(max_delta, most: float = np.inf) -> float:
+def check_max_delta(max_delta, most: float = np.inf) -> float:
+    """A random op's ``max_delta`` as a float in ``[0, most]``, with TF's errors."""
     max_delta = float(max_delta)
     if max_delta > most:
         raise ValueError(f"max_delta must be <= {most}.")
@@ -374,20 +375,15 @@ def _random_brightness_nopython(image, max_delta, seed):
     def impl(image, max_delta, seed):
         if max_delta < 0:
             raise ValueError("max_delta must be non-negative.")
-        u = random.uniform(random.key(np.int64(seed[0]), _BRIGHTNESS_STREAM, 0), np.int64(seed[1]))
-        delta = np.float32(-np.float64(max_delta) + u * (2 * np.float64(max_delta)))
+        delta = _uniform_in(seed, _BRIGHTNESS_STREAM, -max_delta, max_delta)
         return _adjust_brightness(image, delta, to_float, from_float, low, high,
                                   np.empty(image.shape, dtype))
     return impl
 
 
-def _random_brightness_step(max_delta, seed):
-    max_delta = _check_max_delta(max_delta)
-    return _Brightness(drawn=(_BRIGHTNESS_STREAM, -max_delta, max_delta), seed=seed)
-
-
 @define(tags=("image",), lift=_lift_random_brightness, numba=_random_brightness_nopython,
-        gpu=_random_brightness_step)
+        gpu=lambda max_delta, seed: _Brightness(
+            drawn=(_BRIGHTNESS_STREAM, -check_max_delta(max_delta), max_delta), seed=seed))
 def random_brightness(image, max_delta, seed):
     """:func:`adjust_brightness` by a delta drawn uniformly in ``[-max_delta, max_delta)``
     (``tf.image.stateless_random_brightness``).
@@ -417,7 +413,7 @@ def random_brightness(image, max_delta, seed):
         >>> bool(abs(int(out[0, 0, 0]) - 100) <= 0.2 * 255 + 1)
         True
     """
-    max_delta = _check_max_delta(max_delta)
+    max_delta = check_max_delta(max_delta)
     delta = _drawn("random_brightness", seed, _BRIGHTNESS_STREAM, -max_delta, max_delta)
     return adjust_brightness(image, delta)
 
@@ -541,7 +537,8 @@ def adjust_contrast(images, contrast_factor):
                        op_name="AdjustContrastv2")
 
 
-def _check_contrast_range(lower, upper) -> tuple:
+def check_factor_range(lower, upper) -> tuple:
+    """A random op's factor range as floats, ``0 <= lower < upper``, with TF's errors."""
     lower, upper = float(lower), float(upper)
     if upper <= lower:
         raise ValueError("upper must be > lower.")
@@ -560,19 +557,13 @@ def _random_contrast_nopython(image, lower, upper, seed):
             raise ValueError("upper must be > lower.")
         if lower < 0:
             raise ValueError("lower must be non-negative.")
-        u = random.uniform(random.key(np.int64(seed[0]), _CONTRAST_STREAM, 0), np.int64(seed[1]))
-        factor = np.float32(np.float64(lower) + u * (np.float64(upper) - np.float64(lower)))
-        return _adjust_contrast(image, factor, to_float, from_float, low, high,
-                                np.empty(image.shape, dtype))
+        return _adjust_contrast(image, _uniform_in(seed, _CONTRAST_STREAM, lower, upper), to_float,
+                                from_float, low, high, np.empty(image.shape, dtype))
     return impl
 
 
-def _random_contrast_step(lower, upper, seed):
-    lower, upper = _check_contrast_range(lower, upper)
-    return _Contrast(drawn=(_CONTRAST_STREAM, lower, upper), seed=seed)
-
-
-@define(tags=("image",), numba=_random_contrast_nopython, gpu=_random_contrast_step)
+@define(tags=("image",), numba=_random_contrast_nopython, gpu=lambda lower, upper, seed: _Contrast(
+    drawn=(_CONTRAST_STREAM, *check_factor_range(lower, upper)), seed=seed))
 def random_contrast(image, lower, upper, seed):
     """:func:`adjust_contrast` by a factor drawn uniformly in ``[lower, upper)``
     (``tf.image.stateless_random_contrast``).
@@ -597,7 +588,7 @@ def random_contrast(image, lower, upper, seed):
         >>> out.shape, out.dtype
         ((2, 2, 3), dtype('uint8'))
     """
-    lower, upper = _check_contrast_range(lower, upper)
+    lower, upper = check_factor_range(lower, upper)
     return adjust_contrast(image, _drawn("random_contrast", seed, _CONTRAST_STREAM, lower, upper))
 
 
@@ -780,7 +771,7 @@ def adjust_hue(image, delta, name=None):
 
 @define(tags=("image",), numba=_random_saturation_nopython,
         gpu=lambda lower, upper, seed: _Saturation(
-            drawn=(_SATURATION_STREAM, *_check_contrast_range(lower, upper)), seed=seed))
+            drawn=(_SATURATION_STREAM, *check_factor_range(lower, upper)), seed=seed))
 def random_saturation(image, lower, upper, seed):
     """:func:`adjust_saturation` by a factor drawn uniformly in ``[lower, upper)``
     (``tf.image.stateless_random_saturation``), on the stream ``b"saturate"`` as
@@ -793,14 +784,14 @@ def random_saturation(image, lower, upper, seed):
         >>> image.random_saturation(img, 0.5, 1.5, seed=(3, 0)).shape
         (2, 2, 3)
     """
-    lower, upper = _check_contrast_range(lower, upper)
+    lower, upper = check_factor_range(lower, upper)
     return adjust_saturation(image, _drawn("random_saturation", seed, _SATURATION_STREAM, lower,
                                            upper))
 
 
 @define(tags=("image",), numba=_random_hue_nopython,
         gpu=lambda max_delta, seed: _Hue(
-            drawn=(_HUE_STREAM, -_check_max_delta(max_delta, 0.5), max_delta), seed=seed))
+            drawn=(_HUE_STREAM, -check_max_delta(max_delta, 0.5), max_delta), seed=seed))
 def random_hue(image, max_delta, seed):
     """:func:`adjust_hue` by a delta drawn uniformly in ``[-max_delta, max_delta)``,
     ``max_delta <= 0.5`` (``tf.image.stateless_random_hue``), on the stream
@@ -813,7 +804,7 @@ def random_hue(image, max_delta, seed):
         >>> image.random_hue(img, 0.2, seed=(3, 0)).shape
         (2, 2, 3)
     """
-    max_delta = _check_max_delta(max_delta, 0.5)
+    max_delta = check_max_delta(max_delta, 0.5)
     return adjust_hue(image, _drawn("random_hue", seed, _HUE_STREAM, -max_delta, max_delta))
 
 
