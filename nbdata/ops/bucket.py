@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import weakref
 from typing import Any
 
 import numba
@@ -74,9 +75,25 @@ class BucketBySequenceLength(UnaryNode):
         return BucketChunks(self, ctx, state)
 
 
+_COMPILED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def _compiled_lengths(fn):
     """A Numba kernel computing ``fn(row)`` for each packed 1-D row, or None when ``fn``
-    does not compile."""
+    does not compile (compiled once per function, not per iteration)."""
+    try:
+        return _COMPILED[fn]
+    except (KeyError, TypeError):
+        pass
+    kernel = _compile_lengths(fn)
+    try:
+        _COMPILED[fn] = kernel
+    except TypeError:       # not weakly referable: compiled again next time
+        pass
+    return kernel
+
+
+def _compile_lengths(fn):
     try:
         one = numba.njit(fn)
 
