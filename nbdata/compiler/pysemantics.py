@@ -530,7 +530,10 @@ class PythonGuards(FunctionPass):
         typemap, calltypes = state.typemap, state.calltypes
         loc, scope = ins.loc, ins.target.scope
         fnty = state.typingctx.resolve_value_type(guard)
-        argtys = tuple(typemap[a.name] for a in args)
+        # Typed on the operands' non-literal types: one compilation of each guard per
+        # operand type, not one per constant a user function combines (lowering casts
+        # a literal to its type).
+        argtys = tuple(types.unliteral(typemap[a.name]) for a in args)
         sig = state.typingctx.resolve_function_type(fnty, argtys, {})
         if sig is None:
             raise TypeError("untypeable guard")

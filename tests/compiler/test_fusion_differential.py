@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 
 import nbdata as nd
 
-EXAMPLES = int(os.environ.get("NBDATA_HYPOTHESIS_EXAMPLES", "30"))
+# CI runs 12 random chains (each compiles its own kernels: ~3 s of CPU apiece cold);
+# NBDATA_HYPOTHESIS_EXAMPLES runs more.
+EXAMPLES = int(os.environ.get("NBDATA_HYPOTHESIS_EXAMPLES", "12"))
 BOOM_AT = 1234  # the y value at which the "boom" map raises
 
 
