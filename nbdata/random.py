@@ -378,21 +378,37 @@ def _feistel(value, half_bits, key):
 
 
 @numba.njit(nogil=True, cache=True)
-def _permute(start, count, n, key):
+def _permute_into(out, lo, hi, start, n, key):
+    """``out[lo:hi]``: positions ``start + lo .. start + hi`` of the permutation."""
     half = 1
     while (np.uint64(1) << np.uint64(2 * half)) < np.uint64(n):
         half += 1
-    out = np.empty(count, np.int64)
-    for i in range(count):
+    for i in range(lo, hi):
         v = np.uint64(start + i)
         v = _feistel(v, half, key)
         while v >= np.uint64(n):   # cycle walking: stays a bijection of [0, n)
             v = _feistel(v, half, key)
         out[i] = np.int64(v)
+
+
+def _permute(start, count, n, key, run_parts=None):
+    """The positions; ``run_parts(fn, ranges)`` (a caller's thread pool) computes
+    ``fn(lo, hi)`` for each range, from 64Ki positions in parts (each position is
+    independent of the others, and the kernel releases the GIL)."""
+    out = np.empty(count, np.int64)
+    if run_parts is None or count < 2 * _PERMUTE_PART:
+        _permute_into(out, 0, count, start, n, key)
+        return out
+    step = max(_PERMUTE_PART, -(-count // 8))
+    run_parts(lambda lo, hi: _permute_into(out, lo, hi, start, n, key),
+              [(lo, min(count, lo + step)) for lo in range(0, count, step)])
     return out
 
 
-def permutation(key: int, start: int, count: int, n: int) -> np.ndarray:
+_PERMUTE_PART = 1 << 16
+
+
+def permutation(key: int, start: int, count: int, n: int, run_parts=None) -> np.ndarray:
     """Positions ``start .. start+count`` of a keyed random permutation of ``range(n)``,
     each computed on its own in O(1) memory (``global_shuffle``).
 
@@ -402,4 +418,4 @@ def permutation(key: int, start: int, count: int, n: int) -> np.ndarray:
     """
     if count <= 0:
         return np.empty(0, np.int64)
-    return _permute(np.int64(start), np.int64(count), np.int64(n), _as_uint64(key))
+    return _permute(np.int64(start), np.int64(count), np.int64(n), _as_uint64(key), run_parts)

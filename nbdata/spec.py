@@ -168,7 +168,35 @@ def packer(structure: Any):
     if type(structure) is tuple and not any(isinstance(v, (tuple, Mapping)) or v is None
                                             or is_custom_nest(v) for v in structure):
         return tuple
-    return lambda leaves: pack_as(structure, leaves)
+    if type(structure) is dict and not any(isinstance(v, (tuple, Mapping)) or v is None
+                                           or is_custom_nest(v) for v in structure.values()):
+        keys = sorted(structure)
+        return lambda leaves: dict(zip(keys, leaves))
+    build = _builder(structure)
+    return lambda leaves: build(iter(leaves))
+
+
+def _builder(s):
+    """``it -> element`` for the fixed structure ``s`` (what :func:`_pack` does, with
+    the structure's kinds decided once)."""
+    if isinstance(s, Mapping):
+        keys = sorted(s)
+        subs = [_builder(s[k]) for k in keys]
+        if type(s) is dict:
+            return lambda it: {k: f(it) for k, f in zip(keys, subs)}
+        kind = type(s)
+        return lambda it: kind({k: f(it) for k, f in zip(keys, subs)})
+    if is_namedtuple(s):
+        subs, kind = [_builder(v) for v in s], type(s)
+        return lambda it: kind(*[f(it) for f in subs])
+    if isinstance(s, tuple):
+        subs = [_builder(v) for v in s]
+        return lambda it: tuple([f(it) for f in subs])
+    if s is None:
+        return lambda it: None
+    if is_custom_nest(s):
+        return lambda it: _pack(s, it)
+    return next
 
 
 def _pack(s, it):

@@ -57,3 +57,33 @@ def compact(column: np.ndarray, rows: np.ndarray, flat: np.ndarray | None = None
     out = np.empty((len(rows),) + column.shape[1:], column.dtype)
     gather_rows(words, rows, _words(out.reshape(len(rows), width)))
     return out
+
+
+@numba.njit(nogil=True, cache=True)
+def _put_rows(out, src, at, rows):
+    width = out.shape[1]
+    for i in range(len(at)):
+        o, r = at[i], rows[i]
+        for j in range(width):
+            out[o, j] = src[r, j]
+
+
+def gather_units(columns: list, picked: list, local: list) -> np.ndarray | None:
+    """One column of several decoded blocks (arrays of one dtype and row shape):
+    ``result[picked[u]] = columns[u][local[u]]`` for each block ``u``, written in place
+    (no temporary per block); None when a block's rows are not contiguous (the caller
+    takes them itself)."""
+    first = columns[0]
+    n = sum(len(p) for p in picked)
+    out = np.empty((n,) + first.shape[1:], first.dtype)
+    words = _words(out.reshape(n, -1)) if n else None
+    if words is None:
+        return out if n == 0 else None
+    sources = [_words(c.reshape(len(c), -1)) if len(c) else None for c in columns]
+    if any(s is None or s.dtype != words.dtype or s.shape[1] != words.shape[1]
+           for s, p in zip(sources, picked) if len(p)):
+        return None
+    for s, p, r in zip(sources, picked, local):
+        if len(p):
+            _put_rows(words, s, p, r)
+    return out

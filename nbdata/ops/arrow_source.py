@@ -40,6 +40,8 @@ from nbdata import state_check
 from nbdata.chunks import Chunk, PackedRows, StringColumn, col_concat, col_slice, col_take
 from nbdata.errors import (DataLossError, FailedPreconditionError, InvalidArgumentError, NotFoundError,
                            UnimplementedError)
+from nbdata.kernels.compact import gather_units
+from nbdata.kernels.threads import shared_pool
 from nbdata.ops.fusion import ChunkSource, OpaqueLeaf, SourceReader, numba_dtype
 from nbdata.ops.from_tensor_slices import ColumnLeaf
 from nbdata.ops.node import AUTOTUNE, UNKNOWN, Node, NotFusable, arg_field
@@ -398,9 +400,10 @@ class ArrowRows:
         np.cumsum(rows, out=starts[1:])
         return starts
 
-    def unit_block(self, u: int, rules: tuple, order: tuple, op: str) -> Block:
+    def unit_block(self, u: int, rules: tuple, order: tuple, op: str,
+                   cache_bytes: int = UNIT_CACHE_BYTES) -> Block:
         """Unit ``u`` decoded whole, for random access. A table's units are kept (views
-        of memory the table holds); others while they fit UNIT_CACHE_BYTES, the last
+        of memory the table holds); others while they fit ``cache_bytes``, the last
         one read always."""
         key = (u, order, tuple((r.name, r.kind, None if r.fill is None else
                                 np.asarray(r.fill).tobytes()) for r in rules))
@@ -416,7 +419,7 @@ class ArrowRows:
             self._cache[key] = block
             if not self.in_memory:
                 total = sum(b.nbytes for b in self._cache.values())
-                while len(self._cache) > 1 and total > UNIT_CACHE_BYTES:
+                while len(self._cache) > 1 and total > cache_bytes:
                     _, old = self._cache.popitem(last=False)
                     total -= old.nbytes
         return block
@@ -622,28 +625,54 @@ class ArrowSource(Node):
         return self.rows_from.in_memory
 
     def gather(self, ctx, rows: np.ndarray) -> Chunk:
-        """The rows at ``rows``: each unit they fall in is decoded (and cached, see
-        UNIT_CACHE_BYTES) and the rows taken from it."""
+        """The rows at ``rows``: each unit they fall in is decoded and the rows taken
+        from it. Decoded units are kept for the next gathers up to a quarter of the
+        run's memory budget (``Options().memory_budget``; at least UNIT_CACHE_BYTES):
+        a global shuffle over files whose chosen columns fit that decodes each row
+        group once, as reading the whole table would, instead of once per chunk."""
         rows = np.asarray(rows, np.int64)
         starts = self.rows_from.unit_starts()
         units = np.searchsorted(starts, rows, side="right") - 1
-        parts, where = [], []
-        for u in np.unique(units):
-            picked = np.flatnonzero(units == u)
-            block = self.rows_from.unit_block(int(u), self.rules, self.order, self.op)
-            local = rows[picked] - starts[u]
-            bad = block.nulls.among(local)
-            if bad is not None:
-                raise self.null_error(int(rows[picked[bad[0]]]), bad[1])
-            parts.append(Chunk([col_take(c, local) for c in block.columns], len(local)))
-            where.append(picked)
-        if not parts:
+        memory = getattr(ctx, "memory", None)
+        keep = max(UNIT_CACHE_BYTES, memory.limit // 4 if memory is not None else 0)
+        n = len(rows)
+        local = rows - starts[units]
+        present = np.flatnonzero(np.bincount(units, minlength=len(starts) - 1))
+        if len(present) == 0:
             return Chunk([c[:0] for c in self._empty_columns()], 0)
-        if len(parts) == 1 and np.array_equal(where[0], np.arange(len(rows))):
-            return parts[0]
-        order = np.argsort(np.concatenate(where), kind="stable")
-        joined = [col_concat([p.columns[k] for p in parts]) for k in range(len(parts[0].columns))]
-        return Chunk([col_take(c, order) for c in joined], len(rows))
+        blocks = []
+        for u in present:
+            block = self.rows_from.unit_block(int(u), self.rules, self.order, self.op, keep)
+            if block.nulls.rows:
+                picked = np.flatnonzero(units == u)
+                bad = block.nulls.among(local[picked])
+                if bad is not None:
+                    raise self.null_error(int(rows[picked[bad[0]]]), bad[1])
+            blocks.append(block)
+        if len(blocks) == 1:
+            return Chunk([col_take(c, local) for c in blocks[0].columns], n)
+        picked = [np.flatnonzero(units == u) for u in present] if len(present) <= 16 else \
+            np.split(np.argsort(units, kind="stable"),
+                     np.cumsum(np.bincount(units)[present])[:-1])
+        locals_ = [local[p] for p in picked]
+        width = len(blocks[0].columns)
+        arrays = [k for k in range(width) if all(isinstance(b.columns[k], np.ndarray) for b in blocks)]
+        columns: list = [None] * width
+        if len(arrays) > 1 and n >= 1 << 15:   # the columns on nbdata's threads (nogil)
+            pool = shared_pool()
+            futures = {k: pool.submit(gather_units, [b.columns[k] for b in blocks], picked,
+                                      locals_) for k in arrays}
+            for k, f in futures.items():
+                columns[k] = f.result()
+        else:
+            for k in arrays:
+                columns[k] = gather_units([b.columns[k] for b in blocks], picked, locals_)
+        for k in range(width):
+            if columns[k] is None:   # strings, lists: each block's rows, then put in order
+                order = np.argsort(np.concatenate(picked), kind="stable")
+                columns[k] = col_take(col_concat([col_take(b.columns[k], r)
+                                                  for b, r in zip(blocks, locals_)]), order)
+        return Chunk(columns, n)
 
     def _empty_columns(self) -> list:
         out = []

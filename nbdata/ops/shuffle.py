@@ -13,6 +13,7 @@ from nbdata import state_check
 from nbdata.chunks import Chunk, RowList, StringColumn, row_bytes
 from nbdata.errors import InvalidArgumentError, UnimplementedError
 from nbdata.kernels.shuffle import drain_plan, draw_slots, replace_plan, replace_values, swap_rows
+from nbdata.kernels.threads import shared_pool
 from nbdata.ops.fusion import IndexedSource
 from nbdata.ops.node import UNKNOWN, NotFusable, UnaryNode, arg_field, new_resource_key
 from nbdata.ops.runtime import ChunkIter, InputChunks, PositionChunks
@@ -475,6 +476,13 @@ class GlobalShuffle(UnaryNode):
 GLOBAL_STREAM = 0x474C4F42  # "GLOB"
 
 
+def _run_parts(fn, ranges: list) -> None:
+    """``fn(lo, hi)`` for each range on nbdata's shared pool (a permutation's parts)."""
+    pool = shared_pool()
+    for f in [pool.submit(fn, lo, hi) for lo, hi in ranges]:
+        f.result()
+
+
 class GlobalShuffleChunks(PositionChunks):
     """Consecutive positions of the permutation, gathered (or, for a fused stage reading
     the input in place, the row numbers only). State: epoch and position."""
@@ -486,7 +494,7 @@ class GlobalShuffleChunks(PositionChunks):
         super().__init__(node.cardinality(), 0 if state is None else state_check.integer(state, "pos"))
 
     def rows(self, lo: int, hi: int) -> Chunk:
-        rows = nd_random.permutation(self.key, lo, hi - lo, self.n)
+        rows = nd_random.permutation(self.key, lo, hi - lo, self.n, _run_parts)
         return self.node.input.gather(self.ctx, rows) if self.gather else Chunk([rows], hi - lo)
 
     def save(self) -> dict:
