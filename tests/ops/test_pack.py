@@ -320,3 +320,24 @@ def test_packed_rows_in_a_saved_state_are_checked_against_their_buffer(token_fil
                 PackedRows(data, offsets, np.array([[2], [5]], np.int64))):
         with pytest.raises(nd.errors.InvalidArgumentError, match="offsets do not match"):
             state_check.rows(Chunk([bad], 2), spec, "pieces")
+
+
+def test_token_lists_reach_pack_padding_bucketing_and_ragged_batches_without_row_objects(
+        token_file, monkeypatch):
+    """The rows of an Arrow list column stay one buffer and offsets: making the rows' views
+    (one Python object per row) fails the test."""
+    from nbdata.chunks import PackedRows
+    path, seqs = token_file
+
+    def no_views(self):
+        raise AssertionError("per-row views of packed rows were made")
+    want = [list(b) for b in packed_batches(path)]
+    monkeypatch.setattr(PackedRows, "_views", no_views)
+    tokens = nd.io.ParquetDataset(path).map(lambda d: d["tokens"])
+    assert_rows([list(b) for b in packed_batches(path)], want)
+    # (shuffle's buffer holds ragged rows as one object each; not checked here)
+    assert sum(len(b) for b in tokens.padded_batch(32)) == len(seqs)
+    assert sum(len(b) for b in tokens.bucket_by_sequence_length(
+        lambda x: len(x), [16, 32], [8, 8, 8])) == len(seqs)
+    assert sum(b["tokens"].nrows() for b in nd.io.ParquetDataset(
+        path, columns=["tokens"]).ragged_batch(16)) == len(seqs)
