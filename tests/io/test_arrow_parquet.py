@@ -186,6 +186,22 @@ def test_a_null_raises_naming_column_and_row_after_the_rows_before_it():
         list(nd.Dataset.from_arrow(NULLS, columns=["v"]))   # a null item inside a list
 
 
+def test_list_columns_are_ragged_leaves_with_nulls_filled_or_raised():
+    t = pa.table({"t": pa.array([[1, 2], [3], None, [4, 5, 6], [7]], pa.list_(pa.int64())),
+                  "u": pa.array([[1], [2, None], [3], [4], [5]], pa.large_list(pa.float32()))})
+    assert nd.Dataset.from_arrow(t).element_spec == {
+        "t": nd.TensorSpec((None,), np.int64), "u": nd.TensorSpec((None,), np.float32)}
+    sliced = nd.Dataset.from_arrow(t.slice(1, 3), columns=["t"], null_values={"t": [9, 9]})
+    assert [e["t"].tolist() for e in sliced] == [[3], [9, 9], [4, 5, 6]]
+    it = iter(nd.Dataset.from_arrow(t, columns=["u"]))
+    assert next(it)["u"].tolist() == [1.0]
+    with pytest.raises(nd.errors.InvalidArgumentError, match="column 'u' is null at row 1"):
+        next(it)                                   # a null item inside a list
+    assert [e["u"].tolist() for e in it] == [[3.0], [4.0], [5.0]]
+    with pytest.raises(nd.errors.InvalidArgumentError, match=r"null_values\['t'\] must be a 1-D"):
+        nd.Dataset.from_arrow(t, null_values={"t": [[1]]})
+
+
 def test_nulls_count_only_in_the_columns_the_pipeline_reads():
     ds = nd.Dataset.from_arrow(NULLS.append_column("t", pa.array([[1], [], [2, 3], [4], []],
                                                                  pa.list_(pa.int32()))))
