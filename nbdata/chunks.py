@@ -30,24 +30,6 @@ MAX_CHUNK_BYTES = 8 << 20
 # -------------------------------------------------------------- string columns
 
 @numba.njit(nogil=True, cache=True)
-def _gather_strings(data, offsets, rows):
-    n = len(rows)
-    out_offsets = np.empty(n + 1, np.int64)
-    out_offsets[0] = 0
-    for j in range(n):
-        r = rows[j]
-        out_offsets[j + 1] = out_offsets[j] + offsets[r + 1] - offsets[r]
-    out = np.empty(out_offsets[n], np.uint8)
-    for j in range(n):
-        r = rows[j]
-        start = offsets[r]
-        dst = out_offsets[j]
-        for q in range(offsets[r + 1] - start):
-            out[dst + q] = data[start + q]
-    return out, out_offsets
-
-
-@numba.njit(nogil=True, cache=True)
 def _gather_rows(data, offsets, rows):
     n = len(rows)
     out_offsets = np.empty(n + 1, np.int64)
@@ -73,7 +55,7 @@ def gather_strings(data: np.ndarray, offsets: np.ndarray, rows: np.ndarray):
     >>> d.tobytes(), o.tolist()
     (b'cdeabcde', [0, 3, 5, 8])
     """
-    return _gather_strings(data, offsets, rows)
+    return _gather_rows(data, offsets, rows)
 
 
 def concat_strings(datas: list, offsets_list: list):
