@@ -42,13 +42,7 @@ def test_cpu_fallback_trains(example, files):
 
 
 @pytest.mark.skipif(not nd.gpu.available(), reason="no GPU and no CUDA simulator")
-# KNOWN BUG (open, issue 33): on some seeded schedules the CUDA-rules double catches a
-# 32-byte parameter copy reading a device buffer after its release on another stream
-# (the packed per-batch parameters); it passed in the run before. Not strict until fixed.
-def test_gpu_path_trains_and_equals_the_cpu_path(example, files, request):
-    if "rules" in request.node.name:
-        pytest.skip("KNOWN BUG, issue 33: the CUDA-rules double catches a packed-parameter "
-                    "copy reading a device buffer after its release on another stream")
+def test_gpu_path_trains_and_equals_the_cpu_path(example, files):
     result = example.run(files, steps=3, batch=4, size=16, device="gpu")
     assert result["path"] == "gpu" and result["images"] == 12
     assert "nvImageCodec decodes the batch's JPEGs" in result["plan"]

@@ -530,16 +530,21 @@ class Buffer:
         stream = stream if stream is not None else self.stream
         stream = m.stream_of(stream.handle) if not isinstance(stream, Stream) else stream
 
+        release = object()
+
         def free():
             block.memory[:] = POISON_FREED
             block.owner = None
             block.log.clear()
-            if block.host_owner is None:   # not already taken again on this stream
+            # Free for any stream only once its LAST release has run: the block may have
+            # been taken again on this stream (stream order) and released again since.
+            if block.host_owner is None and block.release is release:
                 m.free_blocks.append(block)
 
         with m.lock:
             block.host_owner = None
             block.pending_free = stream
+            block.release = release
             op = m.enqueue(stream, "free", free, name=f"free of {block.name}")
             block.events.append(f"released on {stream.name} (queued #{op.seq})")
 

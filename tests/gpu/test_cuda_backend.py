@@ -321,3 +321,27 @@ def test_host_buffers_are_not_rewritten_before_their_copies_ran(seed, path):
         assert stager.counts[f"{path} copies"] == 12
         for k, batch in enumerate(batches):
             np.testing.assert_array_equal(batch.copy_to_host(), np.full((32, 32), k, np.float32))
+
+
+def test_a_block_taken_again_on_its_stream_is_free_elsewhere_only_after_its_last_release(machine):
+    """The pool model: a block released on s1 and taken again on s1 before that free ran
+    (stream order) and released again is not free for s2 when the FIRST free runs, only
+    after the second (as CUDA's stream-ordered pool): else work on s2 would be handed
+    memory whose pending free on s1 later poisons it."""
+    be = runtime.backend()
+    s1, s2 = be.stream(), be.stream()
+    a = DeviceArray.empty((64,), np.uint8, s1)
+    where = a.pointer
+    del a                                     # free #1 queued on s1
+    b = DeviceArray.empty((64,), np.uint8, s1)
+    assert b.pointer == where                 # reused in s1's order
+    del b                                     # free #2 queued on s1
+    frees = [op for op in machine.stream_of(s1.handle).queue if op.kind == "free"]
+    assert len(frees) == 2
+    machine.force(frees[0])
+    c = DeviceArray.empty((64,), np.uint8, s2)
+    assert c.pointer != where
+    machine.force(frees[1])
+    d = DeviceArray.empty((64,), np.uint8, s2)
+    assert d.pointer == where
+    machine.synchronize()
