@@ -188,11 +188,13 @@ class MoreTransformations:
         """
         datasets = _dataset_list(datasets, "choose_from_datasets")
         if not is_dataset(choice_dataset):
-            raise TypeError("choose_from_datasets: choice_dataset must be a Dataset")
+            raise TypeError(f"choose_from_datasets: `choice_dataset` should be a "
+                            f"`tf.data.Dataset` (an nd.Dataset), got "
+                            f"{type(choice_dataset).__name__}")
         spec = choice_dataset.element_spec
         if not isinstance(spec, TensorSpec) or spec.dtype != np.int64 or spec.shape not in ((), None):
             raise TypeError(f"choose_from_datasets: choice_dataset must hold scalar int64 "
-                            f"values, it holds {spec}")
+                            f"(`tf.int64`) values, it holds {spec}")
         return _mix(datasets, choice_dataset, bool(stop_on_empty_dataset))
 
     @staticmethod
