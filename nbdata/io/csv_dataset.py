@@ -89,7 +89,8 @@ class CsvDataset(Dataset):
             return Dataset(CsvRecords(lines, bool(header), quote, path, fields))
 
         def decode(record):
-            return tuple(decode_csv(record, defaults, field_delim, quote, na_value, select_cols))
+            return tuple(decode_csv(record, defaults, field_delim, quote, na_value, select_cols,
+                                    name="CsvDataset"))
 
         records = names.flat_map(one_file)
         ds = records.map(decode, name=name)

@@ -204,8 +204,22 @@ class CsvConfig:
             out.append(col)
         return out
 
+    dataset_wording = False     # CsvDataset's decode sets it (see _config)
+
+    def _dataset_message(self, code: int, col: int, extra: int) -> str:
+        """CsvDataset's wording of a record error (it names no record number)."""
+        want = len(self.kinds)
+        if code == k.E_COUNT:
+            return (f"Expect {want} fields but have more in record" if extra > want else
+                    f"Expect {want} fields but have {extra} in record")
+        if code == k.E_REQUIRED:
+            return f"Field {col} is required but missing in record!"
+        return "Unquoted fields cannot have quotes inside"
+
     def error(self, data: np.ndarray, row: int, info, shown_row: int) -> InvalidArgumentError:
         code, col, extra, starts, ends = info
+        if self.dataset_wording and code in (k.E_COUNT, k.E_REQUIRED, k.E_UNQUOTED):
+            return InvalidArgumentError(self._dataset_message(code, col, extra), "CsvDataset")
         if code == k.E_COUNT:
             want = len(self.kinds)
             msg = f"Expect {want} fields but have {extra} in record {shown_row}"
@@ -293,7 +307,8 @@ def _records(records):
 def _csv_decoder(records, record_defaults, field_delim=",", use_quote_delim=True, na_value="",
                  select_cols=None, name=None):
     """The column decoder of a ``decode_csv`` call."""
-    config = _config(record_defaults, field_delim, use_quote_delim, na_value, select_cols)
+    config = _config(record_defaults, field_delim, use_quote_delim, na_value, select_cols,
+                     name == "CsvDataset")
     return for_records(CsvDecoder(config), records)
 
 
@@ -326,7 +341,8 @@ def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, 
     >>> decode_csv("7,x", [np.int32(0), ""])
     [np.int32(7), b'x']
     """
-    config = _config(record_defaults, field_delim, use_quote_delim, na_value, select_cols)
+    config = _config(record_defaults, field_delim, use_quote_delim, na_value, select_cols,
+                     name == "CsvDataset")
     data, offsets, shape = _records(records)
     n = len(offsets) - 1
     try:
@@ -341,17 +357,21 @@ def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, 
 _configs: dict = {}
 
 
-def _config(record_defaults, field_delim, use_quote_delim, na_value, select_cols) -> CsvConfig:
+def _config(record_defaults, field_delim, use_quote_delim, na_value, select_cols,
+            dataset_wording: bool = False) -> CsvConfig:
     """The CsvConfig of these arguments, made once for calls that repeat them (a decode
     per record, as TF1 graphs run it); keyed on their reprs, which name dtypes too."""
     try:
         key = (tuple(repr(v) for v in record_defaults), repr(field_delim), bool(use_quote_delim),
-               repr(na_value), None if select_cols is None else tuple(int(c) for c in select_cols))
+               repr(na_value), None if select_cols is None else tuple(int(c) for c in select_cols),
+               bool(dataset_wording))
     except TypeError:
         key = None
     config = _configs.get(key) if key is not None else None
     if config is None:
         config = CsvConfig(record_defaults, field_delim, use_quote_delim, na_value, select_cols)
+        # CsvDataset's decode (name="CsvDataset") words its errors as tf.data's CsvDataset
+        config.dataset_wording = bool(dataset_wording)
         if key is not None:
             if len(_configs) >= 256:
                 _configs.clear()

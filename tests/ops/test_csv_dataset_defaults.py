@@ -39,3 +39,18 @@ def test_unsupported_probe_compression(tmp_path):
     path.write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match="`compression_type` ZLIB is not supported"):
         nd.experimental.make_csv_dataset(str(path), 1, compression_type="ZLIB")
+
+
+def test_record_errors_in_csv_dataset_wording(tmp_path):
+    path = tmp_path / "e.csv"
+    cases = [("0,1,2,3", [[0.0]] * 2, "Expect 2 fields but have more in record"),
+             ("1,2", [[0.0]] * 3, "Expect 3 fields but have 2 in record"),
+             ("1,", [[0], []], r"Field 1 is required but missing in record!"),
+             ('1,2"3,4', [[""]] * 3, "Unquoted fields cannot have quotes inside")]
+    for text, defaults, message in cases:
+        path.write_text(text)
+        with pytest.raises(InvalidArgumentError, match=message):
+            list(CsvDataset(str(path), defaults))
+    # decode_csv keeps its own wording (it names the record)
+    with pytest.raises(InvalidArgumentError, match="Expect 2 fields but have 4 in record 0"):
+        nd.io.decode_csv("0,1,2,3", [[0.0]] * 2)
