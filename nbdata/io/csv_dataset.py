@@ -86,7 +86,9 @@ class CsvDataset(Dataset):
         def one_file(f):
             lines = FileRecords(Dataset.from_tensors(f)._node, fmt)
             path = f.decode("utf-8", "replace") if isinstance(f, bytes) else str(f)
-            return Dataset(CsvRecords(lines, bool(header), quote, path, fields))
+            delim = field_delim.encode() if isinstance(field_delim, str) else field_delim
+            return Dataset(CsvRecords(lines, bool(header), quote, path, fields,
+                                      bytes(delim)[0] if len(delim) == 1 else ord(",")))
 
         def decode(record):
             return tuple(decode_csv(record, defaults, field_delim, quote, na_value, select_cols,

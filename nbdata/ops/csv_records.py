@@ -26,6 +26,32 @@ def _values(column) -> list:
     return column.values() if isinstance(column, StringColumn) else [bytes(v) for v in column]
 
 
+def _ends_in_quote(line: bytes, delim: int, in_quote: bool) -> bool:
+    """Whether a quoted field is still open at the end of ``line`` (``in_quote``: one
+    was open at its start). As tf.data's CsvDataset parses: a quote opens a field only
+    at the field's start; inside, a doubled quote is a quote and a single one closes it
+    (a quote inside an unquoted field is the decoder's error, not an opening)."""
+    at_start = not in_quote
+    i, n = 0, len(line)
+    while i < n:
+        c = line[i]
+        if in_quote:
+            if c == QUOTE:
+                if i + 1 < n and line[i + 1] == QUOTE:
+                    i += 2
+                    continue
+                in_quote = False
+        elif c == delim:
+            at_start = True
+            i += 1
+            continue
+        elif c == QUOTE and at_start:
+            in_quote = True
+        at_start = False
+        i += 1
+    return in_quote
+
+
 def _odd_quotes(column) -> np.ndarray:
     """Per line: whether it holds an odd number of double quotes."""
     if isinstance(column, StringColumn):
@@ -41,6 +67,7 @@ class CsvRecords(UnaryNode):
     use_quote_delim: bool = arg_field(True)
     path: str = ""
     fields: int = 0        # fields a record must have (0: not checked here)
+    delim: int = ord(",")  # the field delimiter's byte (a quote opens a field only after it)
     op = "csv_records"
 
     def cardinality(self) -> int:
@@ -70,15 +97,17 @@ class CsvRecordChunks(ChunkIter):
         if self.pending is None and not odd.any():
             return chunk
         out = []
+        delim = self.node.delim
         for line, flip in zip(_values(column), odd.tolist()):
+            # (a line with an even number of quotes leaves the state as it was)
             if self.pending is None:
-                if flip:
+                if flip and _ends_in_quote(line, delim, False):
                     self.pending = line
                 else:
                     out.append(line)
             else:
                 self.pending = self.pending + b"\n" + line
-                if flip:
+                if flip and not _ends_in_quote(line, delim, True):
                     out.append(self.pending)
                     self.pending = None
         return Chunk([StringColumn.from_values(out)], len(out))

@@ -54,3 +54,16 @@ def test_record_errors_in_csv_dataset_wording(tmp_path):
     # decode_csv keeps its own wording (it names the record)
     with pytest.raises(InvalidArgumentError, match="Expect 2 fields but have 4 in record 0"):
         nd.io.decode_csv("0,1,2,3", [[0.0]] * 2)
+
+
+def test_a_quote_inside_an_unquoted_field_opens_nothing(tmp_path):
+    # each bad line is its own record (an error); the good one after them is read
+    path = tmp_path / "q.csv"
+    path.write_text('1,2"3,4\na,b,c"d\n9,8"7,6,5\ne,f,g')
+    ds = CsvDataset(str(path), [[""]] * 3).ignore_errors()
+    assert [tuple(bytes(v) for v in e) for e in ds] == [(b"e", b"f", b"g")]
+    # a quote at a field's start still spans lines, with ";" as the delimiter too
+    path.write_text('1;"a\nb";2\n3;x;4')
+    rows = [tuple(bytes(v) for v in e) for e in CsvDataset(str(path), [[""]] * 3,
+                                                            field_delim=";")]
+    assert rows == [(b"1", b"a\nb", b"2"), (b"3", b"x", b"4")]
