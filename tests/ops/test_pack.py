@@ -58,6 +58,11 @@ def reference_pack(seqs, caps, bins):
     return out
 
 
+def token_count(x):
+    """The bucketing length of a sequence: one function, so it compiles once."""
+    return np.int64(len(x))
+
+
 def sequences(n, low, high, seed, dtype=np.int32):
     rng = np.random.default_rng(seed)
     return [rng.integers(1, 1000, rng.integers(low, high + 1)).astype(dtype) for _ in range(n)]
@@ -195,7 +200,7 @@ def test_parquet_tokens_bucket_into_the_reference_batches(token_file, pad_to_bou
         boundaries = [16, 32, 61]
         sizes = [6, 4, 3, 2]
     ds = nd.io.ParquetDataset(path).map(lambda d: d["tokens"]).bucket_by_sequence_length(
-        lambda x: np.int64(len(x)), boundaries, sizes, pad_to_bucket_boundary=pad_to_boundary)
+        token_count, boundaries, sizes, pad_to_bucket_boundary=pad_to_boundary)
     got = list(ds)
     want = reference_buckets(seqs, boundaries, sizes, pad_to_boundary)
     assert len(got) == len(want)
@@ -240,7 +245,7 @@ def test_parquet_tokens_bucketing_resumes_mid_epoch_exactly(token_file):
 
     def make():
         return nd.io.ParquetDataset(path).map(lambda d: d["tokens"]).bucket_by_sequence_length(
-            lambda x: np.int64(len(x)), [16, 32], [6, 4, 3])
+            token_count, [16, 32], [6, 4, 3])
     full = list(make())
     it = iter(make())
     head = [next(it) for _ in range(7)]
@@ -277,7 +282,7 @@ def test_bucketing_a_chunk_at_a_time_equals_the_reference_across_chunks(pad_to_b
     options = nd.Options()
     options.chunk_rows = 7          # buckets fill across input chunks
     ds = ragged(seqs).bucket_by_sequence_length(
-        lambda x: np.int64(len(x)), boundaries, sizes, padding_values=np.int32(-1),
+        token_count, boundaries, sizes, padding_values=np.int32(-1),
         pad_to_bucket_boundary=pad_to_boundary, drop_remainder=drop).with_options(options)
     assert "bucket_by_sequence_length(" in ds.compile().explain()
     want = reference_buckets(seqs, boundaries, sizes, pad_to_boundary, drop=drop, pad=-1)
@@ -286,7 +291,7 @@ def test_bucketing_a_chunk_at_a_time_equals_the_reference_across_chunks(pad_to_b
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
     with pytest.raises(nd.errors.InvalidArgumentError, match=r"shorter than max\(bucket_boundaries\)"):
-        list(ragged(seqs).bucket_by_sequence_length(lambda x: np.int64(len(x)), [8], [2, 2],
+        list(ragged(seqs).bucket_by_sequence_length(token_count, [8], [2, 2],
                                                     pad_to_bucket_boundary=True))
 
 
@@ -338,6 +343,6 @@ def test_token_lists_reach_pack_padding_bucketing_and_ragged_batches_without_row
     # (shuffle's buffer holds ragged rows as one object each; not checked here)
     assert sum(len(b) for b in tokens.padded_batch(32)) == len(seqs)
     assert sum(len(b) for b in tokens.bucket_by_sequence_length(
-        lambda x: len(x), [16, 32], [8, 8, 8])) == len(seqs)
+        token_count, [16, 32], [8, 8, 8])) == len(seqs)
     assert sum(b["tokens"].nrows() for b in nd.io.ParquetDataset(
         path, columns=["tokens"]).ragged_batch(16)) == len(seqs)
