@@ -1,5 +1,6 @@
 """The local Ray instance the distribute tests run on (imported by each test module,
-whose autouse fixture it becomes)."""
+whose autouse fixture it becomes; the instance itself is conftest.py's, one per test
+process)."""
 
 import pytest
 
@@ -7,14 +8,14 @@ ray = pytest.importorskip("ray")
 
 
 @pytest.fixture(scope="module", autouse=True)
-def local_ray(request):
-    """Ray on 2 CPUs for the module's tests (or the instance already running). Workers
-    unpickle the test module's functions by value: they cannot import it."""
+def local_ray(request, ray_instance):
+    """The module's tests on the shared Ray instance. Workers unpickle the test module's
+    functions by value: they cannot import it. Named jobs stay up for the process (as
+    documented); the module's are ended with it, as a Ray instance of its own would."""
     ray.cloudpickle.register_pickle_by_value(request.module)
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 namespace="nbdata-tests")
     yield
-    if started:
-        ray.shutdown()
+    from nbdata.distribute import consumer
+    for job in list(consumer._NAMED_JOBS.values()):
+        ray.kill(job, no_restart=True)      # its workers end with it (their owner)
+    consumer._NAMED_JOBS.clear()
+
