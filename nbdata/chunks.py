@@ -340,6 +340,9 @@ def column_from_values(values: list, spec) -> Any:
     if not values:
         return np.empty((0,) + tuple(d or 0 for d in (spec.shape or ())), spec.dtype)
     first = np.shape(values[0])
+    if len(values) == 1 and isinstance(values[0], np.ndarray) and first != () and \
+            values[0].dtype == spec.dtype:
+        return values[0][np.newaxis]   # one array (from_tensors' element): a view, no copy
     if all(np.shape(v) == first for v in values):
         return np.array(values, dtype=spec.dtype) if first == () else np.stack(values)
     return RowList(values)

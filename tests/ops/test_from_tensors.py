@@ -150,3 +150,18 @@ def test_none_is_rejected():
 def test_unconvertible_object_is_rejected():
     with pytest.raises((TypeError, ValueError), match="from_tensors"):
         nd.Dataset.from_tensors(object())
+
+
+def test_a_repeated_array_is_handed_out_as_a_view_not_restacked():
+    # from_tensors(x).repeat(n) yields x itself (a view of its memory) at every step: the
+    # one-row chunk is not a np.stack copy of a (possibly 50 MB) batch per repeat
+    x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    out = list(nd.Dataset.from_tensors(x).repeat(3))
+    assert len(out) == 3
+    for e in out:
+        np.testing.assert_array_equal(e, x)
+        assert np.shares_memory(e, x) and e.shape == x.shape and e.dtype == x.dtype
+    # a map over it sees the values and leaves x alone
+    doubled = list(nd.Dataset.from_tensors(x).map(lambda a: a * 2).repeat(2))
+    np.testing.assert_array_equal(doubled[1], x * 2)
+    np.testing.assert_array_equal(x, np.arange(24, dtype=np.float32).reshape(2, 3, 4))

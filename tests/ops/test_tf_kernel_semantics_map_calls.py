@@ -13,16 +13,17 @@ import nbdata as nd
 class Concurrency:
     """A Python-only function that records how many of its calls overlapped."""
 
-    def __init__(self):
+    def __init__(self, sleep: float = 0.002):
         self.lock = threading.Lock()
         self.now = 0
         self.most = 0
+        self.sleep = sleep
 
     def __call__(self, x):
         with self.lock:
             self.now += 1
             self.most = max(self.most, self.now)
-        time.sleep(0.002)
+        time.sleep(self.sleep)
         with self.lock:
             self.now -= 1
         return x
@@ -58,10 +59,12 @@ def test_unbounded_threadpool_autotunes_beyond_the_thread_budget():
     o.threading.private_threadpool_size = 2
 
     def parallelism(unbounded):
-        pipe = nd.Dataset.range(600).map(Concurrency(), output_signature=SIG,
+        # calls that sleep 10 ms: each added thread raises the rate by a clear margin
+        # even on a machine whose cores are busy with other work
+        pipe = nd.Dataset.range(400).map(Concurrency(0.01), output_signature=SIG,
                                          num_parallel_calls=nd.AUTOTUNE,
                                          use_unbounded_threadpool=unbounded).with_options(o).compile()
-        assert [int(v) for v in pipe] == list(range(600))
+        assert [int(v) for v in pipe] == list(range(400))
         (chosen,) = [s.chosen["parallelism"] for s in pipe.stats().stages if "parallelism" in s.chosen]
         return chosen
 
