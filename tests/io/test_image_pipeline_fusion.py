@@ -77,7 +77,7 @@ def test_parse_decode_crop_normalize_fuse_and_equal_the_reference(tmp_path):
     # The fused kernel really ran (no row went back to the reference path).
     import re
     stats = str(pipe.stats())
-    kernel_rows = int(re.search(r"kernel: ([\d,]+) rows", stats).group(1).replace(",", ""))
+    kernel_rows = int(re.search(r"kernel: ([\d,]+) input rows", stats).group(1).replace(",", ""))
     assert kernel_rows >= 15 and "0 rows in 0 chunks re-run" in stats
 
 
