@@ -87,3 +87,13 @@ def gather_units(columns: list, picked: list, local: list) -> np.ndarray | None:
         if len(p):
             _put_rows(words, s, p, r)
     return out
+
+
+@numba.njit(nogil=True, cache=True)
+def gather_spans(data, starts, counts, out, out_offsets):
+    """``out[out_offsets[j]:][:counts[j]] = data[starts[j]:][:counts[j]]`` for every j
+    (rows of varying size gathered from one buffer into another)."""
+    for j in range(len(starts)):
+        a, b = starts[j], out_offsets[j]
+        for q in range(counts[j]):
+            out[b + q] = data[a + q]

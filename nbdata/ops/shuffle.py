@@ -10,8 +10,9 @@ import numpy as np
 
 from nbdata import random as nd_random
 from nbdata import state_check
-from nbdata.chunks import Chunk, RowList, StringColumn, row_bytes
+from nbdata.chunks import Chunk, PackedRows, RowList, StringColumn, row_bytes
 from nbdata.errors import InvalidArgumentError, UnimplementedError
+from nbdata.kernels.compact import gather_spans
 from nbdata.kernels.shuffle import drain_plan, draw_slots, replace_plan, replace_values, swap_rows
 from nbdata.kernels.threads import shared_pool
 from nbdata.ops.fusion import IndexedSource
@@ -150,10 +151,84 @@ class ReplayChunks(InputChunks):
 
 
 def _store_kind(spec) -> str:
-    """How the buffer keeps a leaf: "dense" numbers of a fixed shape, else "object"."""
+    """How the buffer keeps a leaf: "dense" numbers of a fixed shape, "packed" numbers of
+    a known rank whose sizes vary (token sequences: :class:`PackedStore`), else
+    "object" (one Python object per row)."""
     if spec.dtype is not string and spec.shape is not None and None not in spec.shape:
         return "dense"
+    if spec.dtype is not string and spec.shape is not None and spec.dtype.kind in "biuf":
+        return "packed"
     return "object"
+
+
+class PackedStore:
+    """A shuffle buffer's rows of varying size held in one growing buffer (the arena),
+    each buffered row a dense handle ``(start, count, *shape)``: the handles move through
+    the buffer as fixed-size rows do (the same swap kernels), and rows out are gathered
+    from the arena into one packed column, with no Python object per row. The arena is
+    compacted to the live rows when it grows past twice their size."""
+
+    def __init__(self, spec):
+        self.dtype, self.ndim = np.dtype(spec.dtype), len(spec.shape)
+        self.arena = np.empty(0, self.dtype)
+        self.used = 0
+
+    def handles(self, column) -> np.ndarray:
+        """Handles of a column's rows, their values appended to the arena."""
+        if not isinstance(column, PackedRows):
+            rows = [np.asarray(v, self.dtype) for v in column]
+            if any(r.ndim != self.ndim for r in rows):
+                raise InvalidArgumentError(f"shuffle: a row of rank other than {self.ndim}",
+                                           "shuffle")
+            shapes = np.array([r.shape for r in rows], np.int64).reshape(len(rows), self.ndim)
+            column = PackedRows.empty(shapes, self.dtype, self.ndim)
+            data, offsets, _ = column.packed
+            for j, r in enumerate(rows):
+                data[offsets[j]:offsets[j + 1]] = r.reshape(-1)
+        data, offsets, shapes = column.packed
+        lo, hi = int(offsets[0]), int(offsets[-1])
+        self._reserve(hi - lo)
+        self.arena[self.used:self.used + hi - lo] = data[lo:hi]
+        out = np.empty((len(shapes), 2 + self.ndim), np.int64)
+        out[:, 0] = offsets[:-1] - lo + self.used
+        out[:, 1] = np.diff(offsets)
+        out[:, 2:] = shapes
+        self.used += hi - lo
+        return out
+
+    def _reserve(self, extra: int) -> None:
+        if self.used + extra > len(self.arena):
+            grown = np.empty(max(2 * len(self.arena), self.used + extra, 1 << 12), self.dtype)
+            grown[:self.used] = self.arena[:self.used]
+            self.arena = grown
+
+    def rows(self, handles: np.ndarray) -> PackedRows:
+        """The rows of ``handles``, as a fresh packed column."""
+        counts = np.ascontiguousarray(handles[:, 1])
+        offsets = np.zeros(len(handles) + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        out = np.empty(int(offsets[-1]), self.dtype)
+        gather_spans(self.arena, np.ascontiguousarray(handles[:, 0]), counts, out, offsets)
+        return PackedRows(out, offsets, np.ascontiguousarray(handles[:, 2:]))
+
+    def compact(self, live: np.ndarray) -> None:
+        """Keeps only the rows of the ``live`` handles (rewritten in place) when the arena
+        holds more than twice their values."""
+        need = int(live[:, 1].sum()) if len(live) else 0
+        if self.used <= 2 * need + (1 << 16):
+            return
+        packed = self.rows(live)
+        data, offsets, _ = packed.packed
+        self.arena, self.used = data, len(data)
+        live[:, 0] = offsets[:-1]
+
+    def objects(self, handles: np.ndarray) -> np.ndarray:
+        """The rows of ``handles`` as an object array (what a saved state holds)."""
+        rows = self.rows(handles)
+        out = np.empty(len(handles), dtype=object)
+        for j in range(len(handles)):
+            out[j] = rows[j]
+        return out
 
 
 def _as_store(column, kind: str) -> np.ndarray:
@@ -183,6 +258,8 @@ class ShuffleChunks(InputChunks):
         self.size = node._size(ctx)
         self.specs = [s for s in flatten(node.spec if spec is None else spec)]
         self.kinds = [_store_kind(s) if isinstance(s, TensorSpec) else "object" for s in self.specs]
+        self.packed = {k: PackedStore(s) for k, (s, kind) in enumerate(zip(self.specs, self.kinds))
+                       if kind == "packed"}
         if state is not None:
             state_check.record(state, "epoch", "size", "draws", "filled", "ended", "store",
                                "order", "input")
@@ -223,8 +300,9 @@ class ShuffleChunks(InputChunks):
         if state is not None:
             self._check_state(node, state)
         if saved["store"] is not None:
-            self._allocate(saved["store"])
-            for buf, col in zip(self.store, saved["store"]):
+            cols = self._to_store(saved["store"])
+            self._allocate(cols)
+            for buf, col in zip(self.store, cols):
                 buf[:self.filled] = col
         # The slots of the rows left once the input ended: each a filled slot.
         order = state_check.int_array(saved["order"], "order", 0, self.filled - 1, none=True)
@@ -243,7 +321,8 @@ class ShuffleChunks(InputChunks):
         if not len(positions):
             return dict(state, store=None)
         chunk = node.input.gather(ctx, np.asarray(positions, np.int64))
-        return dict(state, store=[_as_store(c, k) for c, k in zip(chunk.columns, self.kinds)])
+        return dict(state, store=[_as_store(c, "object" if kind == "packed" else kind)
+                                  for c, kind in zip(chunk.columns, self.kinds)])
 
     def _check_state(self, node, state: dict) -> None:
         """A saved buffer fits this shuffle: as large (its size may come from a placeholder
@@ -276,6 +355,11 @@ class ShuffleChunks(InputChunks):
                 raise refuse(f"its buffer's component {k} holds {col.dtype} rows of shape "
                              f"{list(col.shape[1:])}, this pipeline's elements have {spec}")
 
+    def _to_store(self, columns: list) -> list:
+        """Columns as the buffer keeps them (a packed leaf's rows as arena handles)."""
+        return [self.packed[k].handles(c) if k in self.packed else _as_store(c, kind)
+                for k, (c, kind) in enumerate(zip(columns, self.kinds))]
+
     def _allocate(self, like: list) -> None:
         self.store = [np.empty((self.size,) + np.shape(c)[1:], np.asarray(c).dtype) for c in like]
 
@@ -293,7 +377,9 @@ class ShuffleChunks(InputChunks):
         if self.positions is not None:
             store, positions = None, self.positions[:self.filled].copy()
         else:
-            store = None if self.store is None else [b[:self.filled].copy() for b in self.store]
+            store = None if self.store is None else [
+                self.packed[k].objects(b[:self.filled]) if k in self.packed else b[:self.filled].copy()
+                for k, b in enumerate(self.store)]
         return {"epoch": self.epoch, "size": self.size, "draws": self.draws,
                 "filled": self.filled, "ended": self.ended, "store": store,
                 "order": None if self.order is None else self.order.copy(),
@@ -301,9 +387,15 @@ class ShuffleChunks(InputChunks):
 
     def _output(self, columns: list) -> Chunk:
         out = []
-        for c, kind in zip(columns, self.kinds):
+        for k, (c, kind) in enumerate(zip(columns, self.kinds)):
+            if k in self.packed:
+                out.append(self.packed[k].rows(c))
+                continue
             out.append(RowList(c.tolist()) if kind == "object" and c.dtype == object and
                        any(isinstance(v, np.ndarray) for v in c[:1]) else c)
+        if self.packed and self.store is not None:   # the arena keeps the live rows only
+            for k, packed in self.packed.items():
+                packed.compact(self.store[k][:self.filled])
         return Chunk(out, len(columns[0]) if columns else 0)
 
     def _fill(self) -> None:
@@ -314,7 +406,7 @@ class ShuffleChunks(InputChunks):
                 break
             if chunk.n == 0:
                 continue
-            cols = [_as_store(c, k) for c, k in zip(chunk.columns, self.kinds)]
+            cols = self._to_store(chunk.columns)
             if not self.fixed:   # rows of their own sizes: counted as they come
                 nbytes = chunk.nbytes
                 self.memory.need("shuffle", self.label, nbytes,
@@ -340,14 +432,14 @@ class ShuffleChunks(InputChunks):
             if chunk is None:
                 self.ended = True
             else:
-                return Chunk([c[:0] for c in self.store], 0)
+                return self._output([c[:0] for c in self.store])
         return self._drain(want)
 
     def _replace(self, chunk: Chunk) -> Chunk:
         """One output per incoming row, the buffer staying full: numeric columns swap
         rows through the buffer in one pass; object columns follow a row plan."""
         m = chunk.n
-        incoming = [_as_store(c, k) for c, k in zip(chunk.columns, self.kinds)]
+        incoming = self._to_store(chunk.columns)
         start = np.uint64(self.draws)
         self.draws += m
         if self.positions is not None:   # the same draws move the rows' positions

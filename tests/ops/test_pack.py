@@ -340,9 +340,42 @@ def test_token_lists_reach_pack_padding_bucketing_and_ragged_batches_without_row
     monkeypatch.setattr(PackedRows, "_views", no_views)
     tokens = nd.io.ParquetDataset(path).map(lambda d: d["tokens"])
     assert_rows([list(b) for b in packed_batches(path)], want)
-    # (shuffle's buffer holds ragged rows as one object each; not checked here)
     assert sum(len(b) for b in tokens.padded_batch(32)) == len(seqs)
+    # shuffle's buffer keeps the rows in one arena (handles move through it)
+    shuffled = tokens.shuffle(64, seed=2).padded_batch(32)
+    assert sum(len(b) for b in shuffled) == len(seqs)
     assert sum(len(b) for b in tokens.bucket_by_sequence_length(
         token_count, [16, 32], [8, 8, 8])) == len(seqs)
     assert sum(b["tokens"].nrows() for b in nd.io.ParquetDataset(
         path, columns=["tokens"]).ragged_batch(16)) == len(seqs)
+
+
+def test_shuffled_token_lists_keep_each_row_with_its_own_values(token_file):
+    """The buffer shuffle of token lists (rows in one arena, moved as handles) gives the
+    order of the same shuffle over the rows' ids, each row with its own tokens, on the
+    way in, while full and while draining, through compactions of the arena."""
+    path, seqs = token_file
+    ids = nd.Dataset.range(len(seqs)).shuffle(37, seed=9)
+    table = nd.io.ParquetDataset(path, columns=["tokens"]).map(lambda d: d["tokens"])
+    got = [x.tolist() for x in table.shuffle(37, seed=9)]
+    assert got == [seqs[int(i)].tolist() for i in ids]
+    # generator rows (one array each) take the same path
+    gen = nd.Dataset.from_generator(lambda: iter(seqs), output_signature=nd.TensorSpec(
+        (None,), np.int32)).shuffle(37, seed=9)
+    assert [x.tolist() for x in gen] == got
+
+
+def test_shuffled_generator_token_lists_resume_mid_epoch_exactly(token_file):
+    """A source without random access: the saved state holds the buffered rows themselves
+    (taken out of the arena), and a restore puts them back."""
+    _, seqs = token_file
+
+    def make():
+        return nd.Dataset.from_generator(lambda: iter(seqs), output_signature=nd.TensorSpec(
+            (None,), np.int32)).shuffle(23, seed=4)
+    full = [x.tolist() for x in make()]
+    it = iter(make())
+    head = [next(it).tolist() for _ in range(31)]
+    again = iter(make())
+    again.restore(it.save())
+    assert head + [x.tolist() for x in again] == full
