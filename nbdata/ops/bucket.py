@@ -95,7 +95,9 @@ def _compiled_lengths(fn):
 
 def _compile_lengths(fn):
     try:
-        one = numba.njit(fn)
+        # Python's errors, not made-up values: an index out of range raises IndexError,
+        # an integer division by zero ZeroDivisionError (as calling fn in Python would)
+        one = numba.njit(fn, error_model="python", boundscheck=True)
 
         @numba.njit(nogil=True)
         def lengths(values, offsets):

@@ -379,3 +379,16 @@ def test_shuffled_generator_token_lists_resume_mid_epoch_exactly(token_file):
     again = iter(make())
     again.restore(it.save())
     assert head + [x.tolist() for x in again] == full
+
+
+def test_a_compiled_length_function_raises_what_python_raises():
+    """bucket_by_sequence_length compiles its length function over the packed rows: an
+    index past a short row raises IndexError, as the function does in Python, never a
+    value read past the row."""
+    seqs = [np.arange(n, dtype=np.int32) for n in (3, 1, 4)]
+    ds = nd.Dataset.from_generator(lambda: iter(seqs), output_signature=nd.TensorSpec(
+        (None,), np.int32))
+    with pytest.raises(IndexError, match="out of bounds"):
+        list(ds.bucket_by_sequence_length(lambda x: x[2], [2], [2, 2]))
+    with pytest.raises(IndexError):
+        seqs[1][2]
