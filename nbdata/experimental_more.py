@@ -143,7 +143,9 @@ def index_shuffle(file_infos, reader_factory: Callable, seed=None,
 
     reader = reader_factory(np.array([p.encode() if isinstance(p, str) else p for p in paths],
                                      dtype=object))
-    positions = global_shuffle(Dataset.range(total), seed, bool(reshuffle_each_iteration))
+    # no rows: nothing to permute (global_shuffle refuses an empty dataset)
+    positions = global_shuffle(Dataset.range(total), seed, bool(reshuffle_each_iteration)) \
+        if total else Dataset.range(0)
     positions = positions.map(adjust, output_signature=TensorSpec((), np.int64))
     return positions._derive(IndexGather(positions._node, reader._node))
 

@@ -27,3 +27,11 @@ def test_asserted_cardinality_larger_than_the_input():
     ok = nd.Dataset.range(10).apply(nd.experimental.assert_cardinality(10))
     assert sorted(int(x) for x in nd.experimental.global_shuffle(ok, seed=3)) == list(range(10))
 
+
+
+
+@pytest.mark.parametrize("skip, take", [(0, 0), (10, 5), (3, 0)])
+def test_index_shuffle_of_no_rows_is_empty(skip, take):
+    infos = [{"path": "unused", "num_elements": 10, "skip": skip, "take": take}]
+    ds = nd.experimental.index_shuffle(infos, lambda _: nd.Dataset.range(10), seed=1)
+    assert list(ds) == []
