@@ -304,8 +304,12 @@ class PerElement(ChunkIter):
     """
 
     def __init__(self, ctx, node, state, call, emit, threads, deterministic: bool, stats,
-                 indexed: bool = False, in_budget: bool = True, tune_limit: int | None = None):
+                 indexed: bool = False, in_budget: bool = True, tune_limit: int | None = None,
+                 call_chunk=None):
         self.ctx = ctx
+        # call_chunk(chunk, a, b): the results of rows a..b at once (an array; compiled
+        # code over the chunk's columns), or None to call the rows one by one
+        self.call_chunk = call_chunk
         self.indexed = indexed   # call(element, index): the row's position in the input
         self.index = 0 if state is None else state_check.integer(state, "index", default=0)
         self.spec = node.input.spec
@@ -392,6 +396,10 @@ class PerElement(ChunkIter):
                 results, self.ready = self.ready, []
             else:
                 b = min(chunk.n, a + want)
+                whole = self.call_chunk(chunk, a, b) if self.call_chunk is not None else None
+                if whole is not None:
+                    self.done = b
+                    return self.emit(chunk.slice(a, b), whole)
                 rows = [(self.pack([col_row(c, j) for c in chunk.columns]),) + (
                     (self.index + j,) if self.indexed else ()) for j in range(a, b)]
                 started = time.perf_counter()

@@ -392,3 +392,30 @@ def test_a_compiled_length_function_raises_what_python_raises():
         list(ds.bucket_by_sequence_length(lambda x: x[2], [2], [2, 2]))
     with pytest.raises(IndexError):
         seqs[1][2]
+
+
+def test_a_filter_on_token_lists_runs_compiled_over_the_packed_rows(token_file, monkeypatch):
+    """filter(lambda x: len(x) > k) over an Arrow list column: one compiled call per chunk
+    over the values and offsets (no per-row views, checked), the rows kept equal to
+    Python's; a predicate that raises on a row raises Python's error for it; one that
+    returns no bool stays in Python (its error names the op)."""
+    from nbdata.chunks import PackedRows
+    path, seqs = token_file
+    tokens = nd.io.ParquetDataset(path, columns=["tokens"]).map(lambda d: d["tokens"])
+    want = [s.tolist() for s in seqs if len(s) > 20 and s[0] % 2 == 0]
+
+    def no_views(self):
+        raise AssertionError("per-row views of packed rows were made")
+    with monkeypatch.context() as m:
+        m.setattr(PackedRows, "_views", no_views)
+        m.setattr(PackedRows, "__getitem__", no_views)   # not one row's view either
+        batches = list(tokens.filter(lambda x: len(x) > 20 and x[0] % 2 == 0).ragged_batch(64))
+    assert [r for b in batches for r in b.to_list()] == want
+    short = next(i for i, s in enumerate(seqs) if len(s) < 3)
+    with pytest.raises(IndexError):
+        seqs[short][2]
+    with pytest.raises(nd.errors.InvalidArgumentError, match="raised IndexError: index 2 is "
+                                                             "out of bounds"):
+        list(tokens.filter(lambda x: x[2] >= 0))
+    with pytest.raises(nd.errors.InvalidArgumentError, match="must return a scalar bool"):
+        list(tokens.filter(lambda x: len(x)))
