@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import types
-import weakref
 
-import numba
 import numpy as np
 
 from nbdata.chunks import PackedRows
@@ -14,8 +11,8 @@ from nbdata.errors import InvalidArgumentError
 from nbdata.ops.function import UserFunction, function_parts, join_parts
 from nbdata.ops.fusion import DROP, RowStep
 from nbdata.ops.node import UNKNOWN, NotFusable, PartlyFusable, UnaryNode, arg_field
+from nbdata.ops.packed_calls import predicate_kernel
 from nbdata.ops.runtime import PerElement
-from nbdata.spec import TensorSpec, string
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -58,7 +55,7 @@ class Filter(UnaryNode):
             kept = np.flatnonzero(np.array(verdicts, dtype=bool))
             return rows.take(kept) if len(kept) < rows.n else rows
 
-        kernel = _packed_verdicts(predicate, self.input.spec)
+        kernel = predicate_kernel(predicate, self.input.spec)
 
         def call_chunk(chunk, a, b):
             """Verdicts of packed rows (Arrow list columns) in one compiled call; None
@@ -77,41 +74,6 @@ class Filter(UnaryNode):
 
         return PerElement(ctx, self, state, lambda e: keep(predicate, e), emit, 1, True,
                           ctx.stats(self), call_chunk=call_chunk)
-
-
-_COMPILED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _packed_verdicts(predicate, spec):
-    """A compiled kernel of a predicate over 1-D rows of varying length held packed
-    (values, offsets), or None: the element is not one such leaf, or the predicate does
-    not compile to a function returning a bool (it then runs in Python). Compiled with
-    Python's error model and bounds checks, once per function."""
-    fn = getattr(predicate, "fn", None)
-    if type(predicate) is not UserFunction or not isinstance(fn, types.FunctionType) or \
-            not isinstance(spec, TensorSpec) or spec.dtype is string or spec.shape != (None,) \
-            or np.dtype(spec.dtype).kind not in "biuf":
-        return None
-    try:
-        return _COMPILED[fn]
-    except KeyError:
-        pass
-    kernel = None
-    try:
-        one = numba.njit(fn, error_model="python", boundscheck=True)
-
-        @numba.njit(nogil=True)
-        def verdicts(values, offsets, out):
-            for i in range(len(offsets) - 1):
-                out[i] = one(values[offsets[i]:offsets[i + 1]])
-        probe = np.zeros(3, spec.dtype)
-        verdicts(probe, np.array([0, 1, 3], np.int64), np.empty(2, np.bool_))
-        if all(sig.return_type == numba.types.boolean for sig in one.nopython_signatures):
-            kernel = verdicts
-    except Exception:   # noqa: BLE001 - it runs in Python then
-        kernel = None
-    _COMPILED[fn] = kernel
-    return kernel
 
 
 def keep(predicate: UserFunction, element, op: str = "filter") -> bool:

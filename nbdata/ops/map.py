@@ -5,10 +5,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from nbdata.chunks import chunk_elements, chunk_from_elements
+import numpy as np
+
+from nbdata.chunks import Chunk, PackedRows, chunk_elements, chunk_from_elements
 from nbdata.ops.function import UserFunction, function_parts, join_parts
 from nbdata.ops.fusion import RowStep, check_structure, is_ragged
 from nbdata.ops.node import AUTOTUNE, NotFusable, PartlyFusable, UnaryNode, arg_field
+from nbdata.ops.packed_calls import map_kernel
 from nbdata.ops.runtime import PerElement
 from nbdata.ops.select import Select, SelectChunks, selection
 from nbdata.spec import flatten, string
@@ -97,10 +100,35 @@ class Map(UnaryNode):
             threads = 1 if calls is None else int(calls)
         deterministic = ctx.options.deterministic if self.deterministic is None else bool(self.deterministic)
         spec = self.spec
-        return PerElement(ctx, self, state, self.fn,
-                          lambda rows, values: chunk_from_elements(values, spec),
+        kernel = map_kernel(self.fn, self.input.spec, spec)
+
+        def emit(rows, values):
+            if isinstance(values, PackedRows):   # computed a chunk at a time (call_chunk)
+                return Chunk([values], rows.n)
+            return chunk_from_elements(values, spec)
+
+        def call_chunk(chunk, a, b):
+            """Rows of varying length (Arrow list columns) through a function that keeps
+            their lengths: one compiled call over the packed values, no Python object
+            per row; None (row by row in Python) otherwise."""
+            column = chunk.columns[0]
+            if kernel is None or not isinstance(column, PackedRows):
+                return None
+            data, offsets, shapes = column.packed
+            offsets = np.ascontiguousarray(offsets[a:b + 1])
+            out = np.empty(len(data), spec.dtype)
+            try:
+                if not kernel(data, offsets, out):
+                    return None
+            except Exception:   # noqa: BLE001 - the row's error comes from Python's call
+                return None
+            lo, hi = int(offsets[0]), int(offsets[-1])
+            return PackedRows(out[lo:hi], offsets - lo, shapes[a:b])
+
+        return PerElement(ctx, self, state, self.fn, emit,
                           threads, deterministic, ctx.stats(self),
-                          in_budget=not self.unbounded_threads, tune_limit=limit)
+                          in_budget=not self.unbounded_threads, tune_limit=limit,
+                          call_chunk=call_chunk)
 
 
 @dataclasses.dataclass

@@ -419,3 +419,27 @@ def test_a_filter_on_token_lists_runs_compiled_over_the_packed_rows(token_file, 
         list(tokens.filter(lambda x: x[2] >= 0))
     with pytest.raises(nd.errors.InvalidArgumentError, match="must return a scalar bool"):
         list(tokens.filter(lambda x: len(x)))
+
+
+def test_a_length_keeping_map_on_token_lists_runs_compiled(token_file, monkeypatch):
+    """map over an Arrow list column with a function that keeps each row's length and
+    whose compiled dtype is the traced one: one compiled call per chunk, no row objects;
+    a function Numba types otherwise (x * 2: int64 where NumPy keeps int32) or that
+    changes a row's length runs in Python, with NumPy's dtypes and values."""
+    from nbdata.chunks import PackedRows
+    path, seqs = token_file
+    tokens = nd.io.ParquetDataset(path, columns=["tokens"]).map(lambda d: d["tokens"])
+
+    def no_views(self, *args):
+        raise AssertionError("per-row views of packed rows were made")
+    with monkeypatch.context() as m:
+        m.setattr(PackedRows, "_views", no_views)
+        m.setattr(PackedRows, "__getitem__", no_views)
+        batches = list(tokens.map(lambda x: np.abs(x - np.int32(7))).ragged_batch(64))
+    assert [r for b in batches for r in b.to_list()] == \
+        [np.abs(s - np.int32(7)).tolist() for s in seqs]
+    doubled = list(tokens.map(lambda x: x * 2))
+    assert all(d.dtype == np.int32 for d in doubled)
+    assert [d.tolist() for d in doubled] == [(s * 2).tolist() for s in seqs]
+    tails = list(tokens.map(lambda x: x[1:]))
+    assert [t.tolist() for t in tails] == [s[1:].tolist() for s in seqs]

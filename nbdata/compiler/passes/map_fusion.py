@@ -20,6 +20,10 @@ def _fuse(node: Node) -> Node:
         if (inner.synchronous and _parallel(node)) or (node.synchronous and _parallel(inner)) \
                 or inner.unbounded_threads != node.unbounded_threads:
             return node   # fused, one map's calls would run as the other's do
+        if inner.selected() is not None:
+            # a map that only picks columns (lambda d: d["tokens"]) costs no call per row
+            # on its own; chained, its picks would run per row in Python with the next map
+            return node
         return dataclasses.replace(node, input=inner.input,
                                    fn=ChainedFunction.map_chain(inner.fn, node.fn),
                                    synchronous=inner.synchronous or node.synchronous)
