@@ -78,6 +78,11 @@ class Shuffle(UnaryNode):
             return reason
         return None if self.input.cardinality() >= 0 else "a shuffle of a dataset of unknown length"
 
+    def global_shuffle_refusal(self) -> str | None:
+        # As tf.data: at() reads through a buffer shuffle (its run's order), but a global
+        # shuffle of one is refused (FailedPreconditionError): shuffle it globally instead.
+        return "shuffle(buffer_size)"
+
     def gather(self, ctx, rows) -> Chunk:
         """Positions of this run's shuffled order (under a repeat, each epoch's; ``at``
         reads the dataset's first iteration), gathered from the input: the order is the
