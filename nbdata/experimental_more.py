@@ -8,6 +8,8 @@ Dataset method of the same name (``nbdata/transformations.py``)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
+import numbers
 from typing import Any, Callable
 
 import numpy as np
@@ -180,10 +182,31 @@ def map_and_batch(map_func, batch_size, num_parallel_batches=None, drop_remainde
 def parallel_interleave(map_func, cycle_length, block_length=1, sloppy=False,
                         buffer_output_elements=None, prefetch_input_elements=None):
     """``interleave(map_func, cycle_length, block_length, num_parallel_calls=cycle_length)``
-    for ``ds.apply``; ``sloppy=True`` is ``deterministic=False``."""
-    return lambda ds: ds.interleave(map_func, cycle_length, block_length,
-                                    num_parallel_calls=cycle_length,
-                                    deterministic=False if sloppy else None)
+    for ``ds.apply``; ``sloppy=True`` is ``deterministic=False``.
+    ``buffer_output_elements``: each interleaved dataset is read ahead by that many
+    elements (a ``prefetch`` after ``map_func``'s dataset); ``prefetch_input_elements``:
+    that many input elements are read ahead (a ``prefetch`` before the interleave).
+    Neither changes the elements or their order."""
+    def hint(value, what, least):
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+            raise InvalidArgumentError(f"parallel_interleave: `{what}` must be an integer >= "
+                                       f"{least} or None, got {value!r}", "parallel_interleave")
+        return int(value) or None   # 0 input elements ahead: none
+    buffered = hint(buffer_output_elements, "buffer_output_elements", 1)
+    ahead = hint(prefetch_input_elements, "prefetch_input_elements", 0)
+    inner = map_func
+    if buffered is not None:
+        def inner(*args, **kwargs):   # called as map_func is (its signature: __wrapped__)
+            return map_func(*args, **kwargs).prefetch(buffered)
+        functools.update_wrapper(inner, map_func)
+
+    def apply(ds):
+        ds = ds if ahead is None else ds.prefetch(ahead)
+        return ds.interleave(inner, cycle_length, block_length, num_parallel_calls=cycle_length,
+                             deterministic=False if sloppy else None)
+    return apply
 
 
 def shuffle_and_repeat(buffer_size, count=None, seed=None):

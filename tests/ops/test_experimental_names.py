@@ -156,3 +156,23 @@ def test_compat_v1_experimental_names(tmp_path):
     assert list(nd.TFRecordDataset(path)) == [b"x", b"yz"]
     assert tf.data.experimental.map_and_batch is E.map_and_batch
     assert tf.data.experimental.CsvDataset is E.CsvDataset
+
+
+def test_parallel_interleave_buffering_hints_read_ahead_without_changing_the_elements():
+    ds = nd.Dataset.range(6)
+
+    def make(x):
+        return nd.Dataset.from_tensors(x).repeat(3)
+    plain = [int(v) for v in ds.apply(nd.experimental.parallel_interleave(make, 2))]
+    hinted = ds.apply(nd.experimental.parallel_interleave(
+        make, 2, buffer_output_elements=2, prefetch_input_elements=4))
+    assert [int(v) for v in hinted] == plain == [0, 1] * 3 + [2, 3] * 3 + [4, 5] * 3
+    assert "prefetch(buffer_size=4)" in hinted.compile().explain()   # the input read ahead
+    none_ahead = ds.apply(nd.experimental.parallel_interleave(make, 2, prefetch_input_elements=0))
+    assert [int(v) for v in none_ahead] == plain   # 0 is allowed (as TF): no read-ahead
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(nd.errors.InvalidArgumentError, match="must be an integer >= 1"):
+            ds.apply(nd.experimental.parallel_interleave(make, 2, buffer_output_elements=bad))
+    for bad in (-1, 1.5, True):
+        with pytest.raises(nd.errors.InvalidArgumentError, match="must be an integer >= 0"):
+            ds.apply(nd.experimental.parallel_interleave(make, 2, prefetch_input_elements=bad))
