@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import time
 from collections.abc import Mapping
 from typing import Any, Callable
 
@@ -141,8 +142,10 @@ class MoreTransformations:
         the files; ``element_spec``, when given, must match). Every record's checksum is
         checked as it is read. The shards are read round robin (the saved order for the
         default sharding); ``reader_func(datasets)`` gets a dataset of the shards'
-        datasets instead and returns the dataset to read. ``wait`` (tf.data's: wait for
-        a save in progress) is accepted; a save in progress is not there until done.
+        datasets instead and returns the dataset to read. ``wait=True`` (tf.data's: wait
+        for a save in progress) waits until ``path`` holds a complete save (its metadata,
+        written last), however long that takes; without it a save in progress is not
+        there yet (NotFoundError).
 
         >>> import tempfile, os, nbdata as nd
         >>> d = os.path.join(tempfile.mkdtemp(), "saved")
@@ -155,6 +158,14 @@ class MoreTransformations:
         if isinstance(path, bytes):
             path = path.decode()
         _compression(compression, "load")
+        if not isinstance(wait, bool):
+            raise TypeError(f"load: wait must be a bool, got {type(wait).__name__}")
+        if wait:
+            from nbdata.ops.snapshot import read_snapshot_metadata
+            pause = 0.01
+            while read_snapshot_metadata(path) is None:   # the save writes it last
+                time.sleep(pause)
+                pause = min(1.0, pause * 2)
         spec, meta = load_metadata(path)
         if element_spec is not None:
             from nbdata.spec import specs_compatible

@@ -154,3 +154,21 @@ def test_partial_iteration_leaves_no_snapshot(tmp_path):
 def test_fingerprint():
     assert nd.Dataset.range(3).fingerprint() == nd.Dataset.range(3).fingerprint()
     assert nd.Dataset.range(3).fingerprint() != nd.Dataset.range(4).fingerprint()
+
+
+def test_load_with_wait_waits_for_a_save_in_progress(tmp_path):
+    import threading
+    import time
+    path = str(tmp_path / "saved")
+    with pytest.raises(nd.errors.NotFoundError):
+        nd.Dataset.load(path)                      # nothing there yet, no wait
+    writer = threading.Thread(target=lambda: (time.sleep(0.3),
+                                              nd.Dataset.range(5).map(lambda x: x * 3).save(path)))
+    writer.start()
+    started = time.perf_counter()
+    loaded = nd.Dataset.load(path, wait=True)      # returns once the save is complete
+    assert time.perf_counter() - started >= 0.3
+    assert [int(x) for x in loaded] == [0, 3, 6, 9, 12]
+    writer.join()
+    with pytest.raises(TypeError, match="wait must be a bool"):
+        nd.Dataset.load(path, wait="yes")
