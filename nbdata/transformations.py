@@ -722,9 +722,11 @@ class MoreTransformations:
         read the shards (round robin, which gives back the input's order for the default
         sharding) instead of computing the input. A changed pipeline has another
         fingerprint, so it writes a snapshot of its own; an iteration that stops early
-        leaves none. ``reader_func`` is checked (it must turn a dataset of datasets into a
-        dataset, TypeError otherwise) and not used (the shards are always read round
-        robin); ``compression`` is accepted (the shards are not compressed).
+        leaves none. ``reader_func(datasets)`` reads a complete snapshot: it gets a
+        dataset of the shards' datasets and returns the dataset to read (default: round
+        robin over the shards); it is checked when the snapshot is made (it must turn a
+        dataset of datasets into a dataset, TypeError otherwise). ``compression`` is
+        accepted (the shards are not compressed).
 
         >>> import tempfile, nbdata as nd
         >>> d = tempfile.mkdtemp()
@@ -746,8 +748,11 @@ class MoreTransformations:
                                 f"{type(out).__name__}")
         directory = os.path.join(path, f"{int(self.fingerprint()):016x}")
         fn = None if shard_func is None else _shard_caller(shard_func)
+        cls = type(self)
+        reader = None if reader_func is None else \
+            (lambda d: cls.load(d, reader_func=reader_func)._node)
         return self._derive(Snapshot(self._node, directory, multiprocessing.cpu_count(), fn,
-                                     name=name))
+                                     reader, name=name))
 
     def fingerprint(self) -> np.uint64:
         """A 64-bit fingerprint of this dataset's plan (its ops, arguments, element specs

@@ -80,6 +80,7 @@ class Snapshot(UnaryNode):
     directory: str = ""
     num_shards: int = 1
     shard_fn: Any = None
+    reader: Any = None    # directory -> the node reader_func makes of the shards' datasets
     op = "snapshot"
 
     def describe(self) -> str:
@@ -88,6 +89,13 @@ class Snapshot(UnaryNode):
     def open_chunks(self, ctx, state=None):
         meta = read_snapshot_metadata(self.directory)
         mode = None if state is None else state["mode"]
+        if meta is not None and self.reader is not None and mode in (None, "reader"):
+            # a complete snapshot read the way reader_func says (a dataset of the
+            # shards' datasets in, the dataset to read out)
+            from nbdata import state_check
+            return ReaderChunks(ctx.open_chunks(
+                self.reader(self.directory),
+                None if state is None else state_check.nested(state, "inner")))
         if meta is not None and mode != "write":
             return SnapshotReadChunks(self, meta, 0 if state is None else int(state["pos"]))
         if mode == "read":
@@ -228,6 +236,23 @@ class SnapshotReadChunks:
 
     def close(self) -> None:
         self.readers = [None] * len(self.paths)
+
+
+class ReaderChunks:
+    """A complete snapshot read through its ``reader_func``'s dataset. State: that
+    dataset's, tagged so a restore reads the same way."""
+
+    def __init__(self, it):
+        self.it = it
+
+    def next(self, want: int):
+        return self.it.next(want)
+
+    def save(self) -> dict:
+        return {"mode": "reader", "inner": self.it.save()}
+
+    def close(self) -> None:
+        self.it.close()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

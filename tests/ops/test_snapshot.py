@@ -172,3 +172,22 @@ def test_load_with_wait_waits_for_a_save_in_progress(tmp_path):
     writer.join()
     with pytest.raises(TypeError, match="wait must be a bool"):
         nd.Dataset.load(path, wait="yes")
+
+
+def test_snapshot_reader_func_reads_a_complete_snapshot(tmp_path):
+    """The first iteration writes (reader_func not involved); a complete snapshot is read
+    through reader_func's dataset: here the shards one after the other instead of round
+    robin, and that reading resumes from a saved state."""
+    def shards_in_turn(datasets):
+        return datasets.flat_map(lambda d: d)
+    ds = nd.Dataset.range(10).map(lambda x: x * 2).enumerate().snapshot(
+        str(tmp_path), shard_func=lambda i, x: i % 2, reader_func=shards_in_turn)
+    assert [int(x) for _, x in ds] == [0, 2, 4, 6, 8, 10, 12, 14, 16, 18]   # writes
+    # read back: shard 0 (rows 0, 2, 4, ...), then shard 1
+    want = [0, 4, 8, 12, 16, 2, 6, 10, 14, 18]
+    assert [int(x) for _, x in ds] == want
+    it = iter(ds)
+    head = [int(next(it)[1]) for _ in range(4)]
+    again = iter(ds)
+    again.restore(it.save())
+    assert head + [int(x) for _, x in again] == want
