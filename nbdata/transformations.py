@@ -748,9 +748,10 @@ class MoreTransformations:
                                 f"{type(out).__name__}")
         directory = os.path.join(path, f"{int(self.fingerprint()):016x}")
         fn = None if shard_func is None else _shard_caller(shard_func)
-        cls = type(self)
+        # Dataset itself (not a reader's subclass such as TFRecordDataset): load's class
+        base = next(c for c in type(self).__mro__ if MoreTransformations in c.__bases__)
         reader = None if reader_func is None else \
-            (lambda d: cls.load(d, reader_func=reader_func)._node)
+            (lambda d: base.load(d, reader_func=reader_func)._node)
         return self._derive(Snapshot(self._node, directory, multiprocessing.cpu_count(), fn,
                                      reader, name=name))
 

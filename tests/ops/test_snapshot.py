@@ -191,3 +191,17 @@ def test_snapshot_reader_func_reads_a_complete_snapshot(tmp_path):
     again = iter(ds)
     again.restore(it.save())
     assert head + [int(x) for _, x in again] == want
+
+
+def test_snapshot_reader_func_on_a_file_dataset(tmp_path):
+    """reader_func's datasets are plain datasets whatever the snapshotted dataset's
+    class (a TFRecordDataset's snapshot read back through an interleave)."""
+    path = str(tmp_path / "r.tfrecord")
+    with nd.io.TFRecordWriter(path) as w:
+        for k in range(20):
+            w.write(b"record %d" % k)
+    ds = nd.TFRecordDataset(path).snapshot(
+        str(tmp_path / "snap"), reader_func=lambda d: d.interleave(lambda x: x, cycle_length=2))
+    first = [bytes(x) for x in ds]
+    assert first == [b"record %d" % k for k in range(20)]
+    assert sorted(bytes(x) for x in ds) == sorted(first)
