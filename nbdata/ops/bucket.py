@@ -30,6 +30,7 @@ from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.ops.batch import leaf_rows
 from nbdata.ops.fusion import pack_ragged
 from nbdata.ops.node import UNKNOWN, UnaryNode, arg_field
+from nbdata.ops.packed_calls import python_semantics_njit
 from nbdata.ops.padded_batch import pad_component
 from nbdata.ops.runtime import InputChunks
 from nbdata.spec import TensorSpec, flatten, pack_as, string
@@ -95,9 +96,7 @@ def _compiled_lengths(fn):
 
 def _compile_lengths(fn):
     try:
-        # Python's errors, not made-up values: an index out of range raises IndexError,
-        # an integer division by zero ZeroDivisionError (as calling fn in Python would)
-        one = numba.njit(fn, error_model="python", boundscheck=True)
+        one = python_semantics_njit(fn)
 
         @numba.njit(nogil=True)
         def lengths(values, offsets):

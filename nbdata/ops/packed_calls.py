@@ -35,17 +35,23 @@ def _plain(function):
     return fn if isinstance(fn, types.FunctionType) else None
 
 
-def _cached(cache, fn, make):
-    try:
-        return cache[fn]
-    except KeyError:
-        pass
-    try:
-        kernel = make()
-    except Exception:   # noqa: BLE001 - it runs in Python then
-        kernel = None
-    cache[fn] = kernel
-    return kernel
+def python_semantics_njit(fn):
+    """``fn`` compiled by Numba with Python's error model and bounds checks: an index out
+    of range raises IndexError, an integer division by zero ZeroDivisionError, as
+    calling ``fn`` in Python does (never a value read past a row)."""
+    return numba.njit(fn, error_model="python", boundscheck=True)
+
+
+def _cached(cache, fn, key: tuple, make):
+    """``make()``'s kernel for ``fn`` and ``key`` (the dtypes it was checked for: the
+    same function over other dtypes is checked again), None where it does not apply."""
+    per_fn = cache.setdefault(fn, {})
+    if key not in per_fn:
+        try:
+            per_fn[key] = make()
+        except Exception:   # noqa: BLE001 - it runs in Python then
+            per_fn[key] = None
+    return per_fn[key]
 
 
 def predicate_kernel(function, spec):
@@ -55,7 +61,7 @@ def predicate_kernel(function, spec):
         return None
 
     def make():
-        one = numba.njit(fn, error_model="python", boundscheck=True)
+        one = python_semantics_njit(fn)
 
         @numba.njit(nogil=True)
         def verdicts(values, offsets, out):
@@ -64,7 +70,7 @@ def predicate_kernel(function, spec):
         verdicts(np.zeros(3, spec.dtype), np.array([0, 1, 3], np.int64), np.empty(2, np.bool_))
         ok = all(sig.return_type == numba.types.boolean for sig in one.nopython_signatures)
         return verdicts if ok else None
-    return _cached(_PREDICATES, fn, make)
+    return _cached(_PREDICATES, fn, (np.dtype(spec.dtype).str,), make)
 
 
 def map_kernel(function, spec, out_spec):
@@ -77,7 +83,7 @@ def map_kernel(function, spec, out_spec):
         return None
 
     def make():
-        one = numba.njit(fn, error_model="python", boundscheck=True)
+        one = python_semantics_njit(fn)
 
         @numba.njit(nogil=True)
         def rows(values, offsets, out):
@@ -94,7 +100,7 @@ def map_kernel(function, spec, out_spec):
         ok = all(isinstance(sig.return_type, numba.types.Array) and sig.return_type.ndim == 1
                  and sig.return_type.dtype == want for sig in one.nopython_signatures)
         return rows if ok else None
-    return _cached(_MAPS, fn, make)
+    return _cached(_MAPS, fn, (np.dtype(spec.dtype).str, np.dtype(out_spec.dtype).str), make)
 
 
-__all__ = ["map_kernel", "one_packed_leaf", "predicate_kernel"]
+__all__ = ["map_kernel", "one_packed_leaf", "predicate_kernel", "python_semantics_njit"]
