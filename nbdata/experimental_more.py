@@ -116,6 +116,11 @@ def index_shuffle(file_infos, reader_factory: Callable, seed=None,
     take -1: the rest), ``reader_factory(paths)`` returns a random-access dataset of all
     their rows, file after file; every kept row comes once per epoch, in an order drawn
     from a keyed bijection of positions (counter-based: the same after a restore).
+    ``num_parallel_calls``: how many random-access reads run at once (AUTOTUNE, the
+    default: the pipeline's thread budget; None: 1); each chunk of positions is split
+    into that many parts gathered on nbdata's shared thread pool and joined in order,
+    so the elements and their order do not depend on it. Anything but AUTOTUNE or an
+    integer >= 1 is an InvalidArgumentError (TypeError for a non-integer).
 
     >>> import nbdata as nd
     >>> infos = [{"path": "a", "num_elements": 4}, {"path": "b", "num_elements": 4, "skip": 2}]
@@ -123,7 +128,9 @@ def index_shuffle(file_infos, reader_factory: Callable, seed=None,
     >>> sorted(int(x) for x in ds)
     [0, 1, 2, 3, 6, 7]
     """
+    from nbdata.dataset import _parallel_calls
     from nbdata.ops.index_gather import IndexGather
+    calls = _parallel_calls(num_parallel_calls, "index_shuffle")
     paths, starts, counts, offset = [], [], [], 0
     for info in file_infos:
         n = int(info["num_elements"])
@@ -149,7 +156,8 @@ def index_shuffle(file_infos, reader_factory: Callable, seed=None,
     positions = global_shuffle(Dataset.range(total), seed, bool(reshuffle_each_iteration)) \
         if total else Dataset.range(0)
     positions = positions.map(adjust, output_signature=TensorSpec((), np.int64))
-    return positions._derive(IndexGather(positions._node, reader._node))
+    return positions._derive(IndexGather(positions._node, reader._node,
+                                         1 if calls is None else calls))
 
 
 # ----------------------------------------------------- transformations

@@ -70,21 +70,54 @@ _tbb_loadable = _load_pip_tbb()
 
 _shared = None
 _shared_lock = threading.Lock()
+_in_shared = threading.local()
+
+
+def _mark_shared_thread() -> None:
+    _in_shared.active = True
+
+
+def in_shared_pool() -> bool:
+    """Whether the calling thread is one of :func:`shared_pool`'s."""
+    return getattr(_in_shared, "active", False)
+
+
+def _shared_pool_class():
+    import concurrent.futures
+
+    class SharedPool(concurrent.futures.ThreadPoolExecutor):
+        """A pool whose tasks never wait for its other tasks: ``submit`` from one of
+        its own threads runs the function there and then (a completed future), so
+        a task that splits its work (a gather whose source decodes columns on the
+        pool) cannot block every thread on work queued behind it."""
+
+        def submit(self, fn, /, *args, **kwargs):
+            if not in_shared_pool():
+                return super().submit(fn, *args, **kwargs)
+            future = concurrent.futures.Future()
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as e:  # noqa: BLE001 - handed to the waiter, as the pool does
+                future.set_exception(e)
+            return future
+
+    return SharedPool
 
 
 def shared_pool():
     """nbdata's one process-wide pool for short leaf tasks: the parts of one call that
-    its caller waits for (JPEG decode spans, large host copies), :func:`core_count`
-    threads, started lazily. A task must never wait for another task of the pool.
+    its caller waits for (JPEG decode spans, large host copies, the gathers of
+    ``index_shuffle``), :func:`core_count` threads, started lazily. A task never waits
+    for another task of the pool: what a task submits runs in the task's own thread.
     A fork()ed child makes its own (the parent's threads do not exist there)."""
     global _shared
     pool = _shared
     if pool is None:
         with _shared_lock:
             if _shared is None:
-                import concurrent.futures
-                _shared = concurrent.futures.ThreadPoolExecutor(
-                    core_count(), thread_name_prefix="nbdata-shared-pool")
+                _shared = _shared_pool_class()(core_count(),
+                                               thread_name_prefix="nbdata-shared-pool",
+                                               initializer=_mark_shared_thread)
             pool = _shared
     return pool
 
@@ -94,11 +127,12 @@ def _after_fork_in_child() -> None:
     fork would never be released, so every module lock is made anew, the shared pool
     is dropped (its threads are the parent's), and a parent's GNU OpenMP layer is
     noted (see :func:`check_fork_safe`)."""
-    global _layer_lock, _serial, _omp_forked_from, _shared, _shared_lock
+    global _layer_lock, _serial, _omp_forked_from, _shared, _shared_lock, _in_shared
     _layer_lock = threading.Lock()
     _serial = threading.Lock()
     _shared_lock = threading.Lock()
     _shared = None
+    _in_shared = threading.local()
     if _layer == "omp" and _omp_forked_from is None:
         _omp_forked_from = os.getppid()
     elif _layer is None:
