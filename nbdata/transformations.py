@@ -145,7 +145,10 @@ class MoreTransformations:
         datasets instead and returns the dataset to read. ``wait=True`` (tf.data's: wait
         for a save in progress) waits until ``path`` holds a complete save (its metadata,
         written last), however long that takes; without it a save in progress is not
-        there yet (NotFoundError).
+        there yet (NotFoundError). The shards are read with the compression they were
+        written with (the files record it); ``compression``, when given (not None), must
+        be that one: another is a DataLossError, as in tf.data, whose reader needs the
+        writer's compression (``"AUTO"``, ``""`` and ``"NONE"`` name no compression).
 
         >>> import tempfile, os, nbdata as nd
         >>> d = os.path.join(tempfile.mkdtemp(), "saved")
@@ -157,7 +160,8 @@ class MoreTransformations:
         path = os.fspath(path)
         if isinstance(path, bytes):
             path = path.decode()
-        _compression(compression, "load")
+        from nbdata.kernels.column_file import compression_name
+        wanted = None if compression is None else compression_name(compression, "load")
         if not isinstance(wait, bool):
             raise TypeError(f"load: wait must be a bool, got {type(wait).__name__}")
         if wait:
@@ -167,6 +171,12 @@ class MoreTransformations:
                 time.sleep(pause)
                 pause = min(1.0, pause * 2)
         spec, meta = load_metadata(path)
+        written = meta.get("compression") or ""
+        if wanted is not None and wanted != written:
+            raise DataLossError(f"load: {path} was saved with compression="
+                                f"{written or None!r}, not {compression!r} (leave compression "
+                                f"out, or None, to read it with the one it was saved with)",
+                                "load")
         if element_spec is not None:
             from nbdata.spec import specs_compatible
             if not specs_compatible(element_spec, spec):
@@ -684,31 +694,59 @@ class MoreTransformations:
         ``shard_func(element)`` choosing each row's) and ``snapshot.metadata`` (the element
         spec and the rows of each shard) written last, in nbdata's checksummed column
         format. An interrupted save leaves nothing ``load`` reads; a new save replaces the
-        old one. ``compression`` ("GZIP", "SNAPPY") is accepted (the shards are not
-        compressed); ``checkpoint_args`` is accepted and not used (its keys are those of
-        tf.train.CheckpointManager; another is a TypeError).
+        old one.
+
+        ``compression``: ``"GZIP"`` (zlib streams; isal's when installed) or
+        ``"SNAPPY"`` (through pyarrow or python-snappy: UnimplementedError naming them
+        when neither is installed) compresses the shards' buffers; None, ``""``,
+        ``"NONE"`` and ``"AUTO"`` write them uncompressed. The files and the metadata
+        record it: ``load(path)`` needs no argument.
+
+        ``checkpoint_args`` (tf.train.CheckpointManager's arguments; ``directory`` and
+        ``max_to_keep`` are required, as there, another key is a TypeError) checkpoints
+        the save's progress in ``directory`` every ``checkpoint_interval`` elements
+        (default 1024; tf.data's default, every element, would sync the shards after
+        each), at the end of the chunk of rows in progress then, keeping the newest
+        ``max_to_keep`` (None: all) and, with ``keep_checkpoint_every_n_hours``, one
+        more per that many hours. A save called again with a checkpoint there resumes
+        it: the shards written before the checkpoint are kept (cut back to it: bytes
+        written after it go) and the input restarts from the checkpoint's position, so
+        only the rows after it are read and written. The saved dataset holds every
+        element once, in order. When the save completes its checkpoints are
+        removed (tf.data keeps them), so a later save starts afresh.
+        ``checkpoint_name`` (default ``"ckpt"``) prefixes the files; a ``step_counter``
+        (a variable with ``assign_add``) is advanced by one per element, as in
+        tf.data, and is not needed for ``checkpoint_interval`` (nbdata counts the
+        elements itself); ``init_fn`` is accepted and, as in tf.data's save, not called.
+
+        >>> import tempfile, os, nbdata as nd
+        >>> d = tempfile.mkdtemp()
+        >>> nd.Dataset.range(5).save(os.path.join(d, "s"), compression="GZIP",
+        ...                          checkpoint_args={"directory": os.path.join(d, "c"),
+        ...                                           "max_to_keep": 2})
+        >>> [int(x) for x in nd.Dataset.load(os.path.join(d, "s"))]
+        [0, 1, 2, 3, 4]
         """
-        import shutil
-        if checkpoint_args is not None:
-            unknown = sorted(set(checkpoint_args) - _CHECKPOINT_ARGS)
-            if unknown:
-                raise TypeError(f"save: checkpoint_args got unexpected keys {unknown}; "
-                                f"known: {sorted(_CHECKPOINT_ARGS)}")
-        from nbdata.ops.snapshot import METADATA_NAME, Snapshot, read_snapshot_metadata
+        from nbdata.kernels.column_file import codec, compression_name
+        from nbdata.ops.snapshot import (SaveCheckpoints, Snapshot, _remove_saved,
+                                         spec_to_json)
+        # an empty checkpoint_args is none, as in tf.data (``if checkpoint_args:``)
+        checkpoints = SaveCheckpoints(checkpoint_args) if checkpoint_args else None
         path = os.fspath(path)
         if isinstance(path, bytes):
             path = path.decode()
-        _compression(compression, "save")
+        compression = compression_name(compression, "save")
+        codec(compression, "save")   # SNAPPY without a codec installed: say so now
         if any(isinstance(s, (DatasetSpec, SparseTensorSpec)) for s in flatten(self.element_spec)):
             raise TypeError("save: elements holding datasets or sparse tensors cannot be saved")
-        from nbdata.ops.snapshot import spec_to_json
         spec_to_json(self.element_spec)     # a spec save cannot describe: TypeError now
-        old = read_snapshot_metadata(path)
-        if old is not None:
-            os.unlink(os.path.join(path, METADATA_NAME))
-            shutil.rmtree(os.path.join(path, old["run_id"]), ignore_errors=True)
         fn = None if shard_func is None else _shard_caller(shard_func)
-        writer = self._derive(Snapshot(self._node, path, 1, fn))
+        writer = self._derive(Snapshot(self._node, path, 1, fn, compression=compression,
+                                       resumable=checkpoints is not None))
+        if checkpoints is not None:
+            checkpoints.run(writer, path)
+            return
+        _remove_saved(path)
         for _ in writer:
             pass
 
@@ -725,8 +763,12 @@ class MoreTransformations:
         leaves none. ``reader_func(datasets)`` reads a complete snapshot: it gets a
         dataset of the shards' datasets and returns the dataset to read (default: round
         robin over the shards); it is checked when the snapshot is made (it must turn a
-        dataset of datasets into a dataset, TypeError otherwise). ``compression`` is
-        accepted (the shards are not compressed).
+        dataset of datasets into a dataset, TypeError otherwise). ``compression``:
+        ``"GZIP"`` or ``"SNAPPY"`` compresses the shards' buffers (as ``save``'s); the
+        default ``"AUTO"``, like None, ``""`` and ``"NONE"``, writes them uncompressed
+        (tf.data's AUTO picks snappy; nbdata's does not: snappy is an optional package
+        here, and uncompressed shards are read in place). A snapshot is read with the
+        compression it was written with, whatever this argument says.
 
         >>> import tempfile, nbdata as nd
         >>> d = tempfile.mkdtemp()
@@ -739,8 +781,9 @@ class MoreTransformations:
         path = os.fspath(path)
         if isinstance(path, bytes):
             path = path.decode()
-        if compression not in ("AUTO",):
-            _compression(compression, "snapshot")
+        from nbdata.kernels.column_file import codec, compression_name
+        compression = compression_name(compression, "snapshot")
+        codec(compression, "snapshot")   # SNAPPY without a codec installed: say so now
         if reader_func is not None:
             out = reader_func(self.window(1))     # a dataset of datasets, as the shards'
             if not is_dataset(out):
@@ -753,7 +796,7 @@ class MoreTransformations:
         reader = None if reader_func is None else \
             (lambda d: base.load(d, reader_func=reader_func)._node)
         return self._derive(Snapshot(self._node, directory, multiprocessing.cpu_count(), fn,
-                                     reader, name=name))
+                                     reader, compression, name=name))
 
     def fingerprint(self) -> np.uint64:
         """A 64-bit fingerprint of this dataset's plan (its ops, arguments, element specs
@@ -792,13 +835,6 @@ def _shard_caller(shard_func: Callable) -> Callable:
     return call
 
 
-_CHECKPOINT_ARGS = {"directory", "max_to_keep", "keep_checkpoint_every_n_hours",
-                    "checkpoint_name", "step_counter", "checkpoint_interval", "init_fn"}
-
-
-def _compression(value: Any, op: str) -> None:
-    if value not in (None, "", "NONE", "GZIP", "SNAPPY", "AUTO"):
-        raise ValueError(f"{op}: compression must be None, 'GZIP' or 'SNAPPY', got {value!r}")
 
 
 def _window_output_spec(ds, reduce_func: Callable, op: str, batch_dim: Any = "probe") -> Any:

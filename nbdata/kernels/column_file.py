@@ -8,7 +8,18 @@ to 8 bytes) whose sizes and CRC32Cs the header lists (``buffers``, ``crcs``). Th
 record describes the leaves (``{"version", "leaves": [dtype names]}``), each chunk
 record holds ``rows`` rows of every leaf, and the last record is ``{"end": true,
 "rows": total}``; a file without it is incomplete. Every checksum is verified as the
-record is read: a byte that changed is a DataLossError, never a wrong element. A leaf
+record is read: a byte that changed is a DataLossError, never a wrong element.
+
+Compressed files (``save`` / ``snapshot`` with ``compression="GZIP"`` or ``"SNAPPY"``)
+have the same layout; their first record says ``"version": 3`` and ``"compression"``,
+and each chunk record's header names its ``codec`` (``"zlib"``: a zlib stream, read
+and written by isal when installed, else the standard library; ``"snappy"``: raw
+snappy blocks, through pyarrow or python-snappy) and lists the ``raw`` (uncompressed)
+size of each buffer. Its ``buffers`` / ``crcs`` are the sizes and CRC32Cs of the
+stored (compressed) bytes, so a changed byte is still a DataLossError naming the
+offset, found before anything is decompressed. Uncompressed files are written as
+before (version 2: older nbdata reads them); a reader takes both, and an older one
+refuses a compressed file ("unsupported version 3") instead of misreading it. A leaf
 of a chunk is one of:
 
 - ``dense``: one array of shape ``[rows, *row_shape]`` (numbers, all rows alike);
@@ -16,8 +27,8 @@ of a chunk is one of:
 - ``strings``: ranks, dims, then int64 offsets and the bytes of every string (a scalar
   ``bytes`` row has rank 0).
 
-Dense buffers are read as views of a memory map: re-reading a cache copies nothing
-(the checksums read every byte once).
+Dense buffers of an uncompressed file are read as views of a memory map: re-reading a
+cache copies nothing (the checksums read every byte once).
 """
 
 from __future__ import annotations
@@ -30,7 +41,7 @@ import struct
 import numpy as np
 
 from nbdata.chunks import RowList, StringColumn
-from nbdata.errors import DataLossError, InvalidArgumentError, NotFoundError
+from nbdata.errors import DataLossError, InvalidArgumentError, NotFoundError, UnimplementedError
 from nbdata.kernels.batching import object_rows
 from nbdata.spec import TensorSpec, dtype_name, shapes_compatible, string
 
@@ -42,7 +53,9 @@ def crc32c_bytes(b) -> int:
 
 
 MAGIC = b"NBCOLS\x00\x02"
-VERSION = 2
+VERSION = 2              # the first record's version of an uncompressed file
+COMPRESSED_VERSION = 3   # ... of a file with compressed records
+READ_VERSIONS = (VERSION, COMPRESSED_VERSION)
 _LEN = struct.Struct("<Q")
 _CRCS = struct.Struct("<II")
 _PREFIX = _LEN.size + _CRCS.size
@@ -50,6 +63,75 @@ _PREFIX = _LEN.size + _CRCS.size
 
 def _pad(n: int) -> int:
     return (-n) % 8
+
+
+# ------------------------------------------------------------------ compression
+
+SNAPPY_EXTRA = ("pip install pyarrow (nbdata's [arrow] extra) or python-snappy; "
+                "compression='GZIP' needs nothing extra")
+
+
+def compression_name(value, op: str) -> str:
+    """``""`` (uncompressed), ``"GZIP"`` or ``"SNAPPY"`` for a ``compression`` argument of
+    ``save`` / ``snapshot`` / ``load``: None, ``""``, ``"NONE"`` and ``"AUTO"`` are
+    uncompressed (tf.data's ``"AUTO"`` picks snappy; nbdata's picks no compression, as
+    snappy is an optional package here and an uncompressed file is read in place, from a
+    memory map); anything else is a ValueError."""
+    if value is None or value in ("", "NONE", "AUTO"):
+        return ""
+    if value in ("GZIP", "SNAPPY"):
+        return value
+    raise ValueError(f"{op}: compression must be None, 'AUTO', 'GZIP' or 'SNAPPY', got {value!r}")
+
+
+class _Codec:
+    """A buffer codec: ``compress(bytes) -> bytes``, ``decompress(bytes, raw_size)``."""
+
+    def __init__(self, tag: str, compress, decompress, errors: tuple):
+        self.tag, self.compress, self.decompress, self.errors = tag, compress, decompress, errors
+
+
+def _zlib_codec() -> _Codec:
+    from nbdata.kernels.files import _inflater
+    module, errors = _inflater()    # isal's zlib when installed, else the standard one
+    return _Codec("zlib", module.compress,
+                  lambda b, n: module.decompress(b, bufsize=max(1, n)), tuple(errors))
+
+
+def _snappy_codec(op: str, path: str = "") -> _Codec:
+    """Snappy through pyarrow, else python-snappy; UnimplementedError naming what to
+    install when neither is there."""
+    try:
+        import pyarrow as pa
+        if pa.Codec.is_available("snappy"):
+            return _Codec("snappy",
+                          lambda b: pa.compress(b, codec="snappy", asbytes=True),
+                          lambda b, n: pa.decompress(b, decompressed_size=n, codec="snappy",
+                                                     asbytes=True),
+                          (OSError, ValueError, pa.ArrowException))
+    except ImportError:
+        pass
+    try:
+        import snappy
+        return _Codec("snappy", snappy.compress, lambda b, n: snappy.uncompress(bytes(b)),
+                      (Exception,))
+    except ImportError:
+        pass
+    where = f" ({path} holds snappy-compressed records)" if path else ""
+    raise UnimplementedError(f"{op}: compression='SNAPPY' needs a snappy codec{where}: "
+                             f"{SNAPPY_EXTRA}", op)
+
+
+def codec(compression: str, op: str = "save", path: str = "") -> _Codec | None:
+    """The codec of a ``compression_name`` (None: uncompressed)."""
+    if not compression:
+        return None
+    if compression == "GZIP":
+        return _zlib_codec()
+    return _snappy_codec(op, path)
+
+
+_TAGS = {"zlib": "GZIP", "snappy": "SNAPPY"}
 
 
 def _leaf_name(column) -> str:
@@ -102,32 +184,78 @@ def _encode_column(column) -> tuple[dict, list]:
 class ColumnFileWriter:
     """Writes chunks of rows (columns in the kinds of ``nbdata.chunks``) to ``path``;
     ``close()`` writes the end record. The caller decides where ``path`` is (a
-    temporary name)."""
+    temporary name). ``compression`` (``compression_name``'s ``"GZIP"`` / ``"SNAPPY"``)
+    compresses each chunk record's buffers. ``size`` is the bytes written so far (all
+    of them in the file after ``flush()``); :meth:`reopen` continues a file at such a
+    size."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, compression: str = "", _resume: dict | None = None):
         self.path = path
-        self.file = open(path, "wb")
-        self.file.write(MAGIC)
-        self.total = 0
-        self.names: list[str] | None = None
+        self.compression = compression
+        self.codec = codec(compression, "save")
+        if _resume is None:
+            self.file = open(path, "wb")
+            self.file.write(MAGIC)
+            self.size = len(MAGIC)
+            self.total = 0
+            self.names: list[str] | None = None
+        else:
+            self.file = open(path, "r+b")
+            self.file.truncate(_resume["size"])
+            self.file.seek(_resume["size"])
+            self.size, self.total, self.names = _resume["size"], _resume["rows"], _resume["names"]
+
+    @classmethod
+    def reopen(cls, path: str, size: int, rows: int, names, compression: str = ""):
+        """The writer of ``path`` as it was when it had written ``size`` bytes (the file
+        is cut there: records written after it go) holding ``rows`` rows of leaves
+        ``names`` (None: no chunk written yet). DataLossError when the file is shorter
+        (it lost bytes it had written)."""
+        try:
+            have = os.path.getsize(path)
+        except FileNotFoundError:
+            raise DataLossError(f"save: cannot resume writing {path}: the file is gone",
+                                "save") from None
+        if have < size or size < len(MAGIC):
+            raise DataLossError(f"save: cannot resume writing {path}: it holds {have} bytes, "
+                                f"the checkpoint counts {size}", "save")
+        return cls(path, compression, {"size": int(size), "rows": int(rows),
+                                       "names": None if names is None else list(names)})
 
     def _record(self, header: dict, buffers: list[bytes]) -> None:
+        if self.codec is not None and buffers:
+            raw = [len(b) for b in buffers]
+            buffers = [self.codec.compress(b) for b in buffers]
+            header = dict(header, codec=self.codec.tag, raw=raw)
         header = dict(header, buffers=[len(b) for b in buffers],
                       crcs=[crc32c_bytes(b) for b in buffers])
         text = json.dumps(header, separators=(",", ":")).encode()
         length = _LEN.pack(len(text))
         self.file.write(length + _CRCS.pack(crc32c_bytes(length), crc32c_bytes(text)) + text
                         + b"\0" * _pad(len(text)))
+        self.size += _PREFIX + len(text) + _pad(len(text))
         for b in buffers:
             self.file.write(b)
             self.file.write(b"\0" * _pad(len(b)))
+            self.size += len(b) + _pad(len(b))
+
+    def _first_record(self, names: list) -> None:
+        if self.compression:
+            self._record({"version": COMPRESSED_VERSION, "leaves": names,
+                          "compression": self.compression}, [])
+        else:
+            self._record({"version": VERSION, "leaves": names}, [])
+
+    def flush(self) -> None:
+        """Hand the bytes written so far to the system (``size`` of them in the file)."""
+        self.file.flush()
 
     def write(self, columns: list, rows: int) -> None:
         if rows == 0:
             return
         if self.names is None:
             self.names = [_leaf_name(c) for c in columns]
-            self._record({"version": VERSION, "leaves": self.names}, [])
+            self._first_record(self.names)
         entries, buffers = [], []
         for column in columns:
             entry, bufs = _encode_column(column)
@@ -140,7 +268,7 @@ class ColumnFileWriter:
     def close(self) -> None:
         """Write the end record and sync the file to disk."""
         if self.names is None:
-            self._record({"version": VERSION, "leaves": []}, [])
+            self._first_record([])
         self._record({"end": True, "rows": self.total}, [])
         self.file.flush()
         os.fsync(self.file.fileno())
@@ -165,6 +293,7 @@ class ColumnFileReader:
 
     def __init__(self, path: str, specs: list | None = None):
         self.path = path
+        self._codec = None
         try:
             with open(path, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
@@ -181,8 +310,11 @@ class ColumnFileReader:
             raise self._error(0, "it is not an nbdata column file (bad magic)")
         self.offset = len(MAGIC)
         first, _ = self._read_record()
-        if first.get("version") != VERSION:
-            raise self._error(len(MAGIC), f"unsupported version {first.get('version')!r}")
+        if first.get("version") not in READ_VERSIONS:
+            raise self._error(len(MAGIC), f"unsupported version {first.get('version')!r} (this "
+                                          f"nbdata reads versions {VERSION} and "
+                                          f"{COMPRESSED_VERSION}; a newer nbdata wrote it?)")
+        self.compression = first.get("compression", "")
         self.names = first.get("leaves", [])
         self.specs = specs
         if specs is not None:
@@ -280,7 +412,36 @@ class ColumnFileReader:
             buffers.append(buffer)
             pos += size + _pad(size)
         self.offset = pos
+        if "codec" in header:
+            buffers = self._decompress(start, header, buffers)
         return header, buffers
+
+    def _decompress(self, start: int, header: dict, buffers: list) -> list:
+        """The raw buffers of a record with compressed ones (checksums already verified
+        over the stored bytes)."""
+        tag = header["codec"]
+        if tag not in _TAGS:
+            raise self._error(start, f"unknown compression codec {tag!r} (a newer nbdata "
+                                     "wrote it?)")
+        try:
+            raw = [int(n) for n in header["raw"]]
+            if len(raw) != len(buffers):
+                raise ValueError(f"{len(buffers)} buffers but {len(raw)} raw sizes")
+        except (KeyError, ValueError, TypeError) as e:
+            raise self._error(start, f"unreadable record header ({e})") from None
+        if self._codec is None or self._codec.tag != tag:
+            self._codec = codec(_TAGS[tag], "load", self.path)
+        out = []
+        for b, n in zip(buffers, raw):
+            try:
+                data = self._codec.decompress(b, n)
+            except self._codec.errors as e:
+                raise self._error(start, f"a {tag} buffer does not decompress ({e})") from None
+            if len(data) != n:
+                raise self._error(start, f"a {tag} buffer decompresses to {len(data)} bytes, "
+                                         f"the record says {n}")
+            out.append(data)
+        return out
 
     def chunks(self):
         """Yields each chunk of rows as (columns, rows)."""

@@ -7,6 +7,16 @@ read). ``save(path)`` writes ``path`` itself (the metadata holds the element spe
 each shard's rows, so ``load(path)`` needs no ``element_spec``); ``snapshot(path)``
 writes ``<path>/<fingerprint>/`` during the first complete iteration and reads it in
 later ones (also in other processes).
+
+``compression`` ("GZIP", "SNAPPY") compresses the shards' buffers; the column files
+record it (each record names its codec), so reading needs no argument, and the
+metadata records it too (``load(path, compression=...)`` with another one is a
+DataLossError, as in tf.data, where the reader needs the writer's compression).
+
+``save(path, checkpoint_args=...)`` writes through :class:`SaveWriterChunks`, whose
+state is the input's position and the shard files' sizes: restoring it continues the
+same temporary run directory (the files cut back to those sizes), so a resumed save
+neither reads nor writes again the rows before its checkpoint.
 """
 
 from __future__ import annotations
@@ -14,11 +24,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
+import shutil
 from typing import Any
 
 import numpy as np
 
-from nbdata.errors import InvalidArgumentError, NotFoundError
+from nbdata import state_check
+from nbdata.errors import DataLossError, InvalidArgumentError, NotFoundError
 from nbdata.ops.cache import FILE_SUFFIX, FileChunks
 from nbdata.ops.node import Node, UnaryNode
 from nbdata.spec import SparseTensorSpec, TensorSpec, as_dtype, dtype_name, string
@@ -81,12 +94,16 @@ class Snapshot(UnaryNode):
     num_shards: int = 1
     shard_fn: Any = None
     reader: Any = None    # directory -> the node reader_func makes of the shards' datasets
+    compression: str = ""     # "", "GZIP" or "SNAPPY" (column_file.compression_name)
+    resumable: bool = False   # save(checkpoint_args=...): SaveWriterChunks
     op = "snapshot"
 
     def describe(self) -> str:
         return f"{self.label}({self.directory!r})"
 
     def open_chunks(self, ctx, state=None):
+        if self.resumable:
+            return SaveWriterChunks(ctx, self, state)
         meta = read_snapshot_metadata(self.directory)
         mode = None if state is None else state["mode"]
         if meta is not None and self.reader is not None and mode in (None, "reader"):
@@ -107,28 +124,72 @@ class Snapshot(UnaryNode):
         return CacheWriterChunks(ctx, self, SnapshotSink(self), state)
 
 
+RUN_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def run_tmp_dir(directory: str, run: str) -> str:
+    """Where run ``run`` is written until it is complete."""
+    return os.path.join(directory, f".{run}.tmp")
+
+
 class SnapshotSink:
     """Writes rows to the shard files of a new run directory (a temporary name, renamed
-    and then recorded in ``snapshot.metadata`` when the input ended)."""
+    and then recorded in ``snapshot.metadata`` when the input ended). A resumable
+    sink (``save(checkpoint_args=...)``) keeps the files of a run it abandons after
+    writing rows (a later save resumes it) and :meth:`resume` continues such a run."""
 
-    def __init__(self, node: Snapshot):
+    def __init__(self, node: Snapshot, run: str | None = None):
         import uuid
         from nbdata.kernels.column_file import ColumnFileWriter
         self.node = node
         os.makedirs(node.directory, exist_ok=True)
-        self.run = uuid.uuid4().hex
-        self.tmp = os.path.join(node.directory, f".{self.run}.tmp")
+        self.run = run or uuid.uuid4().hex
+        self.tmp = run_tmp_dir(node.directory, self.run)
         os.makedirs(self.tmp, exist_ok=True)
         self.writers: dict = {}
         self.counts: dict = {}
         self.index = 0
         self.done = False
+        self.resumed = False
         self._writer_type = ColumnFileWriter
+
+    @classmethod
+    def resume(cls, node: Snapshot, state: dict) -> "SnapshotSink":
+        """The sink of the run a :meth:`save` state names, its shard files cut back to
+        the sizes the state records (and shards begun after it removed)."""
+        from nbdata.kernels.column_file import ColumnFileWriter
+        run = state["run"]
+        tmp = run_tmp_dir(node.directory, run)
+        if not os.path.isdir(tmp):
+            raise NotFoundError(f"save: cannot resume: the partial run {tmp} the checkpoint "
+                                "continues is gone", "save")
+        sink = cls(node, run)
+        sink.index, sink.resumed = state["index"], True
+        for shard, size, rows, names in state["shards"]:
+            sink.writers[shard] = ColumnFileWriter.reopen(shard_path(tmp, shard), size, rows,
+                                                          names, node.compression)
+            sink.counts[shard] = rows
+        keep = {os.path.basename(shard_path(tmp, s)) for s in sink.writers}
+        for name in os.listdir(tmp):
+            if name not in keep:   # a shard begun after the checkpoint
+                os.unlink(os.path.join(tmp, name))
+        return sink
+
+    def save(self) -> dict:
+        """The run, the rows passed and each shard file's size (flushed: those bytes are
+        in the file), rows and leaves."""
+        shards = []
+        for s in sorted(self.writers):
+            w = self.writers[s]
+            w.flush()
+            shards.append([s, w.size, w.total, None if w.names is None else list(w.names)])
+        return {"run": self.run, "index": self.index, "shards": shards}
 
     def _writer(self, shard: int):
         w = self.writers.get(shard)
         if w is None:
-            w = self.writers[shard] = self._writer_type(shard_path(self.tmp, shard))
+            w = self.writers[shard] = self._writer_type(shard_path(self.tmp, shard),
+                                                        self.node.compression)
             self.counts[shard] = 0
         return w
 
@@ -161,7 +222,8 @@ class SnapshotSink:
         shards = sorted(self.counts)
         doc = {"version": 1, "finalized": True, "run_id": self.run,
                "spec": spec_to_json(self.node.spec), "shards": shards,
-               "counts": [self.counts[s] for s in shards]}
+               "counts": [self.counts[s] for s in shards],
+               "compression": self.node.compression}
         tmp = os.path.join(self.node.directory, METADATA_NAME + ".tmp")
         with open(tmp, "w") as f:
             json.dump(doc, f)
@@ -171,10 +233,358 @@ class SnapshotSink:
         if self.done:
             return
         self.done = True
-        import shutil
         for w in self.writers.values():
             w.abandon()
+        if self.node.resumable and (self.resumed or self.counts):
+            return   # a later save(checkpoint_args=...) resumes it
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class SaveWriterChunks:
+    """``save(checkpoint_args=...)``'s writer: passes the input's chunks through,
+    writing them to the shard files of a run. State: the input's current state, and
+    the run, the rows passed and each shard file's size and rows; restoring it cuts the
+    files back to those sizes and goes on from there (nothing before it is read or
+    written again). An abandoned run keeps its files for the next save to resume."""
+
+    def __init__(self, ctx, node: Snapshot, state=None):
+        self.finished = True   # (a state refused below leaves no sink to abandon)
+        self.sink = None
+        if state is None:
+            self.it = ctx.open_chunks(node.input)
+            self.sink = SnapshotSink(node)
+        elif state_check.choice(state, "mode", ("save", "saved")) == "saved":
+            self.it = None     # the run had ended (and was renamed into place)
+            return
+        else:
+            state_check.record(state, "mode", "input", "run", "index", "shards")
+            run = state["run"]
+            if not isinstance(run, str) or not RUN_ID.fullmatch(run):
+                raise state_check.StateFieldError("run", run, "expected a run id")
+            state_check.integer(state, "index", 0, state_check.most_rows(node.input))
+            shards = state["shards"]
+            if not isinstance(shards, list) or not all(
+                    isinstance(e, list) and len(e) == 4 for e in shards):
+                raise state_check.StateFieldError("shards", shards,
+                                                  "expected [shard, size, rows, leaves] lists")
+            for shard, size, rows, names in shards:
+                state_check.check_int(shard, "shards", None, None)
+                state_check.check_int(size, "shards")
+                state_check.check_int(rows, "shards", 0, int(state["index"]))
+                if names is not None and not (isinstance(names, list) and
+                                              all(isinstance(n, str) for n in names)):
+                    raise state_check.StateFieldError("shards", names, "expected leaf names")
+            self.it = ctx.open_chunks(node.input, state_check.nested(state, "input"))
+            try:
+                self.sink = SnapshotSink.resume(node, state)
+            except BaseException:
+                self.it.close()
+                raise
+        self.finished = False
+
+    def next(self, want: int):
+        if self.finished:
+            return None
+        chunk = self.it.next(want)
+        if chunk is None:
+            self.finished = True
+            self.sink.finish()
+            return None
+        self.sink.write(chunk)
+        return chunk
+
+    def save(self) -> dict:
+        if self.finished:
+            return {"mode": "saved"}
+        return {"mode": "save", "input": self.it.save(), **self.sink.save()}
+
+    def close(self) -> None:
+        if not self.finished and self.sink is not None:
+            self.sink.abandon()
+        if self.it is not None:
+            self.it.close()
+
+    def __del__(self):
+        if not getattr(self, "finished", True) and getattr(self, "sink", None) is not None:
+            self.sink.abandon()
+
+
+# ------------------------------------------------------- save(checkpoint_args=)
+
+CHECKPOINT_ARGS = frozenset({"directory", "max_to_keep", "keep_checkpoint_every_n_hours",
+                             "checkpoint_name", "step_counter", "checkpoint_interval",
+                             "init_fn"})
+CHECKPOINT_SUFFIX = ".nbsave"
+#: Elements between two checkpoints when ``checkpoint_interval`` is not given.
+DEFAULT_CHECKPOINT_INTERVAL = 1024
+
+
+def _save_state_of(doc: Any) -> dict | None:
+    """The writer's state (``SaveWriterChunks.save``) inside a decoded iterator state."""
+    if isinstance(doc, dict):
+        if doc.get("mode") == "save" and "run" in doc and "shards" in doc:
+            return doc
+        values = doc.values()
+    elif isinstance(doc, (list, tuple)):
+        values = doc
+    else:
+        return None
+    for v in values:
+        found = _save_state_of(v)
+        if found is not None:
+            return found
+    return None
+
+
+def _between_chunks(it) -> bool:
+    """Whether iterator ``it`` handed out every row of the chunk it read last: its state
+    then is the writer's after that chunk (a checkpoint there resumes with nothing
+    written again; one inside a chunk would write the chunk again)."""
+    import operator
+    current = getattr(getattr(it, "_raw", None), "current", None)
+    return current is None or not operator.length_hint(current[0])
+
+
+def _fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class SaveCheckpoints:
+    """``save(path, checkpoint_args=...)``: the save's progress checkpointed in
+    ``directory`` (tf.train.CheckpointManager's arguments) so that a save that stopped
+    resumes when called again.
+
+    Every ``checkpoint_interval`` elements (``DEFAULT_CHECKPOINT_INTERVAL`` when not
+    given), at the end of the chunk of rows in progress then, the writer iterator's
+    state is written to
+    ``<directory>/<checkpoint_name>-<k>.nbsave`` (atomically, after the shard files it
+    counts are synced to disk); the newest ``max_to_keep`` are kept (None: all), older
+    ones too when ``keep_checkpoint_every_n_hours`` have passed since the previous one
+    kept. A save that finds a checkpoint of a save to the same ``path`` resumes from
+    the newest: the partial run it names continues (its shards cut back to the
+    checkpoint), and the input is restored to the checkpoint's position. When the save
+    completes, its checkpoints are removed (and ``directory``, when that leaves it
+    empty): a later save starts afresh.
+    """
+
+    def __init__(self, args: Any):
+        from collections.abc import Mapping
+        if not isinstance(args, Mapping):
+            raise TypeError(f"save: checkpoint_args must be a dict of "
+                            f"tf.train.CheckpointManager's arguments, got {type(args).__name__}")
+        if "checkpoint" in args:
+            raise ValueError("save: invalid `checkpoint_args`: `checkpoint_args` are not "
+                             "allowed to include 'checkpoint' (the save's own iterator is "
+                             "what is checkpointed)")
+        unknown = sorted(set(args) - CHECKPOINT_ARGS, key=str)
+        if unknown:
+            raise TypeError(f"save: checkpoint_args got unexpected keys {unknown}; "
+                            f"known: {sorted(CHECKPOINT_ARGS)}")
+        missing = [k for k in ("directory", "max_to_keep") if k not in args]
+        if missing:
+            raise TypeError(f"save: checkpoint_args is missing {missing} (the required "
+                            "arguments of tf.train.CheckpointManager: directory, where the "
+                            "checkpoints go, and max_to_keep, how many to keep, None: all)")
+        directory = args["directory"]
+        if not isinstance(directory, (str, bytes, os.PathLike)):
+            raise TypeError(f"save: checkpoint_args['directory'] must be a path, got "
+                            f"{type(directory).__name__}")
+        directory = os.fspath(directory)
+        self.directory = directory.decode() if isinstance(directory, bytes) else directory
+        self.max_to_keep = self._count(args["max_to_keep"], "max_to_keep",
+                                       "Expected a positive integer or `None` for `max_to_keep`")
+        self.interval = self._count(args.get("checkpoint_interval"), "checkpoint_interval",
+                                    "`checkpoint_interval` must be a positive integer or None")
+        if self.interval is None:
+            self.interval = DEFAULT_CHECKPOINT_INTERVAL
+        hours = args.get("keep_checkpoint_every_n_hours")
+        if hours is not None and (isinstance(hours, bool) or not isinstance(hours, (int, float))
+                                  or not hours > 0):
+            raise ValueError(f"save: keep_checkpoint_every_n_hours must be a positive number "
+                             f"or None, got {hours!r}")
+        self.keep_seconds = None if hours is None else float(hours) * 3600.0
+        name = args.get("checkpoint_name", "ckpt")
+        if not isinstance(name, str) or not name or os.sep in name:
+            raise ValueError(f"save: checkpoint_name must be a file name, got {name!r}")
+        self.name = name
+        self.step_counter = args.get("step_counter")
+        if self.step_counter is not None and not callable(
+                getattr(self.step_counter, "assign_add", None)):
+            raise TypeError("save: checkpoint_args['step_counter'] must be a variable with "
+                            f"assign_add (a tf.Variable), got {type(self.step_counter).__name__}")
+        self.pattern = re.compile(re.escape(name) + r"-(\d+)" + re.escape(CHECKPOINT_SUFFIX))
+
+    @staticmethod
+    def _count(value, key: str, what: str) -> int | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not state_check.is_int(value) or value <= 0:
+            raise ValueError(f"save: {what}, got {value!r} (checkpoint_args['{key}'])")
+        return int(value)
+
+    # ---------------------------------------------------------------- files
+    def _file(self, k: int) -> str:
+        return os.path.join(self.directory, f"{self.name}-{k}{CHECKPOINT_SUFFIX}")
+
+    def numbers(self) -> list[int]:
+        """The numbers of the checkpoints in ``directory``, oldest first."""
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return []
+        return sorted(int(m.group(1)) for m in map(self.pattern.fullmatch, names) if m)
+
+    def read(self, k: int) -> dict:
+        from nbdata import checkpoint
+        path = self._file(k)
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            doc = checkpoint.decode(data)
+        except DataLossError as e:
+            raise DataLossError(f"save: the checkpoint {path} is corrupt: {e.message}; "
+                                "delete it to resume from an older one", "save") from None
+        if not isinstance(doc, dict) or doc.get("format") != "nbdata.save" or not all(
+                k in doc for k in ("path", "run", "elements", "began", "time", "state")):
+            raise DataLossError(f"save: {path} is not a checkpoint of a save", "save")
+        doc["file"] = path
+        return doc
+
+    def _write(self, k: int, doc: dict) -> None:
+        from nbdata import checkpoint
+        os.makedirs(self.directory, exist_ok=True)
+        checkpoint.write_atomically(self._file(k), checkpoint.encode(doc))
+
+    def _prune(self) -> None:
+        numbers = self.numbers()
+        if self.max_to_keep is None or len(numbers) <= self.max_to_keep:
+            return
+        old = numbers[:-self.max_to_keep]
+        last = None
+        for k in old:
+            try:
+                doc = self.read(k)
+            except (OSError, DataLossError):
+                doc = None
+            if self.keep_seconds is not None and doc is not None:
+                last = doc["began"] if last is None else last
+                if doc["time"] - last >= self.keep_seconds:
+                    last = doc["time"]   # kept: keep_checkpoint_every_n_hours
+                    continue
+            try:
+                os.unlink(self._file(k))
+            except FileNotFoundError:
+                pass
+
+    def remove_all(self) -> None:
+        for k in self.numbers():
+            try:
+                os.unlink(self._file(k))
+            except FileNotFoundError:
+                pass
+        try:
+            os.rmdir(self.directory)   # only when nothing else is there
+        except OSError:
+            pass
+
+    # ------------------------------------------------------------------ run
+    def run(self, writer, path: str) -> None:
+        """Save ``writer`` (the dataset of a resumable ``Snapshot`` node writing
+        ``path``), resuming from the newest checkpoint when there is one."""
+        import time
+        import warnings
+        path_key = os.path.abspath(path)
+        numbers = self.numbers()
+        resume = self.read(numbers[-1]) if numbers else None
+        if resume is not None:
+            if resume["path"] != path_key:
+                raise InvalidArgumentError(
+                    f"save: the checkpoint {resume['file']} is of a save to "
+                    f"{resume['path']!r}, not {path_key!r}: give this save another "
+                    "checkpoint directory, or delete that one to start over", "save")
+            meta = read_snapshot_metadata(path)
+            if meta is not None and meta.get("run_id") == resume["run"]:
+                self.remove_all()   # that save completed; only its checkpoints were left
+                return
+            if not os.path.isdir(run_tmp_dir(path, resume["run"])):
+                warnings.warn(f"save: the partial run {resume['file']} continues is gone; "
+                              f"the save of {path} starts over", RuntimeWarning, stacklevel=3)
+                self.remove_all()
+                resume = None
+        _remove_saved(path)
+        if resume is None:
+            _remove_partial_runs(path)
+        began = time.time() if resume is None else resume["began"]
+        count = 0 if resume is None else int(resume["elements"])
+        k = numbers[-1] if numbers and resume is not None else 0
+        it = iter(writer)
+        try:
+            if resume is not None:
+                it.restore(resume["state"])
+            due = count + self.interval
+            step = self.step_counter
+            pending = None
+            for _ in it:
+                if pending is not None:
+                    # written once the next row came: an op may have counted a row whose
+                    # error it raises at the next pull (a generator's), which a resume
+                    # from that state would skip
+                    k += 1
+                    self._write_checkpoint(path, path_key, k, *pending, began)
+                    pending = None
+                count += 1
+                if step is not None:
+                    step.assign_add(1)
+                if count >= due and _between_chunks(it):
+                    pending = (it.save(), count)
+                    due = count + self.interval
+        finally:
+            raw = getattr(it, "_raw", None)
+            if raw is not None:
+                raw.close()
+        self.remove_all()
+
+    def _write_checkpoint(self, path: str, path_key: str, k: int, state: bytes, count: int,
+                          began: float) -> None:
+        import time
+        from nbdata import checkpoint
+        found = _save_state_of(checkpoint.decode(state))
+        if found is None:
+            return   # the writer has ended: nothing left to resume
+        tmp = run_tmp_dir(path, found["run"])
+        for name in os.listdir(tmp):   # the bytes the state counts, on disk first
+            _fsync_path(os.path.join(tmp, name))
+        _fsync_path(tmp)
+        self._write(k, {"format": "nbdata.save", "path": path_key, "run": found["run"],
+                        "elements": count, "began": began, "time": time.time(),
+                        "state": state})
+        self._prune()
+
+
+def _remove_saved(path: str) -> None:
+    """Remove the complete save at ``path`` (its metadata first: it is then gone for
+    ``load``), before a new save writes there."""
+    old = read_snapshot_metadata(path)
+    if old is not None:
+        os.unlink(os.path.join(path, METADATA_NAME))
+        shutil.rmtree(os.path.join(path, old["run_id"]), ignore_errors=True)
+
+
+def _remove_partial_runs(path: str) -> None:
+    """Remove the partial runs interrupted saves left in ``path``."""
+    try:
+        names = os.listdir(path)
+    except FileNotFoundError:
+        return
+    for name in names:
+        if name.startswith(".") and name.endswith(".tmp") and RUN_ID.fullmatch(name[1:-4]):
+            shutil.rmtree(os.path.join(path, name), ignore_errors=True)
 
 
 class SnapshotReadChunks:
