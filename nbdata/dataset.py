@@ -34,6 +34,7 @@ from nbdata.ops.node import AUTOTUNE, INFINITE, UNKNOWN, Node
 from nbdata.ops.padded_batch import PaddedBatch, default_padding
 from nbdata.ops.prefetch import Prefetch
 from nbdata.ops.random_access import At
+from nbdata.ops.keyed_map import keyed_map
 from nbdata.ops.random_map import RandomMap, probe_generator
 from nbdata.ops.range import Range
 from nbdata.ops.repeat import Repeat
@@ -526,6 +527,11 @@ class Dataset(MoreTransformations, DatasetBase):
         fn = self._fn(map_func, "map", _tupleize(output_signature) if output_signature else None,
                       name, record=True)
         deterministic = _optional_bool_arg(deterministic, "map", "deterministic")
+        if not synchronous and not unbounded:
+            # Random ops drawing per element (TF1's): counter-based, keyed per element.
+            keyed = keyed_map(self._node, fn, map_func, threads, deterministic, name)
+            if keyed is not None:
+                return self._derive(keyed)
         return self._derive(Map(self._node, fn, threads, deterministic, synchronous=synchronous,
                                 unbounded_threads=unbounded, name=name))
 

@@ -39,6 +39,8 @@ ROWS = {
     "resize": (((4, 7),), lambda tf, x: tf.image.resize(x, (4, 7))),
     "random_crop": (((4, 3, 3), S), None),
     "random_flip_left_right": ((S,), None),
+    "flip_up_down": ((), lambda tf, x: tf.image.flip_up_down(x)),
+    "random_flip_up_down": ((S,), None),
     "random_brightness": ((0.3, S), None),
     "random_contrast": ((0.5, 1.5, S), None),
     "random_saturation": ((0.5, 1.5, S), None),

@@ -392,11 +392,16 @@ class CounterEmitter:
     c = "c"
     drop = "status[i] = 0"
 
-    def __init__(self, ks: Source, index: str | None):
+    def __init__(self, ks: Source, index: str | None, run: list[str] | None = None):
         self.ks = ks
         self.index = index
+        self.run = run or []   # the step's run values (state slots after its counter)
         self.body: list[tuple[int, str]] = []
         self.tail: list[tuple[int, str]] = []
+
+    def global_name(self, prefix: str, value: Any) -> str:
+        """The name under which the kernel reads ``value`` (a helper function)."""
+        return self.ks.global_name(prefix, value)
 
     def line(self, text: str, depth: int = 0) -> None:
         self.body.append((depth, text))
@@ -527,11 +532,12 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list,
         if step is not None:
             slot = len(counters)
             counters.append(step.initial)
+            counters += [0] * step.run_slots   # set when the stage opens
             index = None
             if step.index_spec is not None:
                 index = ks.fresh("col")
                 _column_decl(ks, index, step.index_spec, scratch)
-            em = CounterEmitter(ks, index)
+            em = CounterEmitter(ks, index, [f"state[{slot + 1 + j}]" for j in range(step.run_slots)])
             step.emit_counter(em)
             ks.emit(1, f"c = state[{slot}]")
             ks.emit(1, "for i in range(K):")

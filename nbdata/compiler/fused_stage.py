@@ -25,7 +25,7 @@ from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.kernels.compact import compact
 from nbdata.kernels.batching import batch_columns
 from nbdata.ops.batch import batch_size_of
-from nbdata.ops.fusion import DROP, RaggedLeaf, pack_ragged
+from nbdata.ops.fusion import DROP, RaggedLeaf, counter_slots, pack_ragged
 from nbdata.compiler.lowering import StageNode
 from nbdata.ops.runtime import ChunkIter, RowQueue
 from nbdata.spec import pack_as
@@ -149,6 +149,10 @@ class FusedChunks(ChunkIter):
             self._check_state(state)
         self.position = 0 if state is None else int(state["pos"])
         self.state = np.array(stage.counters if state is None else state["counters"], np.int64)
+        if state is None:   # the counter steps' run values (a keyed map's key this epoch)
+            for step, slot in counter_slots(self.plan.steps):
+                if step.run_slots:
+                    self.state[slot + 1:slot + 1 + step.run_slots] = step.run_values(ctx)
         self.finished = False if state is None else bool(state["finished"])
         self.indices_ended = False   # the row numbers ended while topping up a chunk
         self.queue = RowQueue([] if state is None else state["pending"])
@@ -189,20 +193,23 @@ class FusedChunks(ChunkIter):
         state_check.flag(state, "finished")
         state_check.flag(state, "compiled", default=False)
         initial = list(self.stage.counters)
-        counters = state_check.int_array(state["counters"], "counters", min(initial, default=0),
-                                         state_check.MAX_POSITION)
+        # Run values (a keyed map's key) are any int64; the counters are positions.
+        counters = state_check.int_array(state["counters"], "counters", -(1 << 63), (1 << 63) - 1)
         if len(counters) != len(initial):
             raise state_check.StateFieldError("counters", counters, f"expected {len(initial)}")
-        steps = [s for s in self.plan.steps if getattr(s, "kind", None) == "counter"]
-        if len(steps) == len(initial):
-            for k, step in enumerate(steps):
-                # a take's or skip's count; an enumerate's index: its start plus the
-                # rows its input can have
-                node = getattr(step, "node", None)
-                hi = (step.count if step.drops else state_check.MAX_POSITION if node is None
-                      else min(state_check.MAX_POSITION,
-                               step.initial + state_check.most_rows(node.input)))
-                state_check.check_int(int(counters[k]), f"counters[{k}]", step.initial, hi)
+        slots = counter_slots(self.plan.steps)
+        low = min((step.initial for step, _ in slots), default=0)
+        if any(not low <= int(counters[k]) <= state_check.MAX_POSITION for _, k in slots):
+            raise state_check.StateFieldError("counters", counters, f"holds entries outside "
+                                              f"[{low}, {state_check.MAX_POSITION}]")
+        for step, k in slots:
+            # a take's or skip's count; an enumerate's index: its start plus the
+            # rows its input can have
+            node = getattr(step, "node", None)
+            hi = (step.count if step.drops else state_check.MAX_POSITION if node is None
+                  else min(state_check.MAX_POSITION,
+                           step.initial + state_check.most_rows(node.input)))
+            state_check.check_int(int(counters[k]), f"counters[{k}]", step.initial, hi)
         # The rows of a partial batch: columns of the kernel's results.
         specs = list(self.stage.scratch_specs) + list(self.stage.out_specs)
         state_check.row_pieces(state["pending"], tuple(specs[i] for i in self.stage.results),
@@ -402,9 +409,10 @@ class FusedChunks(ChunkIter):
             if step.kind == "row":
                 element = step.reference(element)
             else:
-                element, counter, finished = step.reference(element, int(self.state[slot]))
+                run = [int(v) for v in self.state[slot + 1:slot + 1 + step.run_slots]]
+                element, counter, finished = step.reference(element, int(self.state[slot]), *run)
                 self.state[slot] = counter
-                slot += 1
+                slot += 1 + step.run_slots
                 if finished:
                     self.finished = True
             if element is DROP:

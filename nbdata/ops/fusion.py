@@ -312,22 +312,41 @@ class RowStep(Step):
 class CounterStep(Step):
     """A take, skip or enumerate: ``initial`` is the counter's start value;
     ``index_spec`` is the spec of a leaf the step puts in front of the element
-    (enumerate's index), or None."""
+    (enumerate's index), or None. A step with ``run_slots`` keeps that many int64
+    values of its run after its counter (a keyed map's key for the epoch): set from
+    ``run_values(ctx)`` when the stage opens, saved and restored with the counters."""
 
     count: int = 0
     initial: int = 0
     kind: ClassVar[str] = "counter"
     index_spec: ClassVar[TensorSpec | None] = None
+    run_slots: ClassVar[int] = 0
 
     def emit_counter(self, em) -> None:
         """Emit the body run for each kept row ``i`` in order, with the counter in
-        ``em.c``; ``em.index`` names the index column when ``index_spec`` is set."""
+        ``em.c``; ``em.index`` names the index column when ``index_spec`` is set, and
+        ``em.run[j]`` the run value ``j``."""
         raise NotImplementedError
 
-    def reference(self, element: Any, counter: int) -> tuple[Any, int, bool]:
+    def run_values(self, ctx) -> list[int]:
+        """The int64 values of the ``run_slots`` for a run opened in ``ctx``."""
+        return []
+
+    def reference(self, element: Any, counter: int, *run: int) -> tuple[Any, int, bool]:
         """(element, DROP, ...) for one row: the output (or DROP), the new counter,
-        and whether the chain is finished after this row."""
+        and whether the chain is finished after this row (``run``: the run values)."""
         raise NotImplementedError
+
+
+def counter_slots(steps: list) -> list[tuple[Any, int]]:
+    """``(step, slot)`` of each counter step of a chain: where its counter is in the
+    stage's state (its run values follow it)."""
+    out, slot = [], 0
+    for step in steps:
+        if step.kind == "counter":
+            out.append((step, slot))
+            slot += 1 + step.run_slots
+    return out
 
 
 @dataclasses.dataclass
@@ -344,5 +363,5 @@ class Terminal:
         return columns
 
 
-__all__ = ["DROP", "ChunkSource", "CounterStep", "IndexedSource", "NotFusable", "PartlyFusable",
+__all__ = ["DROP", "ChunkSource", "CounterStep", "counter_slots", "IndexedSource", "NotFusable", "PartlyFusable",
            "RowStep", "SourceLeaf", "SourceReader", "StreamLeaf", "StreamSource", "Step", "Terminal", "check_structure", "numba_dtype", "spec_type"]

@@ -15,10 +15,11 @@ costing a fast path.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from nbdata.spec import DatasetSpec, flatten, pack_as
+from nbdata.spec import DatasetSpec, TensorSpec, flatten, pack_as
 from nbdata.trace.abstract import call_unpacked
 from nbdata.trace.graph import Graph, Tensor, TraceError, output_leaves, upstream
 
@@ -125,6 +126,68 @@ def record_function(fn: Callable, structure: Any, call: Callable = call_unpacked
     return FunctionGraph(graph, inputs, structure, out)
 
 
+# ----------------------------------------------------------- per-element draws
+
+DRAWS_PER_ELEMENT = "draws_per_element"
+"""The attribute marking a recorded callable as a random op drawing anew at every call
+(TF1's ``tf.random_uniform`` in a map function recorded on its own); its ``seed``
+attribute is the op's seed (None: none given)."""
+
+_keys = threading.local()
+
+
+class ElementKey:
+    """What the random ops of a map function draw from while it is recorded as a function
+    of ``(key, element)`` (:func:`record_keyed`): ``key``, the tensor of the element's
+    int64 key, and a slot per op, counted in the order the ops are built. An op draws
+    with the pair ``(key, slot)`` as nbdata's stateless random ops take a seed."""
+
+    def __init__(self, key):
+        self.key = key
+        self.slots = 0
+
+    def seed(self) -> tuple:
+        """The next op's ``(key, slot)``."""
+        slot = self.slots
+        self.slots += 1
+        return self.key, slot
+
+
+def element_key(graph) -> ElementKey | None:
+    """The element key the function being recorded in ``graph`` draws from, if it is
+    being recorded with one."""
+    found = getattr(_keys, "current", None)
+    return found if found is not None and found.key.graph is graph else None
+
+
+def random_seeds(graph: FunctionGraph) -> list | None:
+    """The seeds of the random ops a recorded function draws from at every call (see
+    :data:`DRAWS_PER_ELEMENT`), in the order it computes them; None when it has none."""
+    try:
+        ops = graph.operations()
+    except TraceError:
+        return None
+    seeds = [getattr(op.call[0], "seed", None) for op in ops
+             if op.call is not None and getattr(op.call[0], DRAWS_PER_ELEMENT, False)]
+    return seeds or None
+
+
+def record_keyed(fn: Callable, structure: Any) -> FunctionGraph:
+    """``fn`` recorded as a function of ``(key, element)``, ``key`` an int64 scalar and
+    ``element`` of ``structure`` (``fn`` called the tf.data way on it): its random ops
+    draw from the key (:class:`ElementKey`), so that its values are a function of the
+    element's key."""
+    def keyed(key, element):
+        previous = getattr(_keys, "current", None)
+        _keys.current = ElementKey(key)
+        try:
+            return call_unpacked(fn, element)
+        finally:
+            _keys.current = previous
+    keyed.__qualname__ = keyed.__name__ = getattr(fn, "__name__", "keyed")
+    return record_function(keyed, (TensorSpec((), "int64"), structure))
+
+
 def _stacked(items: list) -> Any:
     """A list returned inside a structure as one value: constant, or a recorded stack."""
     import numpy as np
@@ -136,4 +199,5 @@ def _stacked(items: list) -> Any:
     return np.stack(items)
 
 
-__all__ = ["FunctionGraph", "STRICT", "record_function", "recording_failed"]
+__all__ = ["DRAWS_PER_ELEMENT", "ElementKey", "FunctionGraph", "STRICT", "element_key",
+           "random_seeds", "record_function", "record_keyed", "recording_failed"]

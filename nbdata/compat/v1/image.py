@@ -4,9 +4,12 @@ crops and pads, dtype conversion, box drawing).
 
 The random ops take TF1's optional ``seed`` and follow its graph/op seed rules
 (``tf.set_random_seed``): each draws its parameter with :func:`random_uniform` (anew at
-every ``Session.run``, per element in a ``map`` function), then applies the
-deterministic op, as TF1 builds them (``random_brightness`` is ``adjust_brightness``
-by a uniform ``delta``).
+every ``Session.run``), then applies the deterministic op, as TF1 builds them
+(``random_brightness`` is ``adjust_brightness`` by a uniform ``delta``). Inside a
+``Dataset.map`` function they are nd.image's stateless random ops (the same entries,
+with their lift rules and compiled forms), drawn from the element's key and the op's
+place among the function's random ops (``nbdata/ops/keyed_map.py``): counter-based per
+element and per epoch, so such a map fuses.
 
 Resizing follows TF1 (``tf.compat.v1.image.resize_images``): no half-pixel centers,
 source coordinate ``y * in / out`` (``(in - 1) / (out - 1)`` with ``align_corners``),
@@ -16,6 +19,8 @@ keeps the dtype, and an image already of the size is returned as it is.
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 
 from nbdata import image as _nd_image
@@ -24,6 +29,7 @@ from nbdata.compat.v1.ops import _apply, _static, convert, random_uniform
 from nbdata.errors import InvalidArgumentError, UnimplementedError
 from nbdata.primitives.image.color import check_factor_range as _factor_range
 from nbdata.primitives.image.color import check_max_delta as _max_delta
+from nbdata.spec import TensorSpec
 from nbdata.trace.graph import Symbolic
 
 
@@ -227,6 +233,26 @@ def _crop_at(value, draws, size):
     return value[tuple(slice(o, o + s) for o, s in zip(offset, size))]
 
 
+def _crop_at_spec(value, draws, size):
+    """``size`` of ``value``'s dtype: known before the value's dims are (a decoded
+    image's sample has other dims than its records give)."""
+    spec = value.spec if isinstance(value, Symbolic) else None
+    dtype = spec.dtype if spec is not None else np.asarray(value).dtype
+    if isinstance(size, Symbolic):
+        n = _static(size).dims
+        return TensorSpec((None,) * n[0] if n and n[0] is not None else None, dtype)
+    dims = tuple(int(v) for v in np.asarray(size).reshape(-1))
+    have = spec.shape if spec is not None else np.shape(value)
+    if have is not None and (len(have) != len(dims) or any(
+            h is not None and d > h for h, d in zip(have, dims))):
+        raise InvalidArgumentError(f"Need value.shape >= size, got {list(have)} and {list(dims)}")
+    return TensorSpec(dims, dtype)
+
+
+# The recorder takes an op's output spec from ``fn.primitive.abstract`` when it has one.
+_crop_at.primitive = types.SimpleNamespace(abstract=_crop_at_spec)
+
+
 def random_crop(value, size, seed=None, name=None):
     """TF1's ``tf.random_crop`` / ``tf.image.random_crop``: a window of ``size`` at
     offsets ``uniform int32 % (shape - size + 1)``, drawn per run."""
@@ -234,8 +260,27 @@ def random_crop(value, size, seed=None, name=None):
     rank = _rank(value)
     if rank is None:
         raise ValueError("random_crop: the rank of value must be known")
+    window = _crop_size(value, size) if rank == 3 else None
+    pair = _ops._element_seed() if window is not None else None
+    if pair is not None:   # in a map function: nd.image's crop, drawn per element
+        return _nd_image.random_crop(value, window, pair)
     draws = random_uniform([rank], 0, np.iinfo(np.int32).max, _ops.int32, seed=seed)
     return _apply(_crop_at, (value, draws, size), "random_crop", name)
+
+
+def _crop_size(value, size):
+    """``size`` as a tuple when nd.image's ``random_crop`` crops ``value`` as TF1 would
+    (an (H, W, C) image, a constant size keeping its C channels), else None."""
+    if isinstance(size, Symbolic) or not isinstance(value, Symbolic):
+        return None
+    try:
+        window = tuple(int(v) for v in np.asarray(size).reshape(-1))
+    except (TypeError, ValueError):
+        return None
+    dims = _static(value).dims
+    if len(window) != 3 or dims is None or dims[2] is None or window[2] != dims[2]:
+        return None
+    return window
 
 
 # -------------------------------------------------------------- conversion
@@ -300,11 +345,14 @@ def _flip_if(image, u, axis):
     return np.where((u < 0.5).reshape((-1,) + (1,) * (image.ndim - 1)), np.flip(image, axis), image)
 
 
-def _random_flip(image, seed, axis, op):
+def _random_flip(image, seed, axis, op, entry=None):
     image = convert(image, what=op)
     rank = _rank(image)
     if rank not in (3, 4):
         raise ValueError(f"{op}: 'image' must have either 3 or 4 dimensions")
+    pair = _ops._element_seed() if rank == 3 and entry is not None else None
+    if pair is not None:   # in a map function: nd.image's flip, drawn per element
+        return entry(image, pair)
     u = random_uniform([] if rank == 3 else [_static_batch(image)], 0, 1.0, seed=seed)
     return _apply(_flip_if, (image, u, axis - 3 if rank == 3 else axis - 3), op, None)
 
@@ -319,23 +367,26 @@ def _static_batch(image):
 def random_flip_left_right(image, seed=None):
     """``tf.image.random_flip_left_right``: mirrored with probability 1/2 (each image of
     a 4-D batch on its own)."""
-    return _random_flip(image, seed, 2, "random_flip_left_right")
+    return _random_flip(image, seed, 2, "random_flip_left_right", _nd_image.random_flip_left_right)
 
 
 def random_flip_up_down(image, seed=None):
     """``tf.image.random_flip_up_down``."""
-    return _random_flip(image, seed, 1, "random_flip_up_down")
+    return _random_flip(image, seed, 1, "random_flip_up_down", _nd_image.random_flip_up_down)
 
 
 def flip_up_down(image):
-    """``tf.image.flip_up_down``."""
-    return _apply(np.flip, (convert(image), -3), "flip_up_down", None)
+    """``tf.image.flip_up_down``: nd.image's entry, a graph op in graph mode."""
+    return _apply(_nd_image.flip_up_down, (convert(image),), "flip_up_down", None)
 
 
 def random_brightness(image, max_delta, seed=None):
     """``tf.image.random_brightness``: ``adjust_brightness`` by a delta uniform in
     ``[-max_delta, max_delta)``."""
     _max_delta(max_delta)
+    pair = _ops._element_seed()
+    if pair is not None:   # in a map function: nd.image's op, drawn per element
+        return _nd_image.random_brightness(image, max_delta, pair)
     return _nd_image.adjust_brightness(image, random_uniform([], -max_delta, max_delta, seed=seed))
 
 
@@ -343,6 +394,9 @@ def random_contrast(image, lower, upper, seed=None):
     """``tf.image.random_contrast``: ``adjust_contrast`` by a factor uniform in
     ``[lower, upper)``."""
     _factor_range(lower, upper)
+    pair = _ops._element_seed()
+    if pair is not None:
+        return _nd_image.random_contrast(image, lower, upper, pair)
     return _nd_image.adjust_contrast(image, random_uniform([], lower, upper, seed=seed))
 
 
@@ -350,6 +404,9 @@ def random_saturation(image, lower, upper, seed=None):
     """``tf.image.random_saturation``: ``adjust_saturation`` by a factor uniform in
     ``[lower, upper)``."""
     _factor_range(lower, upper)
+    pair = _ops._element_seed()
+    if pair is not None:
+        return _nd_image.random_saturation(image, lower, upper, pair)
     return _nd_image.adjust_saturation(image, random_uniform([], lower, upper, seed=seed))
 
 
@@ -357,6 +414,9 @@ def random_hue(image, max_delta, seed=None):
     """``tf.image.random_hue``: ``adjust_hue`` by a delta uniform in
     ``[-max_delta, max_delta)``, ``max_delta <= 0.5``."""
     _max_delta(max_delta, 0.5)
+    pair = _ops._element_seed()
+    if pair is not None:
+        return _nd_image.random_hue(image, max_delta, pair)
     return adjust_hue(image, random_uniform([], -max_delta, max_delta, seed=seed))
 
 
@@ -366,7 +426,9 @@ def sample_distorted_bounding_box(image_size, bounding_boxes, seed=None, seed2=N
                                   use_image_if_no_bounding_boxes=None, name=None):
     """TF1's ``tf.image.sample_distorted_bounding_box`` (optional seeds): nd.image's
     stateless box op with a key drawn per run."""
-    key = random_uniform([2], 0, np.iinfo(np.int64).max, _ops.int64, seed=seed)
+    key = _ops._element_seed()   # in a map function: the element's (key, slot)
+    if key is None:
+        key = random_uniform([2], 0, np.iinfo(np.int64).max, _ops.int64, seed=seed)
     return _nd_image.sample_distorted_bounding_box(
         image_size, bounding_boxes, seed=key, min_object_covered=min_object_covered,
         aspect_ratio_range=aspect_ratio_range or (0.75, 1.33),

@@ -39,8 +39,11 @@ from nbdata import random as _random_module
 from nbdata.random import op_seed as _op_seed
 from nbdata.random import set_seed as _set_seed
 from nbdata.spec import SparseTensor, SparseTensorSpec, TensorShape, TensorSpec, as_dtype, string, to_leaf
+from nbdata.primitives import draws as _stateless
 from nbdata.primitives.table import namespace
 from nbdata.trace import graph as _graph
+from nbdata.trace.function import DRAWS_PER_ELEMENT as _DRAWS_PER_ELEMENT
+from nbdata.trace.function import element_key as _element_key
 from nbdata.trace.graph import (Graph, Operation, Symbolic, Tensor, as_tensor,  # noqa: F401
                                 get_default_graph, is_symbolic, record, reset_default_graph)
 from nbdata.trace.graph import constant as _nd_constant
@@ -1679,12 +1682,40 @@ def _recording(graph: Graph) -> builtins.bool:
     return builtins.bool(ops) and ops[0].kind == "input"
 
 
-def _random_op(draw: Callable, args: tuple, spec: TensorSpec, seed, op: str, name):
+def _element_seed():
+    """``(element key, slot)`` for the next random op when a ``Dataset.map`` function is
+    being recorded with its element's key (``nbdata/ops/keyed_map.py``), else None: the
+    op then draws with nbdata's stateless ops (``nbdata/primitives/draws.py``, the
+    ``nd.image`` random ops) from that key, per element."""
+    found = _element_key(get_default_graph())
+    return None if found is None else found.seed()
+
+
+def _keyed_draw(draw: Callable, seed, *args):
+    """``draw(rng, *args)`` with a NumPy generator seeded by ``seed = (element key,
+    slot)``: what a random op without a stateless entry (``random_shuffle``, a shape
+    known only per element) draws inside a map function, a function of the element's
+    key."""
+    key, slot = seed
+    return draw(np.random.default_rng([int(key) & ((1 << 64) - 1), int(slot)]), *args)
+
+
+def _random_op(draw: Callable, args: tuple, spec: TensorSpec, seed, op: str, name,
+               keyed: Callable | None = None):
     """A random op: a NumPy draw ``draw(rng, *args)`` now (eager), a draw per
     ``Session.run`` (graph mode), or per call of a recorded function. TF1's seed rules:
     an op seed with a graph seed (``set_random_seed``) both decide the draws, either
     alone too (the op seed alone, or the graph seed and the op's place among the random
-    ops built after it), neither: fresh randomness."""
+    ops built after it), neither: fresh randomness.
+
+    In a map function recorded with its element's key, the op is ``keyed(seed)`` (a
+    stateless op-table entry) with ``seed = (element key, slot)``, or else ``draw`` with
+    a generator seeded by that pair: the map's seed decides (``nbdata/ops/keyed_map.py``)."""
+    pair = _element_seed()
+    if pair is not None:
+        if keyed is not None:
+            return keyed(pair)
+        return _apply(_keyed_draw, (draw, pair) + tuple(args), op, name)
     graph_seed = _random_module._global_seed
     seed = _op_seed(None) if seed is None else (
         _random_module.derive_seed(graph_seed, (1 << 40) + operator.index(seed))
@@ -1701,7 +1732,8 @@ def _random_op(draw: Callable, args: tuple, spec: TensorSpec, seed, op: str, nam
                     _eager_rngs[key] = rng
         return _eager(draw, (rng,) + args, {}, op)
     if _recording(graph):
-        # A map function's graph: a fresh draw each time the function is evaluated.
+        # A map function's graph: a fresh draw each time the function is evaluated. The
+        # marks tell Dataset.map to record it again with its element's key.
         rng = np.random.default_rng(seed)
         lock = threading.Lock()
 
@@ -1709,6 +1741,8 @@ def _random_op(draw: Callable, args: tuple, spec: TensorSpec, seed, op: str, nam
             with lock:
                 return draw(rng, *values)
         fresh.__name__ = fresh.__qualname__ = op
+        setattr(fresh, _DRAWS_PER_ELEMENT, True)
+        fresh.seed = seed
         return record(fresh, args, {}, op, name=name)
     leaves = [x for x in args if isinstance(x, Symbolic)]
     tensors = [as_tensor(x, graph) for x in leaves]
@@ -1765,8 +1799,10 @@ def random_uniform(shape, minval=0, maxval=None, dtype=float32, seed=None, name=
     shape_arg, static = _shape_arg(shape)
     low = convert(minval, dt, what="random_uniform: minval")
     high = convert(maxval, dt, what="random_uniform: maxval")
+    keyed = None if static is None or is_symbolic(shape_arg) else (
+        lambda pair: _stateless.stateless_uniform(shape_arg, pair, low, high, dt))
     return _random_op(_draw_uniform_args, (shape_arg, low, high, dt), TensorSpec(static, dt),
-                      seed, "RandomUniform", name)
+                      seed, "RandomUniform", name, keyed)
 
 
 def _draw_uniform_args(rng, shape, low, high, dtype):
@@ -1793,7 +1829,13 @@ def _normal_like(draw, op, shape, mean, stddev, dtype, seed, name):
     shape_arg, static = _shape_arg(shape)
     mean = convert(mean, dt, what=f"{op}: mean")
     stddev = convert(stddev, dt, what=f"{op}: stddev")
-    return _random_op(draw, (shape_arg, mean, stddev, dt), TensorSpec(static, dt), seed, op, name)
+    keyed = None
+    if static is not None and not is_symbolic(shape_arg):
+        entry = (_stateless.stateless_truncated_normal if draw is _draw_truncated
+                 else _stateless.stateless_normal)
+        keyed = lambda pair: entry(shape_arg, pair, mean, stddev, dt)   # noqa: E731
+    return _random_op(draw, (shape_arg, mean, stddev, dt), TensorSpec(static, dt), seed, op, name,
+                      keyed)
 
 
 def random_normal(shape, mean=0.0, stddev=1.0, dtype=float32, seed=None, name=None):

@@ -1,7 +1,8 @@
 """Decode lifting: ``map(f)`` over records, where ``f`` decodes a record with an nd.io
 decoder (``parse_single_example``, ``decode_csv``, ``decode_jpeg`` of one string
 component...), becomes ``decode`` (the decoder's kernel over whole columns of records)
-followed by the rest of ``f`` on the decoded arrays.
+followed by the rest of ``f`` on the decoded arrays (for a map whose random ops draw
+per element, ``nbdata/ops/keyed_map.py``, the rest of its keyed function).
 
 The decoder call is found in ``f``'s recorded graph (``nbdata/trace``): an op whose
 primitive has a column decoder (``nbdata/primitives/table.py``) and whose record is one
@@ -19,6 +20,7 @@ import dataclasses
 from nbdata.compiler.plan import rewrite_plan
 from nbdata.ops.decode import Decode
 from nbdata.ops.function import UserFunction
+from nbdata.ops.keyed_map import KEY_SPEC, KeyedMap
 from nbdata.ops.map import Map
 from nbdata.ops.node import Node
 from nbdata.ops.select import Select, selection
@@ -55,27 +57,58 @@ def _decoder_call(graph: FunctionGraph):
     return None
 
 
+def _cut(node: Node, graph: FunctionGraph, keyed: bool):
+    """``(decode node, rest of the graph)`` for a map's graph that decodes a record, else
+    None. A keyed map's graph (``nbdata/ops/keyed_map.py``) takes the element's key
+    before the element: the key stays an input of the rest."""
+    found = _decoder_call(graph)
+    if found is None:
+        return None
+    op, leaf = found
+    keys = graph.inputs[:1] if keyed else []
+    if keyed:   # leaf counts the key; the element may be the record itself
+        whole = len(flatten(node.input.spec)) == 1 and not isinstance(node.input.spec, (tuple, dict))
+        leaf = -1 if whole else leaf - 1
+    fn, args, kwargs = op.call
+    decoder = lookup(fn).decoder(*args, **kwargs)
+    decoded = Decode(node.input, decoder, leaf=leaf, name=node.name)
+    outputs = list(op.outputs)
+    element = graph.inputs[len(keys):]
+    inputs = keys + (outputs if leaf < 0 else element[:leaf] + outputs + element[leaf + 1:])
+    rest = graph.with_inputs(inputs, (KEY_SPEC, decoded.spec) if keyed else decoded.spec)
+    rest.operations()   # the rest needs nothing but the decoded values
+    if flatten(rest.structure) != [t.spec for t in inputs]:
+        return None
+    return decoded, rest
+
+
+def _lift_keyed(node: KeyedMap) -> Node:
+    """A keyed map's decoder taken out as for a map; the rest stays a keyed map (its
+    random ops draw per element of the decoded rows, which are as many)."""
+    try:
+        cut = _cut(node, node.keyed.recorded(), True)
+    except Exception as e:  # noqa: BLE001 - the map then runs as it is
+        recording_failed(e)
+        return node
+    if cut is None:
+        return node
+    decoded, rest = cut
+    keyed = UserFunction.from_graph(rest, node.keyed.op, f"{node.keyed.name}.after_decode",
+                                    node.spec)
+    return _lift_keyed(dataclasses.replace(node, input=decoded, keyed=keyed))
+
+
 def _lift(node: Node) -> Node:
+    if type(node) is KeyedMap and isinstance(node.keyed, UserFunction):
+        return _lift_keyed(node)
     if type(node) is not Map or not isinstance(node.fn, UserFunction):
         return node
     try:
-        graph = node.fn.recorded()
-        found = _decoder_call(graph)
-        if found is None:
+        cut = _cut(node, node.fn.recorded(), False)
+        if cut is None:
             return node
-        op, leaf = found
-        fn, args, kwargs = op.call
-        decoder = lookup(fn).decoder(*args, **kwargs)
-        decoded = Decode(node.input, decoder, leaf=leaf, name=node.name)
-        outputs = list(op.outputs)
-        if leaf < 0:
-            inputs = outputs
-        else:
-            inputs = graph.inputs[:leaf] + outputs + graph.inputs[leaf + 1:]
-        rest = graph.with_inputs(inputs, decoded.spec)
-        rest.operations()   # the rest needs nothing but the decoded values
-        if flatten(decoded.spec) != [t.spec for t in inputs]:
-            return node
+        decoded, rest = cut
+        inputs = rest.inputs
     except Exception as e:  # noqa: BLE001 - the map then runs as it is
         recording_failed(e)
         return node

@@ -1,5 +1,5 @@
 """``nd.image``'s crops, flips and layout changes: random_crop, flip_left_right,
-random_flip_left_right, transpose, hwc_to_chw."""
+random_flip_left_right, flip_up_down, random_flip_up_down, transpose, hwc_to_chw."""
 
 
 import numba
@@ -14,6 +14,8 @@ from nbdata.primitives.expr import NotElementwise
 from nbdata.primitives.gpu import Step, check_image, seed_pair
 from nbdata.primitives.image.arguments import int_pair
 from nbdata.primitives.table import define
+from nbdata.spec import TensorSpec
+from nbdata.trace.graph import is_symbolic
 
 
 # Stream ids of the random draws (the ASCII of their names), so that each op
@@ -21,6 +23,7 @@ from nbdata.primitives.table import define
 _CROP_TOP_STREAM = 0x63726F705F746F70  # b"crop_top"
 _CROP_LEFT_STREAM = 0x63726F705F6C6674  # b"crop_lft"
 _FLIP_STREAM = 0x666C69705F6C5F72  # b"flip_l_r"
+_FLIP_UD_STREAM = 0x666C69705F755F64  # b"flip_u_d"
 
 
 @numba.njit(nogil=True, cache=True)
@@ -59,6 +62,22 @@ def _flip_left_right(image):
 def _random_flip_left_right(image, seed):
     step = -1 if random.uniform(random.key(seed[0], _FLIP_STREAM, 0), seed[1]) < 0.5 else 1
     return image[:, ::step]
+
+
+@numba.njit(nogil=True, cache=True)
+def _flip_up_down(image):
+    return image[::-1].copy()
+
+
+@numba.njit(nogil=True, cache=True)
+def _flip_batch_up_down(images):
+    return images[:, ::-1].copy()
+
+
+@numba.njit(nogil=True, cache=True)
+def _random_flip_up_down(image, seed):
+    step = -1 if random.uniform(random.key(seed[0], _FLIP_UD_STREAM, 0), seed[1]) < 0.5 else 1
+    return image[::step]
 
 
 @numba.njit(nogil=True, cache=True)
@@ -246,7 +265,31 @@ def _lift_random_flip(image, seed):
     return expr.flipped(image, expr.apply_ufunc(np.less, draw, 0.5))
 
 
-@define(tags=("image",), lift=_draw_window, gpu=_RandomCrop,
+def _crop_spec(image, size, seed=None):
+    """The window's spec: ``size`` of the image's dtype (known before the image's own
+    dims are: a decoded image's sample has other dims than its records give)."""
+    spec = getattr(image, "spec", None)
+    shape = spec.shape if spec is not None else np.shape(image)
+    dtype = spec.dtype if spec is not None else np.asarray(image).dtype
+    if is_symbolic(size):
+        return TensorSpec((None, None, shape[2] if shape is not None and len(shape) == 3
+                           else None), dtype)
+    height, width, channels = int_pair("random_crop", "size", size, 3)
+    if shape is not None and len(shape) != 3:
+        raise ValueError(f"random_crop: expected an (H, W, C) image, got shape {tuple(shape)}")
+    if shape is not None:
+        if shape[2] is not None and channels != shape[2]:
+            raise ValueError(f"random_crop: size has {channels} channels but the image has "
+                             f"{shape[2]}")
+        if (shape[0] is not None and height > shape[0]) or (shape[1] is not None
+                                                             and width > shape[1]) \
+                or height < 0 or width < 0:
+            raise ValueError(f"random_crop: crop size {height}x{width} does not fit in the "
+                             f"image of size {shape[0]}x{shape[1]}")
+    return TensorSpec((height, width, channels), dtype)
+
+
+@define(tags=("image",), lift=_draw_window, gpu=_RandomCrop, abstract=_crop_spec,
         numba=lambda image, size, seed: lambda image, size, seed: _random_crop(image, size, seed))
 def random_crop(image, size, seed):
     """Crops a random (h, w) window out of an HWC image.
@@ -333,6 +376,72 @@ def random_flip_left_right(image, seed):
         True
     """
     return _random_flip_left_right(image, seed)
+
+
+def _flip_up_down_nopython(image):
+    if not (isinstance(image, types.Array) and image.ndim in (3, 4)):
+        raise TypingError(f"flip_up_down: expected an (H, W, C) image or a batch of them, got {image}")
+    if image.ndim == 3:
+        return lambda image: _flip_up_down(image)
+    return lambda image: _flip_batch_up_down(image)
+
+
+@define(tags=("image",), numba=_flip_up_down_nopython)
+def flip_up_down(image):
+    """Mirrors an HWC image (or each image of an NHWC batch) along its height axis
+    (``tf.image.flip_up_down``).
+
+    Args:
+        image: An (H, W, C) or (N, H, W, C) array of any numeric dtype.
+
+    Returns:
+        A new C-contiguous array equal to ``image[..., ::-1, :, :]``.
+
+    Example:
+        >>> import numpy as np
+        >>> from nbdata import image
+        >>> img = np.arange(6, dtype=np.uint8).reshape(3, 1, 2)
+        >>> image.flip_up_down(img)[:, 0].tolist()
+        [[4, 5], [2, 3], [0, 1]]
+    """
+    image = np.asarray(image)
+    if image.ndim not in (3, 4):
+        raise ValueError(f"flip_up_down: 'image' must have either 3 or 4 dimensions, got "
+                         f"shape {image.shape}")
+    return _flip_up_down(image) if image.ndim == 3 else _flip_batch_up_down(image)
+
+
+@define(tags=("image",),
+        numba=lambda image, seed: lambda image, seed: _random_flip_up_down(image, seed))
+def random_flip_up_down(image, seed):
+    """Mirrors an HWC image along its height axis with probability 1/2.
+
+    Stateless, like ``tf.image.stateless_random_flip_up_down``: whether it flips
+    depends only on ``seed``, through
+    ``random.uniform(random.key(seed[0], stream, 0), seed[1]) < 0.5`` on the stream
+    ``b"flip_u_d"``.
+
+    Args:
+        image: An (H, W, C) array of any numeric dtype.
+        seed: ``(seed, counter)``, two int64 values (a tuple or array); pass
+            e.g. the element index as the counter.
+
+    Returns:
+        A view of ``image``, mirrored or not (no copy; ``.copy()`` it before
+        writing into it).
+
+    Example:
+        >>> import numpy as np
+        >>> from nbdata import image
+        >>> img = np.arange(6, dtype=np.uint8).reshape(3, 1, 2)
+        >>> outs = [image.random_flip_up_down(img, (1, i)) for i in range(1000)]
+        >>> 400 < sum(int(out[0, 0, 0]) == 4 for out in outs) < 600
+        True
+    """
+    if np.ndim(image) != 3:
+        raise ValueError(f"random_flip_up_down: expected an (H, W, C) image, got an array of "
+                         f"shape {np.shape(image)}")
+    return _random_flip_up_down(image, seed)
 
 
 def _transpose_nopython(image, perm):
