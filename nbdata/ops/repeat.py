@@ -47,7 +47,8 @@ class Repeat(UnaryNode):
         n = max(1, self.input.cardinality())
         rows = np.asarray(rows, np.int64)
         return gather_grouped(rows % n, rows // n,
-                              lambda epoch, r: self.input.gather(ctx.with_path(epoch), r))
+                              lambda epoch, r: self.input.gather(epoch_context(ctx, self.count,
+                                                                               epoch), r))
 
     def is_noop(self) -> bool:
         return isinstance(self.count, int) and self.count == 1
@@ -58,6 +59,13 @@ class Repeat(UnaryNode):
             raise NotFusable(f"repeat({self.count}) is not a chunk source (an endless repeat "
                              "of from_tensors is)")
         return self.input.repeated_source(planner)
+
+
+def epoch_context(ctx, count: int, epoch: int):
+    """The context of the input's epoch ``epoch``: random ops below draw anew per epoch.
+    ``repeat(1)`` adds no epoch to the path, so it draws what its input alone draws (noop
+    elimination removes it from fused plans; the values must not depend on that)."""
+    return ctx if count == 1 else ctx.with_path(epoch)
 
 
 class RepeatChunks(ChunkIter):
@@ -73,7 +81,8 @@ class RepeatChunks(ChunkIter):
         self.yielded = False if state is None else state_check.flag(state, "yielded")
         inner = None if state is None else state_check.nested(state, "input")
         done = self.count == 0 or (state is not None and inner is None)
-        self.it = None if done else ctx.with_path(self.epoch).open_chunks(node.input, inner)
+        self.it = None if done else \
+            epoch_context(ctx, self.count, self.epoch).open_chunks(node.input, inner)
 
     def next(self, want: int):
         while self.it is not None:
@@ -87,7 +96,8 @@ class RepeatChunks(ChunkIter):
                 self.it = None
                 break
             self.yielded = False
-            self.it = self.ctx.with_path(self.epoch).open_chunks(self.input_node)
+            self.it = epoch_context(self.ctx, self.count, self.epoch).open_chunks(
+                self.input_node)
         return None
 
     def save(self) -> dict:

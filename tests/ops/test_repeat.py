@@ -39,6 +39,20 @@ def test_repeat_one_is_identity():
     assert values(nd.Dataset.range(4).repeat(1)) == [0, 1, 2, 3]
 
 
+def test_repeat_one_draws_what_its_input_alone_draws():
+    """Noop elimination drops repeat(1) from fused plans: random ops below it must draw
+    the same with fusion on or off, and as without the repeat."""
+    def plan(fusion):
+        o = nd.Options()
+        o.experimental_optimization.apply_default_optimizations = fusion
+        o.fusion = fusion
+        return nd.Dataset.range(10).shuffle(10, seed=1).repeat(1).with_options(o)
+    alone = [int(x) for x in nd.Dataset.range(10).shuffle(10, seed=1)]
+    assert [int(x) for x in plan(True)] == [int(x) for x in plan(False)] == alone
+    two = [int(x) for x in nd.Dataset.range(10).shuffle(10, seed=1).repeat(2)]
+    assert two[:10] != two[10:]     # a real repeat still draws anew per epoch
+
+
 def test_repeat_zero_is_empty():
     assert values(nd.Dataset.range(4).repeat(0)) == []
 
