@@ -492,6 +492,10 @@ def _frozen(v):
         return (v.dtype.str, v.shape, v.tobytes())
     if isinstance(v, (list, tuple)):
         return (type(v).__name__,) + tuple(_frozen(x) for x in v)
+    if isinstance(v, (float, complex, np.floating, np.complexfloating)):
+        # by bits: 0.0 == -0.0 (and NaN != NaN) would hand one default another's plan
+        a = np.asarray(v)
+        return (type(v).__name__, a.dtype.str, a.tobytes())
     hash(v)
     return (type(v).__name__, v)
 

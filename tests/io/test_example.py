@@ -1296,3 +1296,14 @@ if __name__ == "__main__":
     cases_ = int(sys.argv[1]) if len(sys.argv) > 1 else FUZZ_CASES
     print(f"{fuzz(cases_)} of {cases_} mutated records parsed; every other one raised "
           "InvalidArgumentError, all as the reference parser says")
+
+
+@pytest.mark.parametrize("first, second", [(-0.0, 0.0), (0.0, -0.0)])
+def test_defaults_equal_as_numbers_but_not_as_bits_get_their_own_plans(first, second):
+    """Plans are cached by feature config: 0.0 == -0.0, yet each default comes back with
+    its own sign bit (a cache keyed by == handed the second config the first's default)."""
+    for default in (first, second):
+        features = {"b": FixedLenFeature([2], np.float32, default_value=[default, 1.0])}
+        for got in (parse_single_example(b"", features)["b"],
+                    parse_example([b""], features)["b"][0]):
+            assert np.asarray(got).tobytes() == np.array([default, 1.0], np.float32).tobytes()
