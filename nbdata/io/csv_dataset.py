@@ -73,14 +73,17 @@ class CsvDataset(Dataset):
         if select_cols is not None and exclude_cols is not None and len(select_cols) and \
                 len(exclude_cols):
             raise InvalidArgumentError("Either select_cols or exclude_cols should be empty", op)
+        exclude = None
         if exclude_cols is not None and len(exclude_cols):
-            excluded = sorted(int(c) for c in exclude_cols)
-            total = len(defaults) + len(excluded)
-            select_cols = [c for c in range(total) if c not in set(excluded)]
-            self._exclude = (total, excluded)
-        fields = len(defaults) if select_cols is None else 0
+            # (decode_csv takes every field not excluded; more than the defaults: an error)
+            exclude = sorted(int(c) for c in exclude_cols)
+            select_cols = None
+        fields = len(defaults) if select_cols is None and exclude is None else 0
         names = _filenames(filenames, op)
-        fmt = _format("text", op, compression_type, buffer_size)
+        if isinstance(buffer_size, (int, np.integer)) and not isinstance(buffer_size, bool) \
+                and buffer_size <= 0:
+            raise InvalidArgumentError("buffer_size should be positive", op)
+        fmt = _format("csv", op, compression_type, buffer_size)
         quote = bool(use_quote_delim)
 
         def one_file(f):
@@ -92,7 +95,7 @@ class CsvDataset(Dataset):
 
         def decode(record):
             return tuple(decode_csv(record, defaults, field_delim, quote, na_value, select_cols,
-                                    name="CsvDataset"))
+                                    name="CsvDataset", _exclude_cols=exclude))
 
         records = names.flat_map(one_file)
         ds = records.map(decode, name=name)

@@ -225,6 +225,10 @@ def _row(data, lo, hi, r, delim, quote, ncols, select, kinds, has_default, na, u
     if ncols >= 0:
         if nfields != ncols:
             return E_COUNT, 0, nfields
+    elif ncols < -1 and nfields > -2 - ncols:
+        # (exclude_cols: a record may not reach field -2 - ncols, the first one after the
+        # selected fields that is not excluded)
+        return E_COUNT, 0, nfields
     elif nsel < nout:
         return E_COUNT, 0, nsel
     # Pass 2: values.

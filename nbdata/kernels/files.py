@@ -590,6 +590,42 @@ class TextLineReader(FormatReader):
             w.fill(w.hi - w.lo + self.block)
 
 
+class CsvLineReader(TextLineReader):
+    """Lines split at ``\\n`` with every other byte kept (``\\r`` too): CsvDataset's
+    input, whose record split (``nbdata/ops/csv_records.py``) ends records at ``\\r``
+    as well, outside quoted fields only. NumPy finds the newlines; no kernel."""
+
+    op = "CsvDataset"
+
+    def next(self, want: int):
+        w = self.window
+        while True:
+            if w.hi > w.lo or w.eof:
+                seg = w.buf[w.lo:w.hi]
+                nl = np.flatnonzero(seg == 10)
+                if len(nl) > want:
+                    nl = nl[:want]
+                if len(nl) > 1 and nl[-1] >= MAX_CHUNK_BYTES:
+                    nl = nl[:max(1, int(np.searchsorted(nl, MAX_CHUNK_BYTES)))]
+                # Before a stream error the last, unfinished line is no line (as in TF).
+                last = (len(nl) < want and w.eof and w.error is None
+                        and (int(nl[-1]) + 1 if len(nl) else 0) < len(seg))
+                if len(nl) or last:
+                    size = len(seg) if last else int(nl[-1]) + 1
+                    keep = np.ones(size, np.bool_)
+                    keep[nl] = False
+                    data = seg[:size][keep]
+                    ends = nl - np.arange(len(nl))
+                    offsets = np.concatenate([[0], ends, [len(data)] if last else []])
+                    w.lo += size
+                    return StringColumn(data, offsets.astype(np.int64))
+                if w.eof:
+                    if w.error is not None:
+                        raise w.fail()
+                    return None
+            w.fill(w.hi - w.lo + self.block)
+
+
 class FixedLengthReader(FormatReader):
     """Records of ``record_bytes`` after a ``header_bytes`` header and before a
     ``footer_bytes`` footer."""
@@ -665,8 +701,8 @@ def open_reader(fmt: dict, path: str, state: dict | None, budget=None):
     # (taken as at least MIN_BLOCK here).
     segment = (ZLIB_BUFFER if kind == "tfrecord" or not fmt.get("buffer_size")
                else max(MIN_BLOCK, int(fmt["buffer_size"])))
-    if kind in ("tfrecord", "text"):
-        cls = TFRecordReader if kind == "tfrecord" else TextLineReader
+    if kind in ("tfrecord", "text", "csv"):
+        cls = {"tfrecord": TFRecordReader, "text": TextLineReader, "csv": CsvLineReader}[kind]
         return cls(path, fmt["compression"], block, state, budget, segment)
     if kind == "fixed":
         return FixedLengthReader(path, fmt["compression"], block, state, int(fmt["record_bytes"]),
@@ -676,4 +712,5 @@ def open_reader(fmt: dict, path: str, state: dict | None, budget=None):
 
 
 __all__ = ["ByteStream", "Blocks", "FixedLengthReader", "OpError", "RecordSizeError",
-           "TFRecordReader", "TextLineReader", "compression_name", "open_reader", "path_of"]
+           "CsvLineReader", "TFRecordReader", "TextLineReader",
+           "compression_name", "open_reader", "path_of"]

@@ -1,11 +1,14 @@
 """``CsvRecords``: the CSV records of one file's lines (``CsvDataset``'s record split).
 
-Its input is a file's text lines (``FileRecords``); a record is a line, except that a
-line inside an open double-quoted field goes on on the next line (the newline is part of
-the field, as tf.data's CsvDataset reads it), and with ``header`` the file's first record
-is dropped (a file without one is an InvalidArgumentError, "Can't read header of file").
-Whole chunks pass through untouched when no line leaves a quote open (the quotes are
-counted over the chunk's bytes at once); only chunks that join lines are rebuilt.
+Its input is a file's lines split at ``\\n`` with their ``\\r`` bytes kept
+(``FileRecords`` of kind "csv"). As tf.data's CsvDataset reads a file, a record ends at
+``\\n``, ``\\r`` or ``\\r\\n`` outside a double-quoted field; inside one, line breaks
+are part of the field (a line inside an open quoted field goes on on the next line).
+With ``header`` the file's first record is dropped (a file without one is an
+InvalidArgumentError, "Can't read header of file"). Whole chunks pass through untouched
+when no line leaves a quote open and none holds a ``\\r`` (the quotes are counted over
+the chunk's bytes at once); a chunk whose only ``\\r`` bytes end lines (CRLF files)
+drops them at once; only other chunks are split line by line.
 """
 
 from __future__ import annotations
@@ -20,18 +23,23 @@ from nbdata.ops.node import UNKNOWN, UnaryNode, arg_field
 from nbdata.ops.runtime import ChunkIter
 
 QUOTE = ord('"')
+CR = 13
 
 
 def _values(column) -> list:
     return column.values() if isinstance(column, StringColumn) else [bytes(v) for v in column]
 
 
-def _ends_in_quote(line: bytes, delim: int, in_quote: bool) -> bool:
-    """Whether a quoted field is still open at the end of ``line`` (``in_quote``: one
-    was open at its start). As tf.data's CsvDataset parses: a quote opens a field only
-    at the field's start; inside, a doubled quote is a quote and a single one closes it
-    (a quote inside an unquoted field is the decoder's error, not an opening)."""
+def _split_line(line: bytes, delim: int, in_quote: bool) -> tuple:
+    """(pieces, in_quote): ``line`` cut at each ``\\r`` outside a quoted field (one
+    ending the line is the ``\\r\\n`` terminator: no piece after it), and whether a
+    quoted field is still open at its end (the last piece then goes on on the next
+    line). As tf.data's CsvDataset parses: a quote opens a field only at the field's
+    start; inside, a doubled quote is a quote and a single one closes it (a quote inside
+    an unquoted field is the decoder's error, not an opening)."""
+    pieces = []
     at_start = not in_quote
+    begin = 0
     i, n = 0, len(line)
     while i < n:
         c = line[i]
@@ -45,11 +53,20 @@ def _ends_in_quote(line: bytes, delim: int, in_quote: bool) -> bool:
             at_start = True
             i += 1
             continue
+        elif c == CR:
+            pieces.append(line[begin:i])
+            begin = i + 1
+            at_start = True
+            i += 1
+            if i == n:
+                return pieces, False
+            continue
         elif c == QUOTE and at_start:
             in_quote = True
         at_start = False
         i += 1
-    return in_quote
+    pieces.append(line[begin:])
+    return pieces, in_quote
 
 
 def _odd_quotes(column) -> np.ndarray:
@@ -91,25 +108,38 @@ class CsvRecordChunks(ChunkIter):
     def _records(self, chunk):
         """The records the lines of ``chunk`` complete (a chunk)."""
         column = chunk.columns[0]
-        if not self.node.use_quote_delim:
-            return chunk
-        odd = _odd_quotes(column)
+        quote = self.node.use_quote_delim
+        if not isinstance(column, StringColumn):
+            column = StringColumn.from_values(_values(column))
+        returns = column.data == CR
+        odd = _odd_quotes(column) if quote else np.zeros(len(column), bool)
         if self.pending is None and not odd.any():
-            return chunk
+            if not returns.any():
+                return chunk
+            # CRLF lines: every \r ends its line (the \r\n is one record end).
+            off = column.offsets
+            ends = off[1:][off[1:] > off[:-1]]
+            if int(returns.sum()) == int(returns[ends - 1].sum()):
+                dropped = np.concatenate([[0], np.cumsum(returns)])
+                return Chunk([StringColumn(column.data[~returns],
+                                           (off - dropped[off]).astype(np.int64))], chunk.n)
         out = []
         delim = self.node.delim
-        for line, flip in zip(_values(column), odd.tolist()):
-            # (a line with an even number of quotes leaves the state as it was)
-            if self.pending is None:
-                if flip and _ends_in_quote(line, delim, False):
-                    self.pending = line
-                else:
-                    out.append(line)
-            else:
-                self.pending = self.pending + b"\n" + line
-                if flip and not _ends_in_quote(line, delim, True):
-                    out.append(self.pending)
-                    self.pending = None
+        for line, flip in zip(column.values(), odd.tolist()):
+            if self.pending is None and not flip and CR not in line:
+                out.append(line)
+                continue
+            if not quote:
+                pieces = line.split(b"\r")
+                if line.endswith(b"\r"):
+                    pieces.pop()
+                out.extend(pieces)
+                continue
+            pieces, open_field = _split_line(line, delim, self.pending is not None)
+            if self.pending is not None:
+                pieces[0] = self.pending + b"\n" + pieces[0]
+            self.pending = pieces.pop() if open_field else None
+            out.extend(pieces)
         return Chunk([StringColumn.from_values(out)], len(out))
 
     def next(self, want: int):

@@ -80,7 +80,7 @@ class CsvConfig:
     default, and the kernel's constant arrays."""
 
     def __init__(self, record_defaults, field_delim=",", use_quote_delim=True, na_value="",
-                 select_cols=None):
+                 select_cols=None, exclude_cols=None):
         if not isinstance(record_defaults, (list, tuple)):
             raise TypeError("decode_csv: record_defaults must be a list")
         if isinstance(field_delim, str):
@@ -101,6 +101,13 @@ class CsvConfig:
                               np.int64)
         self.has_default = np.array([v is not None for v in self.defaults], np.bool_)
         n = len(columns)
+        self.max_fields = None
+        if exclude_cols is not None:
+            # CsvDataset's exclude_cols: every other field is a column, so a record has the
+            # first n fields not excluded and no field after them but excluded ones.
+            excluded = {int(c) for c in exclude_cols}
+            kept = [c for c in range(n + len(excluded) + 1) if c not in excluded][:n + 1]
+            select_cols, self.max_fields = kept[:n], kept[n]
         if select_cols is None:
             self.ncols = n
             self.select = np.arange(n, dtype=np.int64)
@@ -113,7 +120,7 @@ class CsvConfig:
             if len(cols) != n:
                 raise InvalidArgumentError("Length of select_cols and record_defaults do not "
                                            "match.", "DecodeCSV")
-            self.ncols = -1
+            self.ncols = -1 if self.max_fields is None else -2 - self.max_fields
             self.select = np.full((cols[-1] + 1) if cols else 0, -1, np.int64)
             for j, c in enumerate(cols):
                 self.select[c] = j
@@ -214,11 +221,15 @@ class CsvConfig:
                     f"Expect {want} fields but have {extra} in record")
         if code == k.E_REQUIRED:
             return f"Field {col} is required but missing in record!"
+        if code == k.E_QUOTE_END:
+            # (records join lines while a quote is open: only the file's end leaves one open)
+            return "Reached end of file without closing quoted field in record"
         return "Unquoted fields cannot have quotes inside"
 
     def error(self, data: np.ndarray, row: int, info, shown_row: int) -> InvalidArgumentError:
         code, col, extra, starts, ends = info
-        if self.dataset_wording and code in (k.E_COUNT, k.E_REQUIRED, k.E_UNQUOTED):
+        if self.dataset_wording and code in (k.E_COUNT, k.E_REQUIRED, k.E_UNQUOTED,
+                                             k.E_QUOTE_END):
             return InvalidArgumentError(self._dataset_message(code, col, extra), "CsvDataset")
         if code == k.E_COUNT:
             want = len(self.kinds)
@@ -305,10 +316,10 @@ def _records(records):
 
 
 def _csv_decoder(records, record_defaults, field_delim=",", use_quote_delim=True, na_value="",
-                 select_cols=None, name=None):
+                 select_cols=None, name=None, _exclude_cols=None):
     """The column decoder of a ``decode_csv`` call."""
     config = _config(record_defaults, field_delim, use_quote_delim, na_value, select_cols,
-                     name == "CsvDataset")
+                     name == "CsvDataset", _exclude_cols)
     return for_records(CsvDecoder(config), records)
 
 
@@ -316,7 +327,7 @@ def _csv_decoder(records, record_defaults, field_delim=",", use_quote_delim=True
         abstract=lambda *args, **kwargs: list(_csv_decoder(*args, **kwargs).output_spec),
         decoder=_csv_decoder)
 def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, na_value="",
-               select_cols=None, name=None):
+               select_cols=None, name=None, _exclude_cols=None):
     """Convert CSV records to tensors, one per column (``tf.io.decode_csv``).
 
     Args:
@@ -328,7 +339,10 @@ def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, 
         use_quote_delim: whether double quotes delimit fields (RFC 4180).
         na_value: a field equal to this takes the column's default.
         select_cols: sorted indices of the columns to return (default: all).
-        name: ignored (TensorFlow's op name).
+        name: ignored (TensorFlow's op name), but "CsvDataset" words the errors as
+            tf.data's CsvDataset does.
+        _exclude_cols: CsvDataset's ``exclude_cols`` (instead of ``select_cols``): every
+            field not excluded is a column, and a record with more is an error.
 
     Returns:
         A list of arrays (or scalars for one record), one per column, of the records' shape.
@@ -342,7 +356,7 @@ def decode_csv(records, record_defaults, field_delim=",", use_quote_delim=True, 
     [np.int32(7), b'x']
     """
     config = _config(record_defaults, field_delim, use_quote_delim, na_value, select_cols,
-                     name == "CsvDataset")
+                     name == "CsvDataset", _exclude_cols)
     data, offsets, shape = _records(records)
     n = len(offsets) - 1
     try:
@@ -358,18 +372,20 @@ _configs: dict = {}
 
 
 def _config(record_defaults, field_delim, use_quote_delim, na_value, select_cols,
-            dataset_wording: bool = False) -> CsvConfig:
+            dataset_wording: bool = False, exclude_cols=None) -> CsvConfig:
     """The CsvConfig of these arguments, made once for calls that repeat them (a decode
     per record, as TF1 graphs run it); keyed on their reprs, which name dtypes too."""
     try:
         key = (tuple(repr(v) for v in record_defaults), repr(field_delim), bool(use_quote_delim),
                repr(na_value), None if select_cols is None else tuple(int(c) for c in select_cols),
-               bool(dataset_wording))
+               bool(dataset_wording),
+               None if exclude_cols is None else tuple(int(c) for c in exclude_cols))
     except TypeError:
         key = None
     config = _configs.get(key) if key is not None else None
     if config is None:
-        config = CsvConfig(record_defaults, field_delim, use_quote_delim, na_value, select_cols)
+        config = CsvConfig(record_defaults, field_delim, use_quote_delim, na_value, select_cols,
+                           exclude_cols)
         # CsvDataset's decode (name="CsvDataset") words its errors as tf.data's CsvDataset
         config.dataset_wording = bool(dataset_wording)
         if key is not None:
