@@ -73,6 +73,25 @@ def build(quick: bool) -> Workload:
             return lambda: pipe
         return prepare
 
+    def nbdata_global_shuffle(n):
+        import nbdata as nd
+        ds = nd.experimental.global_shuffle(
+            nd.io.ParquetDataset(path(n), columns=COLUMNS), seed=5)
+        pipe = (ds.map(scale).filter(keep).batch(BATCH)
+                .with_options(nbdata_options(nd))).compile()
+        return lambda: pipe
+
+    def pyarrow_permuted(n):
+        import pyarrow.parquet as pq
+        rng = np.random.default_rng(5)
+
+        def epoch():
+            table = pq.read_table(path(n), columns=COLUMNS)
+            order = rng.permutation(table.num_rows)
+            yield from numpy_batches({c: table.column(c).to_numpy()[order]
+                                      for c in COLUMNS[:-1]})
+        return epoch
+
     def pyarrow_whole(n):
         import pyarrow.parquet as pq
 
@@ -138,6 +157,10 @@ def build(quick: bool) -> Workload:
                        "pyarrow"),
         Implementation("pyarrow ParquetFile.iter_batches + NumPy [b]", "pyarrow", pyarrow_stream,
                        "pyarrow", full_batches=False),
+        Implementation("nbdata global_shuffle(ParquetDataset).map.filter.batch [e]", "nbdata",
+                       nbdata_global_shuffle, "nbdata"),
+        Implementation("pyarrow read_table + NumPy permutation, then as [a] [e]", "pyarrow",
+                       pyarrow_permuted, "pyarrow"),
         Implementation("tf.data from_tensor_slices(columns) per-element map/filter/batch [c]",
                        "tf.data", tf_per_element, "tensorflow", prefix=per_element),
         Implementation("tf.data from_tensor_slices(columns) batch-then-map [c][d]", "tf.data",
@@ -148,7 +171,9 @@ def build(quick: bool) -> Workload:
     notes = ("[a] the whole file read at once (multithreaded), NumPy over whole columns, then "
              "batches.\n[b] NumPy per record batch: batches of <=256.\n"
              "[c] the columns loaded into memory first (untimed), strings included.\n"
-             "[d] filters after batching: same rows, batches of <=256 (~171).")
+             "[d] filters after batching: same rows, batches of <=256 (~171).\n"
+             "[e] every row once per epoch in a random order (a new one per epoch); the "
+             "nbdata row gathers rows by position from the file's row groups.")
     return Workload(f"parquet: {n_rows:,} rows x (8 float32, int64, string) -> map/filter/"
                     f"batch({BATCH})", "rows", n_rows, impls, _checker(), notes,
                     baseline_group="pyarrow", baseline_label="vs pyarrow")
