@@ -215,11 +215,16 @@ def write_atomically(path: str, data: bytes) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    folder = os.path.dirname(os.path.abspath(path))
     try:
-        fd = os.open(folder, os.O_RDONLY)
+        fsync_path(os.path.dirname(os.path.abspath(path)))   # the rename, on disk
     except OSError:
-        return
+        pass
+
+
+def fsync_path(path: str) -> None:
+    """Sync a file or a directory (its entries) to disk by path; OSError when it cannot
+    be opened (a file system that cannot sync is not an error)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     except OSError:

@@ -30,8 +30,8 @@ from nbdata import random as nd_random
 from nbdata import state_check
 from nbdata.chunks import chunk_elements, chunk_from_elements
 from nbdata.ops.fusion import CounterStep, check_structure
-from nbdata.ops.map import MapStep
-from nbdata.ops.node import AUTOTUNE, UnaryNode, arg_field, new_resource_key
+from nbdata.ops.map import MapStep, call_threads
+from nbdata.ops.node import UnaryNode, arg_field, new_resource_key
 from nbdata.ops.random_map import _EpochState
 from nbdata.ops.runtime import PerElement
 from nbdata.spec import TensorSpec
@@ -118,13 +118,8 @@ class KeyedMap(UnaryNode):
     def open_chunks(self, ctx, state=None):
         epoch, map_key = self.map_key(ctx, None if state is None else state_check.integer(
             state, "epoch", 0, state_check.MAX_EPOCH))
-        calls = self.num_parallel_calls
-        if calls == AUTOTUNE:
-            threads = None if ctx.options.autotune.enabled else ctx.budget.total
-        else:
-            threads = 1 if calls is None else int(calls)
-        deterministic = ctx.options.deterministic if self.deterministic is None \
-            else bool(self.deterministic)
+        threads, deterministic = call_threads(ctx, self.num_parallel_calls, self.deterministic,
+                                              ctx.budget.total)
         spec = self.spec
         it = PerElement(ctx, self, None if state is None else state["run"], self._call(map_key),
                         lambda rows, values: chunk_from_elements(values, spec), threads,

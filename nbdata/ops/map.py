@@ -21,6 +21,17 @@ from nbdata.spec import flatten, string
 UNBOUNDED_THREADS = 64
 
 
+def call_threads(ctx, calls, deterministic, limit: int) -> tuple:
+    """(threads, deterministic) of a map run per element: ``num_parallel_calls``
+    threads (AUTOTUNE: None, tuned, when autotuning is on, else ``limit``; None: 1), and
+    the map's ``deterministic`` or the options' when it is None."""
+    if calls == AUTOTUNE:
+        threads = None if ctx.options.autotune.enabled else limit
+    else:
+        threads = 1 if calls is None else int(calls)
+    return threads, ctx.options.deterministic if deterministic is None else bool(deterministic)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Map(UnaryNode):
     fn: UserFunction = arg_field()
@@ -92,13 +103,9 @@ class Map(UnaryNode):
         picked = self.selected()
         if picked is not None:
             return SelectChunks(Select(self.input, picked, self.spec), ctx, state)
-        calls = self.num_parallel_calls
         limit = UNBOUNDED_THREADS if self.unbounded_threads else ctx.budget.total
-        if calls == AUTOTUNE:
-            threads = None if ctx.options.autotune.enabled else limit
-        else:
-            threads = 1 if calls is None else int(calls)
-        deterministic = ctx.options.deterministic if self.deterministic is None else bool(self.deterministic)
+        threads, deterministic = call_threads(ctx, self.num_parallel_calls, self.deterministic,
+                                              limit)
         spec = self.spec
         kernel = map_kernel(self.fn, self.input.spec, spec)
 

@@ -345,16 +345,6 @@ def _between_chunks(it) -> bool:
     return current is None or not operator.length_hint(current[0])
 
 
-def _fsync_path(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 class SaveCheckpoints:
     """``save(path, checkpoint_args=...)``: the save's progress checkpointed in
     ``directory`` (tf.train.CheckpointManager's arguments) so that a save that stopped
@@ -554,13 +544,14 @@ class SaveCheckpoints:
                           began: float) -> None:
         import time
         from nbdata import checkpoint
+        from nbdata.checkpoint import fsync_path
         found = _save_state_of(checkpoint.decode(state))
         if found is None:
             return   # the writer has ended: nothing left to resume
         tmp = run_tmp_dir(path, found["run"])
         for name in os.listdir(tmp):   # the bytes the state counts, on disk first
-            _fsync_path(os.path.join(tmp, name))
-        _fsync_path(tmp)
+            fsync_path(os.path.join(tmp, name))
+        fsync_path(tmp)
         self._write(k, {"format": "nbdata.save", "path": path_key, "run": found["run"],
                         "elements": count, "began": began, "time": time.time(),
                         "state": state})
