@@ -39,6 +39,30 @@ class InvalidArgumentError(OpError, ValueError):
     """An argument or an element has an invalid value, type or shape."""
 
 
+class FormattedValueError(ValueError):
+    """Raised from compiled (nopython) code as ``raise FormattedValueError(template,
+    *values)``; what Python receives is a plain :class:`ValueError` whose message is
+    ``template.format(*values)``. The values cross into Python as they are, so the
+    compiled function builds no string: ``"..." + str(n)`` in nopython code makes Numba
+    compile its string machinery, seconds per process and signature.
+
+    >>> import numba
+    >>> @numba.njit
+    ... def check(n):
+    ...     if n < 0:
+    ...         raise FormattedValueError("n must be >= 0, got {}", n)
+    ...     return n
+    >>> try:
+    ...     check(-2)
+    ... except ValueError as e:
+    ...     print(type(e).__name__, e)
+    ValueError n must be >= 0, got -2
+    """
+
+    def __new__(cls, template, *values):
+        return ValueError(template.format(*values))
+
+
 class NotFoundError(OpError, FileNotFoundError):
     """A file or other resource does not exist."""
 

@@ -10,6 +10,8 @@ from numba.core.errors import TypingError
 from numba.experimental import jitclass
 from numba.extending import intrinsic, overload
 
+from nbdata.errors import FormattedValueError
+
 # The generator is Philox-2x64-10 (Salmon et al., "Parallel Random Numbers: As
 # Easy as 1, 2, 3", SC'11): ten rounds of a 64x64->128-bit multiply and XOR
 # over a two-word counter, with a Weyl sequence bumping the key between rounds.
@@ -85,10 +87,8 @@ def _randint(key, counter, low, high):
     low64 = np.int64(low)
     high64 = np.int64(high)
     if high64 <= low64:
-        raise ValueError(
-            "nbdata.random.randint: high (" + str(high64)
-            + ") must be greater than low (" + str(low64) + ")"
-        )
+        raise FormattedValueError(
+            "nbdata.random.randint: high ({}) must be greater than low ({})", high64, low64)
     span = np.uint64(high64) - np.uint64(low64)
     offset = _mulhilo(_bits(key, counter), span)[0]
     return np.int64(np.uint64(low64) + offset)

@@ -7,6 +7,8 @@ import numpy as np
 from numba.core import types
 from numba.core.errors import TypingError
 
+from nbdata.errors import FormattedValueError
+
 
 RESIZE_METHODS = ("bilinear", "nearest")
 
@@ -104,4 +106,4 @@ def typing_pair(op, name, value, kinds, required=True):
 @numba.njit(nogil=True, cache=True)
 def pair_length(op, name, value):
     if len(value) != 2:
-        raise ValueError(op + ": " + name + " must have 2 values, got " + str(len(value)))
+        raise FormattedValueError("{}: {} must have 2 values, got {}", op, name, len(value))

@@ -8,7 +8,7 @@ from numba.core import types
 from numba.core.errors import TypingError
 
 from nbdata import random
-from nbdata.errors import InvalidArgumentError
+from nbdata.errors import FormattedValueError, InvalidArgumentError
 from nbdata.primitives import expr
 from nbdata.primitives.expr import NotElementwise
 from nbdata.primitives.gpu import Step, check_image, seed_pair
@@ -31,17 +31,13 @@ def _random_crop(image, size, seed):
     height, width, channels = image.shape
     crop_height, crop_width, crop_channels = size
     if crop_channels != channels:
-        raise ValueError(
-            "random_crop: size has " + str(crop_channels)
-            + " channels but the image has " + str(channels)
-        )
+        raise FormattedValueError(
+            "random_crop: size has {} channels but the image has {}", crop_channels, channels)
     if (crop_height < 0 or crop_width < 0
             or crop_height > height or crop_width > width):
-        raise ValueError(
-            "random_crop: crop size " + str(crop_height) + "x"
-            + str(crop_width) + " does not fit in the image of size "
-            + str(height) + "x" + str(width)
-        )
+        raise FormattedValueError(
+            "random_crop: crop size {}x{} does not fit in the image of size {}x{}",
+            crop_height, crop_width, height, width)
     top = random.randint(
         random.key(seed[0], _CROP_TOP_STREAM, 0), seed[1],
         0, height - crop_height + 1,
@@ -83,17 +79,13 @@ def _random_flip_up_down(image, seed):
 @numba.njit(nogil=True, cache=True)
 def _check_perm(perm, ndim):
     if len(perm) != ndim:
-        raise ValueError(
-            "transpose: perm has " + str(len(perm)) + " axes but the array has "
-            + str(ndim)
-        )
+        raise FormattedValueError("transpose: perm has {} axes but the array has {}",
+                                  len(perm), ndim)
     seen = np.zeros(ndim, dtype=np.bool_)
     for axis in perm:
         if axis < 0 or axis >= ndim or seen[axis]:
-            raise ValueError(
-                "transpose: perm is not a permutation of the axes 0.."
-                + str(ndim - 1)
-            )
+            raise FormattedValueError(
+                "transpose: perm is not a permutation of the axes 0..{}", ndim - 1)
         seen[axis] = True
 
 

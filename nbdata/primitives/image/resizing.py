@@ -7,6 +7,7 @@ from numba.core import types
 from numba.core.errors import TypingError
 
 from nbdata import random
+from nbdata.errors import FormattedValueError
 from nbdata.primitives.gpu import Step, bilinear_source, check_image, seed_pair
 from nbdata.primitives.image.arguments import (RESIZE_METHODS, as_image, float_pair, int_pair,
                                                pair_length, seed_counter, typing_image,
@@ -62,15 +63,11 @@ def _nearest_source(out_index, scale, in_size):
 @numba.njit(nogil=True, cache=True)
 def _check_resize_sizes(op, in_height, in_width, out_height, out_width):
     if in_height <= 0 or in_width <= 0:
-        raise ValueError(
-            op + ": the image must not be empty, got size "
-            + str(in_height) + "x" + str(in_width)
-        )
+        raise FormattedValueError("{}: the image must not be empty, got size {}x{}", op,
+                                  in_height, in_width)
     if out_height <= 0 or out_width <= 0:
-        raise ValueError(
-            op + ": size must be positive, got " + str(out_height) + "x"
-            + str(out_width)
-        )
+        raise FormattedValueError("{}: size must be positive, got {}x{}", op, out_height,
+                                  out_width)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -165,10 +162,8 @@ def _random_resized_crop_window(height, width, scale_low, scale_high,
                                 ratio_low, ratio_high, seed, counter):
     """(top, left, h, w) of random_resized_crop; see its docstring."""
     if height <= 0 or width <= 0:
-        raise ValueError(
-            "random_resized_crop: the image must not be empty, got size "
-            + str(height) + "x" + str(width)
-        )
+        raise FormattedValueError(
+            "random_resized_crop: the image must not be empty, got size {}x{}", height, width)
     if not (np.isfinite(scale_high) and 0.0 <= scale_low <= scale_high):
         raise ValueError(
             "random_resized_crop: scale must be finite with "

@@ -8,6 +8,7 @@ from numba.extending import overload
 from numba.core.errors import TypingError
 from numba.np.numpy_support import as_dtype
 
+from nbdata.errors import FormattedValueError
 from nbdata.primitives import expr
 from nbdata.primitives.expr import NotElementwise
 from nbdata.primitives.gpu import Step, type_name
@@ -40,10 +41,9 @@ def _per_channel(values, channels):
         return flat
     if flat.size == 1:
         return np.full(channels, flat[0])
-    raise ValueError(
-        "normalize: mean and std must be scalars or have one value per "
-        "channel (" + str(channels) + "), got " + str(flat.size) + " values"
-    )
+    raise FormattedValueError(
+        "normalize: mean and std must be scalars or have one value per channel ({}), "
+        "got {} values", channels, flat.size)
 
 
 @numba.njit(nogil=True, cache=True)
