@@ -9,6 +9,7 @@ import uuid
 
 from nbdata.compiler.executor import StageStats
 from nbdata.distribute import cluster
+from nbdata.distribute.host import JobHandle, pool
 from nbdata.distribute.job import job_class
 from nbdata.distribute.splits import Pools, forever_repeat, splittable_source
 from nbdata.errors import InvalidArgumentError, UnavailableError, UnimplementedError
@@ -84,12 +85,14 @@ class Service:
                 self.payload = ray.put((self.node.input, self.node.options, self.node.source))
             if self.node.job_name is None and self.idle:
                 return self.idle.pop()
+            # The job runs its workers on this process's worker hosts; one of its own
+            # is kept by them too (no process to start).
             if self.node.job_name is None:
-                return job_class().remote([self.payload], self.job_config())
+                return JobHandle.create(pool(), self.payload, self.job_config())
             name = f"nbdata-job-{self.node.job_name}"
             job = job_class().options(name=name, get_if_exists=True,
                                       namespace=cluster.NAMESPACE).remote(
-                [self.payload], self.job_config())
+                [self.payload, pool()], self.job_config())
         # A Ray actor ends when the handle that made it goes (a handle found by name
         # does not keep it up): a named job stays up as long as this process, as a
         # tf.data service job does while its dispatcher runs, whichever consumer of

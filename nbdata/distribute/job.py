@@ -1,6 +1,15 @@
-"""The job: a Ray actor that owns a distributed dataset's workers, hands out splits,
-brokers finished chunks to consumers (first come, first served, or in coordinated
-rounds) and restarts a dead worker from its position after its last finished chunk.
+"""The job: runs a distributed dataset's workers, hands out splits, brokers finished
+chunks to consumers (first come, first served, or in coordinated rounds) and restarts
+a dead worker from its position after its last finished chunk.
+
+Nothing of a job is a process of its own unless it is named: a job without
+``job_name`` is an object in the pool (the dispatcher) of the process that distributes,
+called through a :class:`~nbdata.distribute.host.JobHandle`; a named job, which other
+processes find by name, is a Ray actor of this class. Either way worker ``i`` of the
+job runs in the host of slot ``i`` of that pool (see host.py), a long-lived process
+that serves many jobs, so a job starts no process. The job numbers each worker's calls
+(the host runs them in that order); a dead host's workers are restarted on the host
+the pool puts in its place.
 
 Chunks never pass through the job: a worker's reply is two Ray objects, the chunk and
 a small note (rows, time, the worker's positions after the chunk, the splits it took);
@@ -20,14 +29,14 @@ import collections
 import copy
 import functools
 import uuid
-from typing import Any
 
 from nbdata.distribute.splits import Pools, key_path, live_splits, plan_splits, shift_key
-from nbdata.distribute.worker import fresh_position, worker_class
+from nbdata.distribute.worker import fresh_position
 from nbdata.errors import InternalError, InvalidArgumentError, UnavailableError
 
 DEPTH = 2                 # requests in flight per worker
 START_TIMEOUT_S = 120.0   # a worker that does not start in this time fails the job
+ATTEMPTS = 3              # hosts tried for a worker whose host died before it started
 END = ("end", None, None, None)
 
 
@@ -157,14 +166,20 @@ class _Run:
 
 
 class Job:
-    """The job actor (async). ``config``: ``fingerprint``, ``num_workers``, ``threads``
-    (per worker), ``rows`` (of the split source per epoch, or None in parallel_epochs)
-    and ``split_size``."""
+    """The job (async: an actor, or an object of a pool's event loop). ``payload``: the
+    plan's object reference and the pool; ``config``: ``fingerprint``, ``num_workers``,
+    ``threads`` (per worker), ``rows`` (of the split source per epoch, or None in
+    parallel_epochs) and ``split_size``; ``me``: the handle its workers call (None: the
+    actor's own)."""
 
-    def __init__(self, payload: list, config: dict):
+    def __init__(self, payload: list, config: dict, me=None, job_id: str | None = None):
         self.payload = payload[0]
+        self.pool = payload[1]    # the worker hosts of the process that made the job
         self.config = config
-        self.workers: dict = {}
+        self.me = me              # the handle workers call (None: this actor's own)
+        self.id = job_id or uuid.uuid4().hex
+        self.generation = 0       # numbers the workers this job made (their host keys)
+        self.workers: dict = {}   # worker index -> its _Slot
         self.spare: dict = {}     # workers of a larger count this job ran with before
         self.consumers: set = set()
         self.run: _Run | None = None
@@ -173,29 +188,42 @@ class Job:
         self.joining = asyncio.Lock()
 
     # ------------------------------------------------------------ workers
-    def _new_worker(self, index: int):
+    async def _new_worker(self, host, index: int) -> "_Slot":
+        """Worker ``index`` compiled on ``host``. Hosts reserve no CPUs: jobs kept idle
+        between iterations (their workers keep the compiled pipeline) must not starve
+        the next job; the worker's kernels take its share of the cores (``threads``)."""
         import ray
-        me = ray.get_runtime_context().current_actor
-        # No CPUs reserved: jobs kept idle between iterations (their workers keep the
-        # compiled pipeline) must not starve the next job; SPREAD puts workers on
-        # different nodes of a cluster.
-        # Ray caps an actor's OpenMP threads at its CPUs (0 here): give the worker's
-        # kernels its share of the cores.
-        threads = str(self.config["threads"])
-        env = {"OMP_NUM_THREADS": threads, "NUMBA_NUM_THREADS": threads}
-        return worker_class().options(num_cpus=0, scheduling_strategy="SPREAD",
-                                      runtime_env={"env_vars": env}).remote(
-            self.payload, index, me, self.config["threads"])
+        # A weak handle: the job still ends when its consumers' handles go.
+        me = self.me or ray.get_runtime_context().current_actor
+        self.generation += 1
+        key = f"{self.id}/{index}/{self.generation}"
+        await host.create.remote(key, self.id, self.payload, index, me,
+                                 self.config["threads"])
+        return _Slot(host, key)
+
+    async def _worker(self, index: int, dead: str | None = None) -> None:
+        """Worker ``index`` on the host of slot ``index`` (a new host in place of the
+        one with actor id ``dead``, or of one found dead now)."""
+        from ray.exceptions import RayActorError
+        for _ in range(ATTEMPTS):
+            host = await self.pool.host.remote(index, dead)
+            try:
+                self.workers[index] = await self._new_worker(host, index)
+                return
+            except RayActorError as e:
+                # The slot's host died (a job that saw it die may not have told the
+                # pool yet): the pool makes another.
+                dead, error = host._actor_id.hex(), e
+        raise UnavailableError(f"distribute: no Ray worker host for worker {index} "
+                               f"({error})", "distribute")
 
     async def _ensure_workers(self) -> None:
         for i in [i for i in self.spare if i < self.config["num_workers"]]:
             self.workers[i] = self.spare.pop(i)
         missing = [i for i in range(self.config["num_workers"]) if i not in self.workers]
-        for i in missing:
-            self.workers[i] = self._new_worker(i)
         try:
-            await asyncio.wait_for(asyncio.gather(*[_wait(self.workers[i].ready.remote())
-                                                    for i in missing]), START_TIMEOUT_S)
+            await asyncio.wait_for(asyncio.gather(*[self._worker(i) for i in missing]),
+                                   START_TIMEOUT_S)
         except asyncio.TimeoutError:
             raise UnavailableError(
                 f"distribute: {len(missing)} Ray worker(s) did not start within "
@@ -215,26 +243,30 @@ class Job:
             self.spare[i] = self.workers.pop(i)
 
     async def _restart(self, run: _Run, index: int) -> None:
-        """A new worker in place of a dead one, resumed from its positions after the
-        last chunk the dead one finished, replaying the splits it took after that."""
-        import ray
+        """A new worker in place of a dead one (its host died), resumed from its
+        positions after the last chunk the dead one finished, replaying the splits it
+        took after that."""
         old = self.workers.pop(index, None)
-        if old is not None:
-            ray.kill(old, no_restart=True)
         self.restarts += 1
+        await self._worker(index, None if old is None else old.host._actor_id.hex())
         await self._ensure_workers()
         await self._start(run, index)
 
-    def _start(self, run: _Run, index: int):
+    async def _start(self, run: _Run, index: int) -> None:
         """Worker ``index`` opens ``run`` from its positions after its last finished
-        chunk (its last position with every split the job gave it)."""
+        chunk (its last position with every split the job gave it); restarted first
+        when its host died since its last run (a job kept idle)."""
+        from ray.exceptions import RayActorError
         positions = copy.deepcopy(run.acked[index])
         if run.pools is not None:
             for p in positions:
                 if p.get("id") in run.logs[index]:
                     p["log"] = copy.deepcopy(run.logs[index][p["id"]])
-        return _wait(self.workers[index].start.remote(
-            run.id, run.seed, run.iteration, positions, run.num_consumers is not None))
+        try:
+            await self.workers[index].call("start", run.id, run.seed, run.iteration,
+                                           positions, run.num_consumers is not None)
+        except RayActorError:
+            await self._restart(run, index)
 
     # ---------------------------------------------------------- consumers
     async def join(self, consumer: str, fingerprint: str, config: dict) -> dict:
@@ -302,7 +334,7 @@ class Job:
         for task in run.tasks:
             task.cancel()
         for w in self.workers.values():
-            w.close.remote()
+            w.call("close")
         # Wake the requests still waiting on the run (a consumer asks one chunk ahead).
         while not run.queue.empty():
             run.queue.get_nowait()
@@ -452,7 +484,7 @@ class Job:
             while not run.stopped:
                 worker = self.workers[index]
                 while len(inflight) < DEPTH:
-                    inflight.append(worker.next.options(num_returns=2).remote(run.id))
+                    inflight.append(worker.call("next", run.id, returns=2))
                 chunk_ref, note_ref = inflight.popleft()
                 try:
                     note = await note_ref
@@ -533,16 +565,53 @@ class Job:
 
     # -------------------------------------------------------------- reports
     async def worker_handles(self) -> list:
+        """The host of each worker (killing one kills the workers of every job on it)."""
         await self._ensure_workers()
-        return [self.workers[i] for i in sorted(self.workers)]
+        return [self.workers[i].host for i in sorted(self.workers)]
+
+    async def alive(self) -> bool:
+        """For hosts: a job that no longer answers has its workers dropped."""
+        return True
+
+    async def end(self) -> None:
+        """The job ends (a job hosted by a pool, its owner's handle gone): its run
+        stops and its hosts drop its workers."""
+        self.consumers.clear()
+        await self.leave(None)
+        self._drop_workers()
+
+    def _drop_workers(self) -> None:
+        for host in {id(s.host): s.host for s in (*self.workers.values(),
+                                                  *self.spare.values())}.values():
+            try:
+                host.drop.remote([self.id + "/"])
+            except Exception:  # noqa: BLE001 - Ray going down
+                pass
+        self.workers.clear()
+        self.spare.clear()
+
+    def __ray_shutdown__(self) -> None:
+        # A job actor ends (its last handle went): its hosts drop its workers now (else
+        # within host.PING_S).
+        self._drop_workers()
 
     async def info(self) -> dict:
-        return {"workers": len(self.workers), "restarts": self.restarts, "runs": self.runs,
-                "consumers": len(self.consumers), "num_workers": self.config["num_workers"]}
+        return {"id": self.id, "workers": len(self.workers), "restarts": self.restarts,
+                "runs": self.runs, "consumers": len(self.consumers),
+                "num_workers": self.config["num_workers"]}
 
 
-async def _wait(ref) -> Any:
-    return await ref
+class _Slot:
+    """A worker of this job on a host: its calls, numbered in the order the job makes
+    them (the host runs them in that order)."""
+
+    def __init__(self, host, key: str):
+        self.host, self.key, self.seq = host, key, 0
+
+    def call(self, method: str, *args, returns: int = 1):
+        seq, self.seq = self.seq, self.seq + 1
+        return self.host.call.options(num_returns=returns).remote(self.key, seq, method,
+                                                                 *args)
 
 
 @functools.lru_cache(maxsize=None)

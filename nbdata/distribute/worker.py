@@ -1,6 +1,7 @@
 """The worker: runs the compiled pipeline above ``distribute`` (fused kernels included)
-in a Ray actor and hands out its output a chunk of rows at a time, each with the
-worker's position after it.
+in a worker host (a long-lived Ray actor process serving many jobs, see host.py) and
+hands out its output a chunk of rows at a time, each with the worker's position after
+it.
 
 A worker's position is a list of *positions*, run one after the other: a pipeline
 state (None: from the start), the splits that position took (its log, replayed when
@@ -10,7 +11,6 @@ finishes its splits in flight and buffered rows but takes no new split)."""
 
 from __future__ import annotations
 
-import functools
 import queue
 import threading
 import time
@@ -97,9 +97,10 @@ class SplitLog:
 
 
 class Worker:
-    """One worker (a Ray actor). ``payload`` is (the plan above ``distribute``, its
-    options, the split source or None); the pipeline is compiled once and run once per
-    ``start``. Calls of a run: ``start`` then ``next`` until it reports the end."""
+    """One worker of a job (hosted by a Host actor). ``payload`` is (the plan above
+    ``distribute``, its options, the split source or None); the pipeline is compiled
+    once and run once per ``start``. Calls of a run: ``start`` then ``next`` until it
+    reports the end."""
 
     def __init__(self, payload, index: int, job, threads: int):
         from nbdata.dataset import Dataset
@@ -118,6 +119,7 @@ class Worker:
         self.queue: list = []   # the positions not finished, in the order they run
         self.taken: list = []   # the takes since the last reply
         self.want = 1
+        self.closing = threading.Lock()   # a host may drop the worker during a call
 
     def _take_split(self, key: str, k: int):
         log, base, _ = self.position
@@ -154,7 +156,14 @@ class Worker:
         error of the pipeline travels in the reply."""
         if run_id != self.run_id or not self.active:
             return [], {"end": True, "stale": True}
-        item = self.replies.get()
+        replies, stop = self.replies, self.stop
+        while True:
+            try:
+                item = replies.get(timeout=0.1)
+                break
+            except queue.Empty:
+                if stop.is_set():     # closed meanwhile (its host dropped it)
+                    return [], {"end": True, "stale": True}
         if item[1]["end"]:
             self.close()
         return item
@@ -245,14 +254,15 @@ class Worker:
 
     def close(self) -> None:
         """End the current run: its thread stops, its replies not taken are dropped."""
-        if not self.active:
-            return
-        self.active = False
-        self.stop.set()
-        self.thread.join()
-        if self.it is not None:
-            self.it.close()
-        self.it = self.position = None
+        with self.closing:
+            if not self.active:
+                return
+            self.active = False
+            self.stop.set()
+            self.thread.join()
+            if self.it is not None:
+                self.it.close()
+            self.it = self.position = None
 
 
 def _worker_options(threads: int):
@@ -274,10 +284,3 @@ def _own_columns(chunk):
     cols = [c.copy() if isinstance(c, np.ndarray) and c.base is not None
             and c.base.nbytes > 2 * c.nbytes else c for c in chunk.columns]
     return Chunk(cols, chunk.n)
-
-
-@functools.lru_cache(maxsize=None)
-def worker_class():
-    """The Ray actor class of :class:`Worker`."""
-    from nbdata.distribute.cluster import ray_module
-    return ray_module().remote(max_restarts=0)(Worker)

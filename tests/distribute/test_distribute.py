@@ -1,6 +1,8 @@
 """ds.distribute on a local two-CPU Ray: both processing modes against the in-process
-pipeline, shared jobs, coordinated reads, a worker killed mid-epoch, a consumer
-restored from a checkpoint, argument errors, and the error without Ray."""
+pipeline, shared jobs, coordinated reads, a worker killed mid-epoch, worker hosts
+shared by jobs (one killed under two running jobs; a job's workers dropped when it
+ends), a consumer restored from a checkpoint, argument errors, and the error without
+Ray."""
 
 import collections
 import os
@@ -119,6 +121,66 @@ def test_killed_worker_loses_and_repeats_nothing():
     assert [k for k, c in counts.items() if c > 1] == []
     assert sorted(got) == list(range(3000))
     assert ray.get(job.info.remote())["restarts"] == 1
+
+
+def test_jobs_share_long_lived_worker_hosts_and_each_survives_a_killed_host():
+    """Worker i of every job runs in the pool's host of slot i (one process serving
+    many jobs); a killed host takes the workers of both running jobs, each restarts
+    its own from its position, and the pool puts a new host in its place."""
+    from nbdata.distribute import host
+    # (Each worker has more rows than a job reads ahead: the kill finds both running.)
+    a = iter(nd.Dataset.range(3000).map(slow).batch(8)
+             .distribute("distributed_epoch", num_workers=2))
+    b = iter(nd.Dataset.range(3000).map(slow).map(lambda x: x + 10_000).batch(8)
+             .distribute("distributed_epoch", num_workers=2))
+    got_a = [x for _ in range(5) for x in next(a).tolist()]
+    got_b = [x for _ in range(5) for x in next(b).tolist()]
+    job_a, job_b = consumer_chunks(a).job, consumer_chunks(b).job
+    hosts_a = ray.get(job_a.worker_handles.remote())
+    hosts_b = ray.get(job_b.worker_handles.remote())
+    assert [h._actor_id for h in hosts_a] == [h._actor_id for h in hosts_b]
+    keys = ray.get(hosts_a[0].hosted.remote())
+    for job in (job_a, job_b):                  # both jobs' worker 0
+        assert any(k.startswith(ray.get(job.info.remote())["id"] + "/0/") for k in keys)
+    restarts = [ray.get(j.info.remote())["restarts"] for j in (job_a, job_b)]
+    ray.kill(hosts_a[0], no_restart=True)
+    got_a += [x for batch in a for x in batch.tolist()]
+    got_b += [x for batch in b for x in batch.tolist()]
+    assert sorted(got_a) == list(range(3000))
+    assert sorted(got_b) == list(range(10_000, 13_000))
+    assert [ray.get(j.info.remote())["restarts"] for j in (job_a, job_b)] == [
+        r + 1 for r in restarts]
+    now = ray.get(host.pool().hosts_now.remote())
+    assert now[0]._actor_id != hosts_a[0]._actor_id
+    assert now[1]._actor_id == hosts_a[1]._actor_id
+
+
+@pytest.mark.parametrize("job_name", [None, "host-reap"])
+def test_a_job_kept_idle_keeps_its_hosted_workers_and_one_that_ended_drops_them(job_name):
+    """A job of its own lives in the pool of this process and ends with its dataset (or
+    ``end``); a named job is an actor of its own: killed, the hosts find it gone."""
+    it = iter(nd.Dataset.range(50).batch(10).distribute("distributed_epoch", num_workers=1,
+                                                        job_name=job_name))
+    assert rows(it) == list(range(50))
+    job = consumer_chunks(it).job
+    (hosted_on,) = ray.get(job.worker_handles.remote())
+    prefix = ray.get(job.info.remote())["id"] + "/"
+
+    def hosted():
+        return [k for k in ray.get(hosted_on.hosted.remote()) if k.startswith(prefix)]
+    assert len(hosted()) == 1
+    ray.get(hosted_on.reap.remote())       # the job is idle, not gone: its worker stays
+    assert len(hosted()) == 1
+    if job_name is None:
+        ray.get(job.end.remote())
+    else:
+        ray.kill(job, no_restart=True)
+        # The kill takes effect asynchronously; the host finds the job gone at its next
+        # check (every host.PING_S, or asked here).
+        deadline = time.monotonic() + 60
+        while hosted() and time.monotonic() < deadline:
+            ray.get(hosted_on.reap.remote())
+    assert hosted() == []
 
 
 def test_consumer_restored_from_checkpoint_gets_the_rest_once():
