@@ -358,6 +358,13 @@ class Options(_OptionGroup):
         fusion_min_rows: sources with fewer rows than this (default 4096) run on
             the reference path, since compiling a kernel would cost more than it
             saves; 0 fuses every eligible chain.
+        parallel_kernel_after: seconds (default 1.0) a fused stage runs its serial
+            kernel before its parallel one takes over: the serial twin (the same
+            source, ``range`` for ``prange``) compiles in about a quarter of the time,
+            so short pipelines never pay for the parallel kernel; past this much work
+            it compiles in the background. A parallel kernel already in the disk
+            cache runs from the start. 0: parallel from the start (``compile()``
+            compiles it); ``math.inf``: serial only (one thread per stage).
         chunk_rows: the most rows per chunk, the unit that flows between stages and
             that a fused kernel processes per call (default 0: chosen from the row
             size, up to 65536 rows or 8 MiB); small values exercise chunk borders.
@@ -387,6 +394,7 @@ class Options(_OptionGroup):
         "deterministic": True,
         "fusion": True,
         "fusion_min_rows": 4096,
+        "parallel_kernel_after": 1.0,
         "chunk_rows": 0,
         "threading": ThreadingOptions,
         "autotune": AutotuneOptions,
@@ -412,6 +420,10 @@ class Options(_OptionGroup):
     def __setattr__(self, name, value):
         if name == "progress" and not isinstance(value, (bool, str, type(None))):
             raise TypeError(f"Options.progress must be a bool or a title (str), got {value!r}")
+        if name == "parallel_kernel_after" and value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0):
+            raise ValueError("Options.parallel_kernel_after must be a number of seconds >= 0 "
+                             f"(math.inf: serial kernels only), got {value!r}")
         super().__setattr__(type(self)._aliases.get(name, name), value)
 
     def __getattr__(self, name):

@@ -224,9 +224,19 @@ def build_stage(plan, options: Options) -> FusedStage:
                      kernel_path(key) if key is not None else None)
     disk = hasattr(fn, "_nbdata_module")
     kernel = jitted(fn, "stage", lambda f: numba.njit(cache=disk, **JIT_OPTIONS)(f))
+    serial = None
+    if options.parallel_kernel_after != 0:
+        # The serial twin (see FusedStage): its own source text, so its own cache entry.
+        text = code.text.replace("prange(", "range(")
+        key = stage_hash(text, _functions(glb))
+        sfn = materialize(code.name, text, glb, "fused-stage",
+                          kernel_path(key) if key is not None else None)
+        serial = jitted(sfn, "stage", lambda f: numba.njit(
+            cache=hasattr(f, "_nbdata_module"), **dict(JIT_OPTIONS, parallel=False))(f))
     stage = FusedStage(plan, kernel, code.text, tuple(code.out_specs), tuple(code.scratch_specs),
                        tuple(code.counters), code.compacts, tuple(code.results), plan.lazy_rows,
-                       {"source": time.perf_counter() - started, "numba": 0.0})
+                       {"source": time.perf_counter() - started, "numba": 0.0}, serial,
+                       options.parallel_kernel_after)
     if not plan.lazy_rows:
         # ``compile()``, not the first batch, pays for compiling the kernel.
         if plan.source.stream is not None:

@@ -10,6 +10,8 @@ batching terminal.
 from __future__ import annotations
 
 import dataclasses
+import math
+import threading
 import time
 from typing import Any
 
@@ -19,7 +21,7 @@ from numba import types
 
 from nbdata import profiler, progress
 from nbdata.chunks import Chunk, RowList, chunk_from_elements, col_row
-from nbdata.compiler.kernel_cache import compile_kernel
+from nbdata.compiler.kernel_cache import compile_kernel, load_kernel
 from nbdata.kernels.threads import kernel_section
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.kernels.compact import compact
@@ -37,6 +39,15 @@ class FusedStage(StageNode):
 
     ``lazy_rows`` > 0 (a stream of unknown length) defers compiling the kernel until
     that many rows went through the reference path: short streams never pay for it.
+
+    Two tiers: ``serial`` is the same source with ``range`` for ``prange``, compiled in
+    about a quarter of the parallel kernel's time (Numba's parallel lowering dominates a
+    stage's compile). A stage runs it first, unless the parallel kernel is already in
+    memory or in the disk cache (or ``parallel_after`` is 0); once the serial kernel has
+    run ``parallel_after`` seconds, the parallel kernel compiles on a background thread
+    and takes over from the next call. Both compute the same rows in the same order, so
+    which one ran a chunk changes nothing but speed. ``parallel_after`` infinite:
+    serial only.
     """
 
     kernel: Any             # numba dispatcher of the generated source
@@ -50,6 +61,12 @@ class FusedStage(StageNode):
     # Seconds spent making the kernel: writing its source, and Numba compiling (or
     # loading from the disk cache) each signature it was called with.
     timing: dict = dataclasses.field(default_factory=lambda: {"source": 0.0, "numba": 0.0})
+    serial: Any = None              # numba dispatcher of the serial twin (None: parallel only)
+    parallel_after: float = 0.0
+    # ``parallel``: the parallel kernel runs; ``serial_seconds`` spent in the serial one;
+    # ``sig``: the signature to promote; ``promoting``: the thread compiling it.
+    tier: dict = dataclasses.field(default_factory=lambda: {
+        "parallel": False, "serial_seconds": 0.0, "sig": None, "promoting": None})
 
     @property
     def compile_seconds(self) -> float:
@@ -75,14 +92,48 @@ class FusedStage(StageNode):
         buffers = [np.empty((1,) + s.shape, s.dtype) for s in self.scratch_specs + self.out_specs]
         sig = (types.int64, types.int64, *[numba.typeof(a) for a in args], types.uint8[::1],
                types.int64[::1], *[numba.typeof(b) for b in buffers], types.int64[::1])
-        if sig not in self.kernel.overloads:
-            started = time.perf_counter()
+        tier = self.tier
+        tier["sig"] = sig
+        started = time.perf_counter()
+        after = self.parallel_after
+        if not tier["parallel"] and (self.serial is None or after == 0 or (
+                after != math.inf and load_kernel(self.kernel, sig))):
+            tier["parallel"] = True
+        kernel = self.kernel if tier["parallel"] else self.serial
+        if sig not in kernel.overloads:
             text = self.plan.describe()
             with progress.working("compiling the kernel of "
                                   + (text if len(text) <= 240 else text[:237] + "...")):
-                compile_kernel(self.kernel, sig)
-            self.timing["numba"] += time.perf_counter() - started
+                compile_kernel(kernel, sig)
+        self.timing["numba"] += time.perf_counter() - started
         return sig
+
+    def running(self):
+        """The kernel the next call runs: the parallel one once it is compiled."""
+        return self.kernel if self.tier["parallel"] or self.serial is None else self.serial
+
+    def ran_serial(self, seconds: float) -> None:
+        """Count time spent in the serial kernel; past ``parallel_after`` seconds, start
+        compiling the parallel kernel in the background (it takes over when ready)."""
+        tier = self.tier
+        tier["serial_seconds"] += seconds
+        if (self.parallel_after == math.inf or tier["promoting"] is not None
+                or tier["serial_seconds"] < self.parallel_after or tier["sig"] is None):
+            return
+        sig = tier["sig"]
+
+        def promote():
+            started = time.perf_counter()
+            try:
+                compile_kernel(self.kernel, sig)
+            except Exception:  # noqa: BLE001 - the serial kernel goes on running
+                return
+            self.timing["numba"] += time.perf_counter() - started
+            tier["parallel"] = True
+
+        tier["promoting"] = threading.Thread(target=promote, name="nbdata-kernel-compile",
+                                             daemon=True)
+        tier["promoting"].start()
 
     def open_chunks(self, ctx, state: dict | None = None):
         return FusedChunks(self, ctx, state)
@@ -338,9 +389,12 @@ class FusedChunks(ChunkIter):
         began = time.perf_counter()
         try:
             with kernel_section(self.ctx.budget.kernel_threads()):
-                bad_row, done, n = stage.kernel(np.int64(kernel_lo), np.int64(k), *args,
-                                                self.status, self.kept, *self.scratch, *outs,
-                                                self.state)
+                kernel = stage.running()
+                bad_row, done, n = kernel(np.int64(kernel_lo), np.int64(k), *args,
+                                          self.status, self.kept, *self.scratch, *outs,
+                                          self.state)
+                if kernel is not stage.kernel:
+                    stage.ran_serial(time.perf_counter() - began)
                 buffers = self.scratch + outs
                 outs = [buffers[i] for i in stage.results]
                 if bad_row < 0 and stage.compacts:

@@ -173,3 +173,29 @@ def compile_kernel(kernel, signature: tuple) -> None:
             kernel.compile(signature)
         finally:
             sys.modules.pop(module.__name__, None)
+
+
+def load_kernel(kernel, signature: tuple) -> bool:
+    """Whether ``kernel`` has machine code for ``signature`` without compiling: compiled
+    in this process already, or loaded now from the disk cache."""
+    from numba.core import sigutils
+    from numba.core.compiler_lock import global_compiler_lock
+    args, _ = sigutils.normalize_signature(signature)
+    if tuple(args) in kernel.overloads:
+        return True
+    module = getattr(kernel.py_func, "_nbdata_module", None)
+    if module is None or getattr(kernel, "_cache", None) is None:
+        return False
+    with _compile_lock, global_compiler_lock:
+        sys.modules[module.__name__] = module
+        try:
+            cres = kernel._cache.load_overload(signature, kernel.targetctx)
+            if cres is None:
+                return False
+            kernel.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+            kernel.add_overload(cres)
+            return True
+        except Exception:  # noqa: BLE001 - an unreadable cache entry: compile instead
+            return False
+        finally:
+            sys.modules.pop(module.__name__, None)

@@ -36,6 +36,9 @@ def options(fused: bool, threads: int = 0, chunk_rows: int = 0) -> nd.Options:
         o.fusion_min_rows = 0
         o.chunk_rows = chunk_rows
         o.threading.private_threadpool_size = threads
+        # Several threads: the parallel kernel from the start; one: the serial twin
+        # every stage starts with. Both tiers are checked against the reference.
+        o.parallel_kernel_after = 0 if threads != 1 else float("inf")
     else:
         o.fusion = False
     return o

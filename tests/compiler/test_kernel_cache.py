@@ -90,8 +90,10 @@ def expected_total(offset):
 
 def test_second_process_loads_the_kernel_and_changed_data_recompiles(tmp_path):
     first_time, first = run_script(tmp_path, 0.5)
+    # One stage: its parallel source and its serial twin (FusedStage's two tiers).
     stages = sorted((tmp_path / "kernels").glob("stage_*.py"))
-    assert len(stages) == 1
+    assert len(stages) == 2
+    assert sum("prange(" in p.read_text() for p in stages) == 1
     assert list((tmp_path / "kernels" / "__pycache__").glob("*.nbi"))
     second_time, second = run_script(tmp_path, 0.5)
     assert first == second == expected_total(0.5)
@@ -99,7 +101,7 @@ def test_second_process_loads_the_kernel_and_changed_data_recompiles(tmp_path):
     # A different global value is a different kernel: no stale constant is reused.
     _, third = run_script(tmp_path, 1.5)
     assert third == expected_total(1.5)
-    assert len(list((tmp_path / "kernels").glob("stage_*.py"))) == 2
+    assert len(list((tmp_path / "kernels").glob("stage_*.py"))) == 4
 
 
 PACKAGE_KERNELS = textwrap.dedent("""
