@@ -103,7 +103,10 @@ def _resize_bilinear_window(image, row0, col0, in_height, in_width,
                 if kept[k] == source_row:
                     continue
                 if kept[1 - k] == source_row:
-                    rows[k] = rows[1 - k]
+                    # An element loop, not ``rows[k] = rows[1 - k]``: an array assignment
+                    # makes Numba compile its shape-mismatch message (seconds of string code).
+                    for q in range(out_width * 3):
+                        rows[k, q] = rows[1 - k, q]
                 else:
                     line = image[row0 + source_row]
                     blended = rows[k]
