@@ -64,9 +64,11 @@ class FusedStage(StageNode):
     serial: Any = None              # numba dispatcher of the serial twin (None: parallel only)
     parallel_after: float = 0.0
     # ``parallel``: the parallel kernel runs; ``serial_seconds`` spent in the serial one;
-    # ``sig``: the signature to promote; ``promoting``: the thread compiling it.
+    # ``sig``: the signature to promote; ``promoting``: the thread compiling it;
+    # ``looked``: signatures whose parallel kernel the disk cache did not have.
     tier: dict = dataclasses.field(default_factory=lambda: {
-        "parallel": False, "serial_seconds": 0.0, "sig": None, "promoting": None})
+        "parallel": False, "serial_seconds": 0.0, "sig": None, "promoting": None,
+        "looked": set()})
 
     @property
     def compile_seconds(self) -> float:
@@ -96,10 +98,13 @@ class FusedStage(StageNode):
         tier["sig"] = sig
         started = time.perf_counter()
         after = self.parallel_after
+        looked = tier["looked"]
         if not tier["parallel"] and (self.serial is None or after == 0 or (
-                after != math.inf and load_kernel(self.kernel, sig))):
+                after != math.inf and sig not in looked and load_kernel(self.kernel, sig))):
             tier["parallel"] = True
         kernel = self.kernel if tier["parallel"] else self.serial
+        if kernel is self.serial:
+            looked.add(sig)   # a stream calls this per chunk: look in the disk cache once
         if sig not in kernel.overloads:
             text = self.plan.describe()
             with progress.working("compiling the kernel of "
