@@ -43,7 +43,10 @@ def reference():
     return rows(ds.with_options(o))
 
 
-def test_a_stage_starts_serial_and_the_parallel_kernel_takes_over_with_the_same_rows():
+def test_a_stage_starts_serial_and_the_parallel_kernel_takes_over_with_the_same_rows(
+        tmp_path, monkeypatch):
+    # An empty disk cache: one that holds this parallel kernel would run it at once.
+    monkeypatch.setenv("NBDATA_CACHE_DIR", str(tmp_path))
     pipe = pipeline(1e-9, salt=1)
     (stage,) = pipe.fused_stages()
     assert "prange(" in stage.source_text
