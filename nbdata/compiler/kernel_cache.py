@@ -170,7 +170,14 @@ def compile_kernel(kernel, signature: tuple) -> None:
     with _compile_lock:
         sys.modules[module.__name__] = module
         try:
-            kernel.compile(signature)
+            try:
+                kernel.compile(signature)
+            except ImportError:
+                # A cache entry that refers to a module this process lacks (a function
+                # Numba saw without an importable module): compile without the cache.
+                from numba.core.caching import NullCache
+                kernel._cache = NullCache()
+                kernel.compile(signature)
         finally:
             sys.modules.pop(module.__name__, None)
 

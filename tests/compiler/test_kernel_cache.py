@@ -133,3 +133,30 @@ def test_the_packages_own_kernels_cache_under_nbdata_cache_dir(tmp_path, setting
         assert list(path.glob("color._adjust_brightness-*.nbc"))
     else:
         assert not path.exists()   # removed when the process ended
+
+
+def test_a_cache_entry_naming_a_missing_module_compiles_instead(tmp_path, monkeypatch):
+    """A disk-cache entry whose code refers to a module this process cannot import
+    (Numba's ``<dynamic>``: met in a Ray host's cache entry) is compiled anew, not
+    raised as ModuleNotFoundError to the pipeline."""
+    from nbdata.compiler import kernel_cache
+    monkeypatch.setenv("NBDATA_CACHE_DIR", str(tmp_path))
+    o = nd.Options()
+    o.fusion_min_rows = 0
+    o.parallel_kernel_after = 0
+    x = np.arange(100, dtype=np.int64)
+    pipe = nd.Dataset.from_tensor_slices(x).map(lambda v: v * 9 + 4).batch(10).with_options(o)
+    calls = []
+    real = kernel_cache.compile_kernel
+
+    def broken_cache(kernel, signature):
+        if hasattr(kernel.py_func, "_nbdata_module") and kernel._cache.__class__.__name__ != "NullCache":
+            def load(*args):
+                calls.append(1)
+                raise ModuleNotFoundError("No module named '<dynamic>'")
+            monkeypatch.setattr(kernel._cache, "load_overload", load)
+        return real(kernel, signature)
+
+    monkeypatch.setattr("nbdata.compiler.fused_stage.compile_kernel", broken_cache)
+    got = np.concatenate(list(pipe.compile()))
+    assert calls and got.tolist() == (x * 9 + 4).tolist()
