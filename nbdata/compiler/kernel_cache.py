@@ -16,6 +16,7 @@ The directory is :func:`nbdata.options.cache_dir` (``$NBDATA_CACHE_DIR``, ...);
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sys
 import threading
@@ -158,28 +159,34 @@ def kernel_path(key: str):
 _compile_lock = threading.Lock()
 
 
+@contextlib.contextmanager
+def _importable(module):
+    """``module`` in ``sys.modules`` while Numba's cache loader may import it by name (one
+    kernel at a time); not left there, so nothing outlives the kernel."""
+    with _compile_lock:
+        sys.modules[module.__name__] = module
+        try:
+            yield
+        finally:
+            sys.modules.pop(module.__name__, None)
+
+
 def compile_kernel(kernel, signature: tuple) -> None:
     """Compile (or load from the disk cache) ``kernel`` for ``signature``. A kernel whose
-    source is a file of the cache directory is compiled with its module in
-    ``sys.modules`` (Numba's cache loader imports it by name); it is not left there, so
-    nothing outlives the kernel."""
+    source is a file of the cache directory is compiled with its module importable."""
     module = getattr(kernel.py_func, "_nbdata_module", None)
     if module is None:
         kernel.compile(signature)
         return
-    with _compile_lock:
-        sys.modules[module.__name__] = module
+    with _importable(module):
         try:
-            try:
-                kernel.compile(signature)
-            except ImportError:
-                # A cache entry that refers to a module this process lacks (a function
-                # Numba saw without an importable module): compile without the cache.
-                from numba.core.caching import NullCache
-                kernel._cache = NullCache()
-                kernel.compile(signature)
-        finally:
-            sys.modules.pop(module.__name__, None)
+            kernel.compile(signature)
+        except ImportError:
+            # A cache entry that refers to a module this process lacks (a function
+            # Numba saw without an importable module): compile without the cache.
+            from numba.core.caching import NullCache
+            kernel._cache = NullCache()
+            kernel.compile(signature)
 
 
 def load_kernel(kernel, signature: tuple) -> bool:
@@ -193,16 +200,13 @@ def load_kernel(kernel, signature: tuple) -> bool:
     module = getattr(kernel.py_func, "_nbdata_module", None)
     if module is None or getattr(kernel, "_cache", None) is None:
         return False
-    with _compile_lock, global_compiler_lock:
-        sys.modules[module.__name__] = module
+    with _importable(module), global_compiler_lock:
         try:
             cres = kernel._cache.load_overload(signature, kernel.targetctx)
-            if cres is None:
-                return False
-            kernel.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
-            kernel.add_overload(cres)
-            return True
         except Exception:  # noqa: BLE001 - an unreadable cache entry: compile instead
             return False
-        finally:
-            sys.modules.pop(module.__name__, None)
+        if cres is None:
+            return False
+        kernel.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+        kernel.add_overload(cres)
+        return True
