@@ -481,6 +481,9 @@ class ExecContext:
         return self.options.chunk_rows or max_chunk_rows(spec)
 
 
+_END = object()
+
+
 class ChunkedRun:
     """The top-level iterator: elements one at a time from the root's chunks.
 
@@ -500,6 +503,12 @@ class ChunkedRun:
             profiler.record_to(ctx.options.profile)
         self.pack = packer(spec)
         self.single = not isinstance(spec, (tuple, Mapping))   # an element is its one leaf
+        # How a chunk of plain arrays is handed out without Python per element: an element
+        # that is its one leaf is the column's row (the column's own iterator gives them),
+        # a flat tuple the tuple of the columns' rows (zip gives them).
+        probe = object()
+        self.leaf_only = self.single and self.pack([probe]) is probe
+        self.flat_tuple = self.pack is tuple
         self.limit = ctx.max_rows(spec)
         self.want = 1
         self.lock = threading.RLock()   # taken to read a chunk and to save, not per row
@@ -534,13 +543,21 @@ class ChunkedRun:
         disjoint rows without a lock per row."""
         if chunk is None:
             self.current = (iter(()), 0, (), True, None)
+            return
+        columns = chunk.columns
+        n = chunk.n
+        dense = all(type(c) is np.ndarray for c in columns)
+        # A chunk of whole elements (batches: one list of arrays) is handed out as it is,
+        # and so is a column of plain-array elements: their iterator claims the rows
+        # itself (C code; operator.length_hint says how many are left).
+        if self.single and len(columns) == 1 and (
+                type(columns[0]) in (list, RowList) or (dense and self.leaf_only)):
+            rows = iter(columns[0]) if len(columns[0]) == n else iter(columns[0][:n])
+            self.current = (rows, n, columns, dense, True)
+        elif dense and self.flat_tuple and columns:
+            self.current = (iter(range(n)), n, columns, dense, zip(*columns))
         else:
-            columns = chunk.columns
-            # A chunk of whole elements (batches: one list of arrays) is handed out as it is.
-            whole = (columns[0] if self.single and len(columns) == 1 and type(columns[0]) in
-                     (list, RowList) else None)
-            dense = all(type(c) is np.ndarray for c in columns)
-            self.current = (iter(range(chunk.n)), chunk.n, columns, dense, whole)
+            self.current = (iter(range(n)), n, columns, dense, None)
 
     def _pull(self) -> bool:
         if self.interrupted is not None:   # resumed after Ctrl-C: the run opens again
@@ -590,14 +607,19 @@ class ChunkedRun:
     def __next__(self):
         while True:
             current = self.current
-            claims, n, columns, dense, whole = current
-            j = next(claims, n)
-            if j < n:
-                if whole is not None:
-                    return whole[j]
-                if dense:
-                    return self.pack([c[j] for c in columns])
-                return self.pack([col_row(c, j) for c in columns])
+            claims, n, columns, dense, rows = current
+            if rows is True:       # the claims are the elements
+                element = next(claims, _END)
+                if element is not _END:
+                    return element
+            else:
+                j = next(claims, n)
+                if j < n:
+                    if rows is not None:   # a claim made, the next row is this thread's
+                        return next(rows)
+                    if dense:
+                        return self.pack([c[j] for c in columns])
+                    return self.pack([col_row(c, j) for c in columns])
             with self.lock:
                 if self.current is current and (self.ended or not self._pull()):
                     self.close()

@@ -209,5 +209,52 @@ def test_threads_sharing_one_iterator_get_disjoint_elements(build):
     assert sorted(x for out in got for x in out) == expected
 
 
+def _key(element):
+    if isinstance(element, tuple):
+        return tuple(_key(v) for v in element)
+    return tuple(np.asarray(element).reshape(-1).tolist())
+
+
+@pytest.mark.parametrize("build", [
+    lambda: nd.Dataset.from_tensor_slices((np.arange(20_000), np.arange(20_000) * 0.5)),
+    lambda: nd.Dataset.range(20_000).map(lambda x: (x, x * 2)).batch(7),
+    lambda: nd.Dataset.range(20_000).batch(5),
+    lambda: nd.Dataset.range(20_000).map(lambda x: {"x": x}).batch(3),
+], ids=["tuples", "batched-tuples", "batches", "batched-dicts"])
+def test_threads_sharing_one_iterator_get_every_tuple_and_batch_once(build):
+    """Chunks of tuples and of batches are handed out by C iterators over their columns
+    (no Python per element): still every element once, whole, across threads."""
+    expected = sorted(_key(x if not isinstance(x, dict) else x["x"]) for x in build())
+    it = iter(build())
+    got: list = [[] for _ in range(4)]
+
+    def drain(out):
+        for x in it:
+            out.append(_key(x if not isinstance(x, dict) else x["x"]))
+
+    threads = [threading.Thread(target=drain, args=(out,)) for out in got]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(x for out in got for x in out) == expected
+
+
+@pytest.mark.parametrize("build", [
+    lambda: nd.Dataset.from_tensor_slices((np.arange(5_000), np.arange(5_000) * 0.5)),
+    lambda: nd.Dataset.range(5_000).batch(5),
+], ids=["tuples", "batches"])
+def test_a_state_saved_inside_a_chunk_resumes_at_the_next_element(build):
+    full = [_key(x) for x in build()]
+    for k in (1, 37, len(full) // 2, len(full) - 1):
+        it = iter(build())
+        for _ in range(k):
+            next(it)
+        state = it.save()
+        other = iter(build())
+        other.restore(state)
+        assert [_key(x) for x in other] == full[k:], k
+
+
 def slow_int(x):
     return np.int64(int(x) * 2)
