@@ -33,14 +33,20 @@ def _flat(x):
     return [x]
 
 
-@pytest.fixture
-def records(tmp_path):
-    path = str(tmp_path / "rows.tfrecord")
+@pytest.fixture(scope="module")
+def _records_file(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("strings") / "rows.tfrecord")
     with nd.io.TFRecordWriter(path) as writer:
         for i in range(9000):
             writer.write(nd.io.encode_example({
                 "x": np.arange(4, dtype=np.float32) + i, "label": i,
                 "id": b"row-%d" % i}))
+    return path
+
+
+@pytest.fixture
+def records(_records_file):
+    path = _records_file
     features = {"x": nd.io.FixedLenFeature([4], np.float32),
                 "label": nd.io.FixedLenFeature([], np.int64),
                 "id": nd.io.FixedLenFeature([], nd.string)}
