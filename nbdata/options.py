@@ -364,7 +364,10 @@ class Options(_OptionGroup):
             so short pipelines never pay for the parallel kernel; past this much work
             it compiles in the background. A parallel kernel already in the disk
             cache runs from the start. 0: parallel from the start (``compile()``
-            compiles it); ``math.inf``: serial only (one thread per stage).
+            compiles it); ``math.inf``: serial only (one thread per stage). nbdata's
+            parallel library kernels (parsing, CSV decoding, compaction) have the same
+            tiers, set for the whole process by ``NBDATA_PARALLEL_KERNEL_AFTER``
+            (``nbdata/kernels/tiers.py``).
         chunk_rows: the most rows per chunk, the unit that flows between stages and
             that a fused kernel processes per call (default 0: chosen from the row
             size, up to 65536 rows or 8 MiB); small values exercise chunk borders.

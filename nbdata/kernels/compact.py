@@ -8,6 +8,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from nbdata.kernels.tiers import tiered
+
 
 _WORDS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
           8: np.dtype(np.uint64)}
@@ -30,7 +32,7 @@ def _words(rows: np.ndarray) -> np.ndarray | None:
     return rows.view(word)
 
 
-@numba.njit(parallel=True, nogil=True, cache=True)
+@tiered(nogil=True, cache=True)
 def gather_rows(src, rows, out):
     """``out[j] = src[rows[j]]`` for (rows, size) views, rows in parallel."""
     width = src.shape[1]

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from nbdata.kernels.tiers import tiered
+
 KIND_INT32, KIND_INT64, KIND_FLOAT32, KIND_FLOAT64, KIND_STRING = 0, 1, 2, 3, 4
 
 OK = 0
@@ -284,7 +286,7 @@ _row_call = _helper(_row)
 _row_inlined = numba.njit(nogil=True, inline="always")(_row)
 
 
-@numba.njit(nogil=True, cache=True, parallel=True, no_cfunc_wrapper=True)
+@tiered(nogil=True, cache=True, no_cfunc_wrapper=True)
 def decode_rows_parallel(data, offsets, n, delim, quote, ncols, select, kinds, has_default, na,
                          use_na, ints, floats, floats32, starts, ends, escaped, state, codes,
                          cols, extras, blocks):

@@ -18,6 +18,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from nbdata.kernels.tiers import tiered
+
 
 @numba.njit(nogil=True, cache=True)
 def first_fit(lengths, caps, nbins, fill, segs, nopen):
@@ -76,7 +78,7 @@ def first_fit(lengths, caps, nbins, fill, segs, nopen):
     return rows, starts, segids, first, total, nopen, used[:total]
 
 
-@numba.njit(nogil=True, cache=True, parallel=True)
+@tiered(nogil=True, cache=True)
 def scatter(values, offsets, rows, starts, segids, cap, out, out_seg, out_pos, used, held):
     """Copy sequence ``i`` (``values[offsets[i]:offsets[i + 1]]``, cut to ``cap``) to
     row ``rows[i]`` of ``out`` from ``starts[i]``, with its segment id and positions.

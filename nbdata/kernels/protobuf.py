@@ -82,6 +82,7 @@ import numpy as np
 from numba import prange
 
 from nbdata.kernels import HELPER
+from nbdata.kernels.tiers import tiered
 
 # Feature kinds (the number in ``Feature.kind``'s oneof, minus one).
 KIND_BYTES = 0
@@ -512,7 +513,7 @@ def parse_range(data, offsets, lo, hi, layout, out, single):
     return -1, OK, -1, 0
 
 
-@numba.njit(nogil=True, cache=True, parallel=True, no_cfunc_wrapper=True)
+@tiered(nogil=True, cache=True, no_cfunc_wrapper=True)
 def parse_parallel(data, offsets, layout, out, single, nchunks):
     """:func:`parse_range` over all records in ``nchunks`` parallel chunks; reports the
     lowest failing record, as a serial parse would."""
@@ -550,7 +551,7 @@ def fill_varlen_range(data, lo, hi, layout, out, vstart, vu32, vi64, vspos, vsle
                            np.bool_(True), vu32, vi64, vspos, vslen, vstart[v, i])
 
 
-@numba.njit(nogil=True, cache=True, parallel=True, no_cfunc_wrapper=True)
+@tiered(nogil=True, cache=True, no_cfunc_wrapper=True)
 def fill_varlen_parallel(data, layout, out, vstart, vu32, vi64, vspos, vslen, nchunks):
     """:func:`fill_varlen_range` over all records in ``nchunks`` parallel chunks."""
     nrows = out.var_cnt.shape[1]

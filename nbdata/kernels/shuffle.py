@@ -14,6 +14,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from nbdata.kernels.tiers import tiered
 from nbdata.random import _mul128
 
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)
@@ -68,7 +69,7 @@ def drain_plan(key, start, m, order, length):
     return src
 
 
-@numba.njit(parallel=True, nogil=True, cache=True)
+@tiered(nogil=True, cache=True)
 def draw_slots(key, start, m, n):
     """The slots of draws ``start .. start+m`` over a full buffer of ``n`` slots (each
     draw depends only on its counter, so they are made in parallel)."""

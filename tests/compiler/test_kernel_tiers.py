@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import nbdata as nd
 
@@ -74,6 +75,7 @@ def test_zero_compiles_the_parallel_kernel_and_infinity_never_does():
 SCRIPT = """
 import json, sys
 import numpy as np
+import pytest
 import nbdata as nd
 o = nd.Options(); o.fusion_min_rows = 0; o.parallel_kernel_after = float(sys.argv[1])
 x = np.arange(10_000, dtype=np.int64)
@@ -107,3 +109,76 @@ def test_a_bad_setting_is_refused():
             assert "parallel_kernel_after must be a number of seconds >= 0" in str(e)
         else:
             raise AssertionError(f"{bad!r} was accepted")
+
+
+# ------------------------------------------------ library kernels (nbdata/kernels/tiers.py)
+
+KERNEL_MODULE = '''
+import numba
+import numpy as np
+import pytest
+from nbdata.kernels.tiers import tiered
+
+@tiered(nogil=True, cache=True)
+def scaled_sum(x, out):
+    for b in numba.prange(out.shape[0]):
+        acc = 0.0
+        for q in range(x.shape[1]):
+            acc += x[b, q] * (b + 1)
+        out[b] = acc
+'''
+
+
+def _kernel_module(tmp_path, monkeypatch, name):
+    """A module of its own (its own Numba disk cache beside it) holding a TieredKernel."""
+    import importlib
+    (tmp_path / f"{name}.py").write_text(KERNEL_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return importlib.import_module(name)
+
+
+def _run(kernel):
+    x = np.arange(600, dtype=np.float64).reshape(20, 30)
+    out = np.empty(20)
+    kernel(x, out)
+    return out
+
+
+def test_a_library_kernel_runs_its_serial_twin_then_the_parallel_kernel(tmp_path, monkeypatch):
+    from nbdata.kernels import tiers
+    module = _kernel_module(tmp_path, monkeypatch, "tiered_a")
+    kernel = module.scaled_sum
+    want = (np.arange(600, dtype=np.float64).reshape(20, 30).sum(axis=1)
+            * np.arange(1, 21))
+    monkeypatch.setattr(tiers, "PARALLEL_AFTER", 1e-9)
+    np.testing.assert_array_equal(_run(kernel), want)   # the twin; promotion starts
+    assert kernel.serial.signatures and not kernel.parallel.signatures
+    (tier,) = kernel._tiers.values()
+    tier["promoting"].join(timeout=300)
+    assert tier["parallel"] and kernel.parallel.signatures
+    np.testing.assert_array_equal(_run(kernel), want)   # the parallel kernel, same values
+    assert len(kernel.signatures) == 1                   # one signature in either tier
+
+    # A fresh kernel of the same function finds the parallel tier in the disk cache and
+    # runs it from the first call, compiling no twin.
+    again = tiers.TieredKernel(module.scaled_sum.py_func, {"nogil": True, "cache": True})
+    np.testing.assert_array_equal(_run(again), want)
+    assert again.parallel.signatures and not again.serial.signatures
+
+
+def test_library_kernel_tier_settings(tmp_path, monkeypatch):
+    from nbdata.kernels import tiers
+    module = _kernel_module(tmp_path, monkeypatch, "tiered_b")
+    monkeypatch.setattr(tiers, "PARALLEL_AFTER", float("inf"))
+    kernel = module.scaled_sum
+    for _ in range(3):
+        _run(kernel)
+    assert kernel.serial.signatures and not kernel.parallel.signatures
+    monkeypatch.setattr(tiers, "PARALLEL_AFTER", 0.0)
+    fresh = tiers.TieredKernel(module.scaled_sum.py_func, {"nogil": True})
+    _run(fresh)
+    assert fresh.parallel.signatures and not fresh.serial.signatures
+    for bad in ("-1", "soon"):
+        monkeypatch.setenv("NBDATA_PARALLEL_KERNEL_AFTER", bad)
+        with pytest.raises(ValueError, match="NBDATA_PARALLEL_KERNEL_AFTER"):
+            tiers._parallel_after()

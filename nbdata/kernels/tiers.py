@@ -1,0 +1,135 @@
+"""Two tiers for nbdata's parallel library kernels (record parsing, CSV decoding,
+compaction, shuffle draws, packing), as fused stages have them.
+
+Numba's parallel lowering costs seconds per signature (3 s for the TFRecord parse kernel,
+6 s for the CSV one on a 2-core machine), while the same function compiled without
+``parallel`` takes a fraction of that. A :class:`TieredKernel` compiles that serial twin
+first and runs it; once the twin has run :data:`PARALLEL_AFTER` seconds for a signature,
+the parallel kernel compiles on a background thread and takes over at the next call. A
+parallel kernel already compiled in this process, or found in Numba's disk cache, runs
+from the first call. Both tiers run the same code (``prange`` is ``range`` in the twin),
+so which one ran a call changes nothing but speed. The twin is a copy of the function
+under its own name, so Numba's disk cache keeps the two tiers apart.
+
+``NBDATA_PARALLEL_KERNEL_AFTER`` sets :data:`PARALLEL_AFTER` for the process (seconds;
+``0``: parallel kernels from the first call, ``inf``: serial twins only), as
+``Options().parallel_kernel_after`` does for a pipeline's fused stages.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import threading
+import time
+import types as pytypes
+
+import numba
+from numba.core.compiler_lock import global_compiler_lock
+
+
+def _parallel_after() -> float:
+    text = os.environ.get("NBDATA_PARALLEL_KERNEL_AFTER", "")
+    try:
+        value = float(text) if text else 1.0
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ValueError(f"NBDATA_PARALLEL_KERNEL_AFTER must be a number of seconds >= 0 "
+                         f"(or inf), got {text!r}")
+    return value
+
+
+PARALLEL_AFTER = _parallel_after()
+
+
+class TieredKernel:
+    """A ``parallel=True`` kernel called from Python, with its serial twin (see the
+    module). ``kernel.parallel`` and ``kernel.serial`` are the two Numba dispatchers."""
+
+    def __init__(self, py_func, options: dict):
+        functools.update_wrapper(self, py_func)
+        self.py_func = py_func
+        self.parallel = numba.njit(**dict(options, parallel=True))(py_func)
+        twin = pytypes.FunctionType(py_func.__code__, py_func.__globals__,
+                                    py_func.__name__ + "_serial", py_func.__defaults__,
+                                    py_func.__closure__)
+        twin.__qualname__ = py_func.__qualname__ + "_serial"
+        twin.__module__ = py_func.__module__
+        twin.__doc__ = py_func.__doc__
+        self.serial = numba.njit(**dict(options, parallel=False))(twin)
+        self._lock = threading.Lock()
+        # signature -> {"parallel": bool, "seconds": serial time, "promoting": thread}
+        self._tiers: dict = {}
+
+    @property
+    def signatures(self) -> list:
+        """Every signature compiled in either tier."""
+        return list(dict.fromkeys(self.serial.signatures + self.parallel.signatures))
+
+    def _tier(self, sig: tuple) -> dict:
+        tier = self._tiers.get(sig)
+        if tier is None:
+            with self._lock:
+                tier = self._tiers.get(sig)
+                if tier is None:
+                    after = PARALLEL_AFTER
+                    ready = after == 0 or (after != math.inf and self._load_parallel(sig))
+                    tier = self._tiers[sig] = {"parallel": ready, "seconds": 0.0,
+                                               "promoting": None}
+        return tier
+
+    def _load_parallel(self, sig: tuple) -> bool:
+        """Whether the parallel kernel of ``sig`` is compiled here or in the disk cache."""
+        kernel = self.parallel
+        if sig in kernel.overloads:
+            return True
+        cache = getattr(kernel, "_cache", None)
+        if cache is None:
+            return False
+        with global_compiler_lock:
+            try:
+                cres = cache.load_overload(sig, kernel.targetctx)
+            except Exception:  # noqa: BLE001 - an unreadable entry: the twin runs instead
+                return False
+            if cres is None:
+                return False
+            kernel.targetctx.insert_user_function(cres.entry_point, cres.fndesc,
+                                                  [cres.library])
+            kernel.add_overload(cres)
+        return True
+
+    def __call__(self, *args):
+        sig = tuple(numba.typeof(a) for a in args)
+        tier = self._tier(sig)
+        if tier["parallel"]:
+            return self.parallel(*args)
+        began = time.perf_counter()
+        result = self.serial(*args)
+        tier["seconds"] += time.perf_counter() - began
+        if tier["seconds"] >= PARALLEL_AFTER and tier["promoting"] is None:
+            self._promote(sig, tier)
+        return result
+
+    def _promote(self, sig: tuple, tier: dict) -> None:
+        with self._lock:
+            if tier["promoting"] is not None:
+                return
+
+            def compile_parallel():
+                try:
+                    self.parallel.compile(sig)
+                except Exception:  # noqa: BLE001 - the serial twin goes on running
+                    return
+                tier["parallel"] = True
+
+            tier["promoting"] = threading.Thread(target=compile_parallel, daemon=True,
+                                                 name="nbdata-kernel-compile")
+            tier["promoting"].start()
+
+
+def tiered(**options):
+    """Decorator: a :class:`TieredKernel` of the function with these ``numba.njit``
+    options (``parallel`` is set per tier)."""
+    return lambda py_func: TieredKernel(py_func, options)
