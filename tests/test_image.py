@@ -48,12 +48,21 @@ def augment_python(images, seed, mean, std):
 
 
 @numba.njit(cache=True)
+def _put(out, i, value):
+    # An element loop: ``out[i] = value`` compiles Numba's shape-mismatch message (seconds).
+    for y in range(out.shape[1]):
+        for x in range(out.shape[2]):
+            for c in range(out.shape[3]):
+                out[i, y, x, c] = value[y, x, c]
+
+
+@numba.njit(cache=True)
 def augment_serial(images, seed, mean, std):
     out = np.empty((len(images), 5, 6, 3), np.float32)
     for i in range(len(images)):
         crop = image.random_crop(images[i], (5, 6, 3), (seed, i))
         flipped = image.random_flip_left_right(crop, (seed, i))
-        out[i] = image.normalize(flipped, mean, std)
+        _put(out, i, image.normalize(flipped, mean, std))
     return out
 
 
@@ -63,7 +72,7 @@ def augment_parallel(images, seed, mean, std):
     for i in numba.prange(len(images)):
         crop = image.random_crop(images[i], (5, 6, 3), (seed, i))
         flipped = image.random_flip_left_right(crop, (seed, i))
-        out[i] = image.normalize(flipped, mean, std)
+        _put(out, i, image.normalize(flipped, mean, std))
     return out
 
 

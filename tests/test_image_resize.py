@@ -309,7 +309,7 @@ def rrc_serial(images, seed):
     out = np.empty((len(images), 12, 10, 3), np.float32)
     windows = np.empty((len(images), 4), np.int64)
     for i in range(len(images)):
-        out[i] = image.random_resized_crop(images[i], (12, 10), seed=(seed, i))
+        _put(out, i, image.random_resized_crop(images[i], (12, 10), seed=(seed, i)))
         top, left, h, w = image.random_resized_crop_window(images.shape[1], images.shape[2],
                                                            seed=(seed, i))
         windows[i, 0], windows[i, 1], windows[i, 2], windows[i, 3] = top, left, h, w
@@ -320,9 +320,19 @@ def rrc_serial(images, seed):
 def rrc_parallel(images, seed):
     out = np.empty((len(images), 12, 10, 3), np.float32)
     for i in numba.prange(len(images)):
-        out[i] = image.random_resized_crop(images[i], (12, 10), (0.08, 1.0), (0.75, 4 / 3),
-                                           (seed, i))
+        crop = image.random_resized_crop(images[i], (12, 10), (0.08, 1.0), (0.75, 4 / 3),
+                                         (seed, i))
+        _put(out, i, crop)
     return out
+
+
+@numba.njit(cache=True)
+def _put(out, i, value):
+    # An element loop: ``out[i] = value`` compiles Numba's shape-mismatch message (seconds).
+    for y in range(out.shape[1]):
+        for x in range(out.shape[2]):
+            for c in range(out.shape[3]):
+                out[i, y, x, c] = value[y, x, c]
 
 
 def test_random_resized_crop_in_nopython_and_prange_matches_python():
