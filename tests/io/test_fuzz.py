@@ -1,5 +1,5 @@
 """Mutation fuzzing of readers and decoders: only nd.errors exceptions, never another
-exception, a crash or a hang. ``NBDATA_FUZZ_CASES`` sets the count (CI: a few thousand);
+exception, a crash or a hang. ``NBDATA_FUZZ_CASES`` sets the count (default 1,500);
 ``python -m nbdata fuzz --cases 100000`` runs the full count."""
 
 import os
@@ -8,7 +8,10 @@ from nbdata.io.fuzz import fuzz, mutate
 
 
 def test_mutations_raise_only_nd_errors():
-    cases = int(os.environ.get("NBDATA_FUZZ_CASES", "3000"))
+    # 1,500 by default (was 3,000; the cases are the first 1,500 of those, the same
+    # seed): 300 a target over the 5 targets, and each of mutate()'s 7 kinds of edit
+    # still comes 92-120 times on every target.
+    cases = int(os.environ.get("NBDATA_FUZZ_CASES", "1500"))
     lines = []
     assert fuzz(cases, seed=7, out=lines.append) == [], "\n".join(lines)
 

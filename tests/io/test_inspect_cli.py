@@ -3,7 +3,9 @@ offset) for any error; the format found by validating the file, not by guessing.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
 import json
 import subprocess
 import sys
@@ -12,17 +14,47 @@ from pathlib import Path
 
 import pytest
 
+from nbdata.__main__ import main
 from nbdata.kernels.records import frame_tfrecord
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())["files"]
 
 
-def inspect(*args):
+def inspect_subprocess(*args):
     """(exit status, stdout, stderr) of ``python -m nbdata inspect ARGS``."""
     done = subprocess.run([sys.executable, "-m", "nbdata", "inspect", *map(str, args)],
                           capture_output=True, text=True, timeout=300)
     return done.returncode, done.stdout, done.stderr
+
+
+def inspect(*args):
+    """(exit status, stdout, stderr) of ``nbdata.__main__.main(["inspect", *ARGS])`` run
+    in this process (what ``python -m nbdata inspect ARGS`` runs, without a new
+    interpreter's start-up each time): the status is SystemExit's code, 0 on a return.
+    test_the_module_entry_point_gives_the_same runs the real command."""
+    out, err = io.StringIO(), io.StringIO()
+    status = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(["inspect", *map(str, args)])
+        except SystemExit as e:
+            status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("name, args", [
+    ("corrupt_data_crc.tfrecord", ()),                  # status 1, summary + error line
+    ("examples.tfrecord.gz", ("--records", "1")),       # status 0, summary + an Example
+])
+def test_the_module_entry_point_gives_the_same(name, args):
+    """``python -m nbdata inspect`` in a process of its own: the same status, stdout and
+    stderr as main() in this one."""
+    path = DATA / name
+    status, out, err = inspect_subprocess(path, *args)
+    assert status == (1 if "corrupt" in name else 0)
+    assert out.startswith(f"{path}: tfrecord file")
+    assert (status, out, err) == inspect(path, *args)
 
 
 @pytest.mark.parametrize("name, records, what", [
