@@ -346,6 +346,21 @@ class AutotuneOptions(_OptionGroup):
     _defaults = {"enabled": True, "ram_budget": 0, "cpu_budget": 0}
 
 
+
+def parallel_kernel_after_default() -> float:
+    """``NBDATA_PARALLEL_KERNEL_AFTER`` (seconds, ``inf`` allowed), else 1.0: the default
+    of ``Options().parallel_kernel_after`` and of nbdata's library kernels' tiers
+    (``nbdata/kernels/tiers.py``)."""
+    text = os.environ.get("NBDATA_PARALLEL_KERNEL_AFTER", "")
+    try:
+        value = float(text) if text else 1.0
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ValueError("NBDATA_PARALLEL_KERNEL_AFTER must be a number of seconds >= 0 "
+                         f"(or inf), got {text!r}")
+    return value
+
 class Options(_OptionGroup):
     """Options of a dataset, attached with ``ds.with_options(options)``.
 
@@ -366,8 +381,8 @@ class Options(_OptionGroup):
             cache runs from the start. 0: parallel from the start (``compile()``
             compiles it); ``math.inf``: serial only (one thread per stage). nbdata's
             parallel library kernels (parsing, CSV decoding, compaction) have the same
-            tiers, set for the whole process by ``NBDATA_PARALLEL_KERNEL_AFTER``
-            (``nbdata/kernels/tiers.py``).
+            tiers (``nbdata/kernels/tiers.py``). ``NBDATA_PARALLEL_KERNEL_AFTER`` sets
+            the default of both for the process.
         chunk_rows: the most rows per chunk, the unit that flows between stages and
             that a fused kernel processes per call (default 0: chosen from the row
             size, up to 65536 rows or 8 MiB); small values exercise chunk borders.
@@ -397,7 +412,7 @@ class Options(_OptionGroup):
         "deterministic": True,
         "fusion": True,
         "fusion_min_rows": 4096,
-        "parallel_kernel_after": 1.0,
+        "parallel_kernel_after": parallel_kernel_after_default(),
         "chunk_rows": 0,
         "threading": ThreadingOptions,
         "autotune": AutotuneOptions,

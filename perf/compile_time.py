@@ -93,6 +93,7 @@ def _child_env(cache_dir: str, pycache: str) -> dict:
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir,
                NBDATA_CACHE_DIR=os.path.join(cache_dir, "nbdata"), PYTHONPYCACHEPREFIX=pycache)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.pop("NBDATA_PARALLEL_KERNEL_AFTER", None)   # a user's start: the default tiers
     return env
 
 

@@ -41,6 +41,10 @@ def set_thread_env(threads: int) -> None:
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                 "NUMBA_NUM_THREADS"):
         os.environ[var] = str(threads)
+    # The tables measure steady throughput: nbdata's parallel kernels from the first call
+    # (a pipeline otherwise runs serial twins for its first second of work; the compile
+    # table measures that start, with the default).
+    os.environ.setdefault("NBDATA_PARALLEL_KERNEL_AFTER", "0")
     # TensorFlow's C++ start-up chatter would otherwise land in the output.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 

@@ -12,15 +12,14 @@ so which one ran a call changes nothing but speed. The twin is a copy of the fun
 under its own name, so Numba's disk cache keeps the two tiers apart.
 
 ``NBDATA_PARALLEL_KERNEL_AFTER`` sets :data:`PARALLEL_AFTER` for the process (seconds;
-``0``: parallel kernels from the first call, ``inf``: serial twins only), as
-``Options().parallel_kernel_after`` does for a pipeline's fused stages.
+``0``: parallel kernels from the first call, ``inf``: serial twins only), and the default
+of ``Options().parallel_kernel_after``, which a pipeline's fused stages follow.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import os
 import threading
 import time
 import types as pytypes
@@ -28,20 +27,10 @@ import types as pytypes
 import numba
 from numba.core.compiler_lock import global_compiler_lock
 
-
-def _parallel_after() -> float:
-    text = os.environ.get("NBDATA_PARALLEL_KERNEL_AFTER", "")
-    try:
-        value = float(text) if text else 1.0
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise ValueError(f"NBDATA_PARALLEL_KERNEL_AFTER must be a number of seconds >= 0 "
-                         f"(or inf), got {text!r}")
-    return value
+from nbdata.options import parallel_kernel_after_default
 
 
-PARALLEL_AFTER = _parallel_after()
+PARALLEL_AFTER = parallel_kernel_after_default()
 
 
 class TieredKernel:

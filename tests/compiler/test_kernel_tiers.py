@@ -168,6 +168,7 @@ def test_a_library_kernel_runs_its_serial_twin_then_the_parallel_kernel(tmp_path
 
 def test_library_kernel_tier_settings(tmp_path, monkeypatch):
     from nbdata.kernels import tiers
+    from nbdata.options import parallel_kernel_after_default
     module = _kernel_module(tmp_path, monkeypatch, "tiered_b")
     monkeypatch.setattr(tiers, "PARALLEL_AFTER", float("inf"))
     kernel = module.scaled_sum
@@ -181,4 +182,4 @@ def test_library_kernel_tier_settings(tmp_path, monkeypatch):
     for bad in ("-1", "soon"):
         monkeypatch.setenv("NBDATA_PARALLEL_KERNEL_AFTER", bad)
         with pytest.raises(ValueError, match="NBDATA_PARALLEL_KERNEL_AFTER"):
-            tiers._parallel_after()
+            parallel_kernel_after_default()
