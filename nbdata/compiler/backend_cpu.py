@@ -236,7 +236,7 @@ def build_stage(plan, options: Options) -> FusedStage:
     stage = FusedStage(plan, kernel, code.text, tuple(code.out_specs), tuple(code.scratch_specs),
                        tuple(code.counters), code.compacts, tuple(code.results), plan.lazy_rows,
                        {"source": time.perf_counter() - started, "numba": 0.0}, serial,
-                       options.parallel_kernel_after)
+                       options.parallel_kernel_after, passthrough=tuple(code.passthrough))
     if not plan.lazy_rows:
         # ``compile()``, not the first batch, pays for compiling the kernel.
         if plan.source.stream is not None:

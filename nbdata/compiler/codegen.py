@@ -452,7 +452,11 @@ class KernelText:
     scratch_specs: list
     counters: list    # initial value of each counter step's state slot
     compacts: bool    # the outputs are written for every row; the caller gathers kept rows
-    results: list     # where the element's columns are: indices into scratch + outputs
+    # where the element's columns are: indices into scratch + outputs + passthrough
+    results: list
+    # (kernel source argument, row spec): result columns the caller gathers from the
+    # source argument's rows lo .. lo+K-1 (kept rows of a source column, unchanged)
+    passthrough: list = dataclasses.field(default_factory=list)
 
 
 def generate(name: str, source_leaves: list, source_spec: Any, steps: list,
@@ -484,6 +488,7 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list,
     params += ["rowidx", "status", "kept"] if indexed else ["status", "kept"]
     scratch: list = []
     outputs: list = []
+    passthrough: list = []   # (source argument, row spec): results gathered from the source
     ks.emit(1, "done = False")
 
     drops = any(step.drops for step in steps)
@@ -511,9 +516,14 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list,
             results = [names.index(col) for _, col, _ in inputs]
         elif phase or last_phase:
             end_specs = flatten(phase[-1].out_spec if phase else structure)
-            out_cols = [(ks.fresh("col"), s) for s in end_specs]
-            for col, spec in out_cols:
-                _column_decl(ks, col, spec, outputs if last_phase else scratch)
+            # Array source leaves read in place, by their row view: a result that is one
+            # of them unchanged (a filter's kept rows) is gathered by the caller straight
+            # from the source column, not copied into an output column first.
+            in_place = {} if indexed or not (last_phase and drops) else {
+                f"{args[0]}[r]": params.index(args[0]) - 2
+                for kind, *rest in inputs if kind == "source"
+                for args in [rest[1]] if args}
+            decl_at = len(ks.lines)
             ks.emit(1, "for i in prange(K):")
             row = RowEmitter(ks, 2)
             if p > 0:
@@ -525,9 +535,25 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list,
                 row.more_in_phase = k + 1 < len(phase)
                 leaves = step.emit_row(row, leaves, structure)
                 structure = step.out_spec
-            row.store([col for col, _ in out_cols], leaves)
+            stored, out_cols, places = [], [], []
+            for leaf, spec in zip(leaves, end_specs):
+                if leaf.is_array and leaf.expr is None and leaf.var is None and leaf.ref in in_place:
+                    places.append(("source", len(passthrough)))
+                    passthrough.append((in_place[leaf.ref], spec))
+                else:
+                    places.append(("column", len(out_cols)))
+                    out_cols.append((ks.fresh("col"), spec))
+                    stored.append(leaf)
+            body, ks.lines = ks.lines[decl_at:], ks.lines[:decl_at]
+            for col, spec in out_cols:
+                _column_decl(ks, col, spec, outputs if last_phase else scratch)
+            ks.lines += body
+            row.store([col for col, _ in out_cols], stored)
             row.emit("status[i] = 1")
             inputs = [("buffer", col, spec) for col, spec in out_cols]
+            if last_phase and passthrough:
+                results = [("column", i) if kind == "column" else ("source", i)
+                           for kind, i in places]
         step = counter_after[p]
         if step is not None:
             slot = len(counters)
@@ -562,8 +588,11 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list,
     ks.lines.insert(0, f"def {name}({', '.join(params)}):")
     if results is None:
         results = list(range(len(scratch), len(scratch) + len(outputs)))
+    elif results and isinstance(results[0], tuple):
+        base = len(scratch) + len(outputs)
+        results = [len(scratch) + i if kind == "column" else base + i for kind, i in results]
     return KernelText(name, ks.text(), ks.globals, [s for _, s in outputs],
-                      [s for _, s in scratch], counters, drops, results)
+                      [s for _, s in scratch], counters, drops, results, passthrough)
 
 
 __all__ = ["CounterEmitter", "KernelText", "Leaf", "RowEmitter", "generate"]

@@ -69,6 +69,10 @@ class FusedStage(StageNode):
     tier: dict = dataclasses.field(default_factory=lambda: {
         "parallel": False, "serial_seconds": 0.0, "sig": None, "promoting": None,
         "looked": set()})
+    # (source argument, row spec) of results gathered straight from the source: kept
+    # rows of a source column the kernel does not change (``results`` counts them after
+    # the scratch and output columns)
+    passthrough: tuple = ()
 
     @property
     def compile_seconds(self) -> float:
@@ -152,6 +156,10 @@ def _read_only(a):
         a = a.view()
         a.flags.writeable = False
     return a
+
+
+def _as_dtype(rows: np.ndarray, dtype) -> np.ndarray:
+    return rows if rows.dtype == dtype else rows.astype(dtype)
 
 
 def stream_args(chunk: Chunk, leaves: list) -> list:
@@ -267,7 +275,8 @@ class FusedChunks(ChunkIter):
                            step.initial + state_check.most_rows(node.input)))
             state_check.check_int(int(counters[k]), f"counters[{k}]", step.initial, hi)
         # The rows of a partial batch: columns of the kernel's results.
-        specs = list(self.stage.scratch_specs) + list(self.stage.out_specs)
+        specs = (list(self.stage.scratch_specs) + list(self.stage.out_specs)
+                 + [spec for _, spec in self.stage.passthrough])
         state_check.row_pieces(state["pending"], tuple(specs[i] for i in self.stage.results),
                                "pending")
 
@@ -400,7 +409,9 @@ class FusedChunks(ChunkIter):
                                           self.state)
                 if kernel is not stage.kernel:
                     stage.ran_serial(time.perf_counter() - began)
-                buffers = self.scratch + outs
+                buffers = self.scratch + outs + [
+                    _as_dtype(args[a][kernel_lo:kernel_lo + k], spec.dtype)
+                    for a, spec in stage.passthrough]
                 outs = [buffers[i] for i in stage.results]
                 if bad_row < 0 and stage.compacts:
                     rows = self.kept[:n]
