@@ -239,14 +239,17 @@ def test_the_cuda_extra_asks_for_the_versions_whose_api_the_code_calls():
 
 # ------------------------------------------------------------------ defect 6
 def test_kernels_run_on_a_compute_stream_and_copies_overlap_them(machine):
-    images = np.random.default_rng(1).integers(0, 256, (8, 6, 7, 3)).astype(np.uint8)
-    ds = (nd.Dataset.from_tensor_slices(images).batch(4).prefetch_to_device("cuda:0")
+    # 2 batches of 2 (each image a 256-thread block in the simulator): copies and kernels
+    images = np.random.default_rng(1).integers(0, 256, (4, 6, 7, 3)).astype(np.uint8)
+    ds = (nd.Dataset.from_tensor_slices(images).batch(2).prefetch_to_device("cuda:0")
           .map(lambda im: nd.gpu.normalize(im, [1.0, 2.0, 3.0], [2.0, 2.0, 2.0])))
     out = [x.copy_to_host() for x in ds]
     want = (images.astype(np.float32) - np.float32([1, 2, 3])) / np.float32(2)
     np.testing.assert_allclose(np.concatenate(out), want, rtol=1e-6)
     kernels = {op.stream for op in machine.ran if op.kind == "kernel"}
-    staging = {op.stream for op in machine.ran if op.kind == "copy to device" and "504 B" in op.name}
+    batch_bytes = f" {2 * 6 * 7 * 3} B"   # a batch's staging copy
+    staging = {op.stream for op in machine.ran
+               if op.kind == "copy to device" and batch_bytes in op.name}
     assert kernels and staging and not kernels & staging   # not behind the staging copies
 
 
