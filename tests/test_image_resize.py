@@ -19,6 +19,7 @@ import nbdata as nd
 from nbdata import random
 from nbdata.primitives import image
 from nbdata.primitives.image import geometry, resizing
+from test_image import _put
 
 SIZES = [(1, 1), (3, 3), (8, 5), (13, 29), (64, 33), (224, 224), (301, 97)]
 SHAPES = [(2, 2, 1), (5, 7, 3), (32, 48, 3), (17, 9, 4), (100, 37, 1)]
@@ -324,15 +325,6 @@ def rrc_parallel(images, seed):
                                          (seed, i))
         _put(out, i, crop)
     return out
-
-
-@numba.njit(cache=True)
-def _put(out, i, value):
-    # An element loop: ``out[i] = value`` compiles Numba's shape-mismatch message (seconds).
-    for y in range(out.shape[1]):
-        for x in range(out.shape[2]):
-            for c in range(out.shape[3]):
-                out[i, y, x, c] = value[y, x, c]
 
 
 def test_random_resized_crop_in_nopython_and_prange_matches_python():
