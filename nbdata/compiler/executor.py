@@ -29,7 +29,7 @@ from nbdata.random import derive_seed
 from nbdata.random import key as random_key
 
 REPEAT_STREAM = 0x52455045  # "REPE": epochs of repeat() derive from the iteration's
-from nbdata.spec import packer
+from nbdata.spec import is_custom_nest, packer
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -506,8 +506,7 @@ class ChunkedRun:
         # How a chunk of plain arrays is handed out without Python per element: an element
         # that is its one leaf is the column's row (the column's own iterator gives them),
         # a flat tuple the tuple of the columns' rows (zip gives them).
-        probe = object()
-        self.leaf_only = self.single and self.pack([probe]) is probe
+        self.leaf_only = self.single and spec is not None and not is_custom_nest(spec)
         self.flat_tuple = self.pack is tuple
         self.limit = ctx.max_rows(spec)
         self.want = 1
