@@ -274,7 +274,7 @@ def _pool_class():
     return ray_module().remote(num_cpus=0, max_concurrency=POOL_CALLS)(Pool)
 
 
-_POOL: dict = {}     # Ray job id (of this driver's connection) -> its pool's handle
+_POOL: dict = {}     # (Ray job id, node id) of this driver's connection -> its pool's handle
 _POOL_LOCK = threading.Lock()
 
 
@@ -283,7 +283,10 @@ def pool():
     first use; kept by this process, so it ends with it or with ``ray.shutdown``)."""
     from nbdata.distribute.cluster import ray_module
     ray = ray_module()
-    key = ray.get_runtime_context().get_job_id()
+    # The job id alone repeats when this process connects to a new Ray (its first job is
+    # numbered as the last one's was): the driver's node tells the two apart.
+    context = ray.get_runtime_context()
+    key = (context.get_job_id(), context.get_node_id())
     with _POOL_LOCK:
         found = _POOL.get(key)
         if found is None:

@@ -7,11 +7,20 @@ import pytest
 ray = pytest.importorskip("ray")
 
 
+def start_ray():
+    """Ray on 2 CPUs, unless it runs already."""
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 namespace="nbdata-tests")
+    return ray
+
+
 @pytest.fixture(scope="module", autouse=True)
 def local_ray(request, ray_instance):
     """The module's tests on the shared Ray instance. Workers unpickle the test module's
     functions by value: they cannot import it. Named jobs stay up for the process (as
     documented); the module's are ended with it, as a Ray instance of its own would."""
+    start_ray()   # after the suite's last distribute test shut it down, if more came
     ray.cloudpickle.register_pickle_by_value(request.module)
     yield
     from nbdata.distribute import consumer

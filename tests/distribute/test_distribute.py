@@ -339,3 +339,19 @@ def test_without_ray_distribute_is_unavailable():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.stdout.strip() == "unavailable", out.stderr
+
+
+def test_a_new_ray_connection_gets_a_new_pool():
+    """A process that shuts Ray down and connects again (its first job numbered as the
+    last one's was) runs distributed pipelines on a new pool of worker hosts, not on the
+    handle of the old cluster's pool."""
+    from local_ray import start_ray
+
+    from nbdata.distribute import host
+    ds = fused(nd.Dataset.range(40).map(lambda x: x + 1).batch(8))
+    assert rows(ds.distribute("parallel_epochs", num_workers=1)) == list(range(1, 41))
+    before = host.pool()
+    ray.shutdown()
+    start_ray()
+    assert host.pool() is not before
+    assert rows(ds.distribute("parallel_epochs", num_workers=1)) == list(range(1, 41))
