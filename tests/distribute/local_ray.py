@@ -25,6 +25,9 @@ def local_ray(request, ray_instance):
     yield
     from nbdata.distribute import consumer
     for job in list(consumer._NAMED_JOBS.values()):
-        ray.kill(job, no_restart=True)      # its workers end with it (their owner)
+        try:
+            ray.kill(job, no_restart=True)      # its workers end with it (their owner)
+        except ray.exceptions.ActorHandleNotFoundError:
+            pass   # a handle of an earlier Ray session (a test reconnected): gone with it
     consumer._NAMED_JOBS.clear()
 
