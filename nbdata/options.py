@@ -346,7 +346,6 @@ class AutotuneOptions(_OptionGroup):
     _defaults = {"enabled": True, "ram_budget": 0, "cpu_budget": 0}
 
 
-
 def parallel_kernel_after_default() -> float:
     """``NBDATA_PARALLEL_KERNEL_AFTER`` (seconds, ``inf`` allowed), else 1.0: the default
     of ``Options().parallel_kernel_after`` and of nbdata's library kernels' tiers
@@ -360,6 +359,7 @@ def parallel_kernel_after_default() -> float:
         raise ValueError("NBDATA_PARALLEL_KERNEL_AFTER must be a number of seconds >= 0 "
                          f"(or inf), got {text!r}")
     return value
+
 
 class Options(_OptionGroup):
     """Options of a dataset, attached with ``ds.with_options(options)``.

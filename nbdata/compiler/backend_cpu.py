@@ -210,6 +210,16 @@ def _functions(glb: dict) -> list:
     return [v for k, v in sorted(glb.items()) if k.startswith(("fn", "nt"))]
 
 
+def _stage_dispatcher(name: str, text: str, glb: dict, parallel: bool):
+    """The Numba dispatcher of a stage kernel's source: cached on disk too when every
+    function it calls can be fingerprinted (a second process then loads the machine code
+    instead of compiling it)."""
+    key = stage_hash(text, _functions(glb))
+    fn = materialize(name, text, glb, "fused-stage", kernel_path(key) if key is not None else None)
+    options = dict(JIT_OPTIONS, parallel=parallel, cache=hasattr(fn, "_nbdata_module"))
+    return jitted(fn, "stage", lambda f: numba.njit(**options)(f))
+
+
 def build_stage(plan, options: Options) -> FusedStage:
     progress.step(f"compiling the kernel of {kernel_title(plan)}")
     started = time.perf_counter()
@@ -217,22 +227,11 @@ def build_stage(plan, options: Options) -> FusedStage:
                     plan.source.indexed)
     glb = dict(code.globals)
     glb.update({"np": np, "prange": numba.prange, "cast_to": cast_to})
-    # On disk too when every function it calls can be fingerprinted (a second process
-    # then loads the machine code instead of compiling it).
-    key = stage_hash(code.text, _functions(glb))
-    fn = materialize(code.name, code.text, glb, "fused-stage",
-                     kernel_path(key) if key is not None else None)
-    disk = hasattr(fn, "_nbdata_module")
-    kernel = jitted(fn, "stage", lambda f: numba.njit(cache=disk, **JIT_OPTIONS)(f))
-    serial = None
-    if options.parallel_kernel_after != 0:
-        # The serial twin (see FusedStage): its own source text, so its own cache entry.
-        text = code.text.replace("prange(", "range(")
-        key = stage_hash(text, _functions(glb))
-        sfn = materialize(code.name, text, glb, "fused-stage",
-                          kernel_path(key) if key is not None else None)
-        serial = jitted(sfn, "stage", lambda f: numba.njit(
-            cache=hasattr(f, "_nbdata_module"), **dict(JIT_OPTIONS, parallel=False))(f))
+    kernel = _stage_dispatcher(code.name, code.text, glb, parallel=True)
+    # The serial twin (see FusedStage): its own source text, so its own cache entry.
+    serial = (None if options.parallel_kernel_after == 0 else
+              _stage_dispatcher(code.name, code.text.replace("prange(", "range("), glb,
+                                parallel=False))
     stage = FusedStage(plan, kernel, code.text, tuple(code.out_specs), tuple(code.scratch_specs),
                        tuple(code.counters), code.compacts, tuple(code.results), plan.lazy_rows,
                        {"source": time.perf_counter() - started, "numba": 0.0}, serial,

@@ -551,8 +551,9 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list,
             row.store([col for col, _ in out_cols], stored)
             row.emit("status[i] = 1")
             inputs = [("buffer", col, spec) for col, spec in out_cols]
-            if last_phase and passthrough:
-                results = [("column", i) if kind == "column" else ("source", i)
+            if last_phase and passthrough:   # after the scratch and output columns
+                base = len(scratch) + len(outputs)
+                results = [len(scratch) + i if kind == "column" else base + i
                            for kind, i in places]
         step = counter_after[p]
         if step is not None:
@@ -588,9 +589,6 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list,
     ks.lines.insert(0, f"def {name}({', '.join(params)}):")
     if results is None:
         results = list(range(len(scratch), len(scratch) + len(outputs)))
-    elif results and isinstance(results[0], tuple):
-        base = len(scratch) + len(outputs)
-        results = [len(scratch) + i if kind == "column" else base + i for kind, i in results]
     return KernelText(name, ks.text(), ks.globals, [s for _, s in outputs],
                       [s for _, s in scratch], counters, drops, results, passthrough)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import threading
 import time
 from typing import Any
 
@@ -23,6 +22,7 @@ from nbdata import profiler, progress
 from nbdata.chunks import Chunk, RowList, chunk_from_elements, col_row
 from nbdata.compiler.kernel_cache import compile_kernel, load_kernel
 from nbdata.kernels.threads import kernel_section
+from nbdata.kernels.tiers import promote
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.kernels.compact import compact
 from nbdata.kernels.batching import batch_columns
@@ -131,18 +131,12 @@ class FusedStage(StageNode):
             return
         sig = tier["sig"]
 
-        def promote():
+        def compile_parallel():
             started = time.perf_counter()
-            try:
-                compile_kernel(self.kernel, sig)
-            except Exception:  # noqa: BLE001 - the serial kernel goes on running
-                return
+            compile_kernel(self.kernel, sig)
             self.timing["numba"] += time.perf_counter() - started
-            tier["parallel"] = True
 
-        tier["promoting"] = threading.Thread(target=promote, name="nbdata-kernel-compile",
-                                             daemon=True)
-        tier["promoting"].start()
+        promote(tier, compile_parallel)
 
     def open_chunks(self, ctx, state: dict | None = None):
         return FusedChunks(self, ctx, state)
@@ -156,10 +150,6 @@ def _read_only(a):
         a = a.view()
         a.flags.writeable = False
     return a
-
-
-def _as_dtype(rows: np.ndarray, dtype) -> np.ndarray:
-    return rows if rows.dtype == dtype else rows.astype(dtype)
 
 
 def stream_args(chunk: Chunk, leaves: list) -> list:
@@ -410,7 +400,7 @@ class FusedChunks(ChunkIter):
                 if kernel is not stage.kernel:
                     stage.ran_serial(time.perf_counter() - began)
                 buffers = self.scratch + outs + [
-                    _as_dtype(args[a][kernel_lo:kernel_lo + k], spec.dtype)
+                    np.asarray(args[a][kernel_lo:kernel_lo + k], spec.dtype)
                     for a, spec in stage.passthrough]
                 outs = [buffers[i] for i in stage.results]
                 if bad_row < 0 and stage.compacts:

@@ -27,6 +27,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from nbdata.kernels.tiers import load_compiled
 from nbdata.options import cache_dir, source_hash
 
 MAX_DEPTH = 4
@@ -191,22 +192,10 @@ def compile_kernel(kernel, signature: tuple) -> None:
 
 def load_kernel(kernel, signature: tuple) -> bool:
     """Whether ``kernel`` has machine code for ``signature`` without compiling: compiled
-    in this process already, or loaded now from the disk cache."""
-    from numba.core import sigutils
-    from numba.core.compiler_lock import global_compiler_lock
-    args, _ = sigutils.normalize_signature(signature)
-    if tuple(args) in kernel.overloads:
-        return True
+    in this process already, or loaded now from the disk cache (a kernel whose source is
+    a file of the cache directory, with its module importable)."""
     module = getattr(kernel.py_func, "_nbdata_module", None)
-    if module is None or getattr(kernel, "_cache", None) is None:
-        return False
-    with _importable(module), global_compiler_lock:
-        try:
-            cres = kernel._cache.load_overload(signature, kernel.targetctx)
-        except Exception:  # noqa: BLE001 - an unreadable cache entry: compile instead
-            return False
-        if cres is None:
-            return False
-        kernel.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
-        kernel.add_overload(cres)
-        return True
+    if module is None:
+        return load_compiled(kernel, signature)
+    with _importable(module):
+        return load_compiled(kernel, signature)

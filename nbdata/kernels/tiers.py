@@ -25,6 +25,7 @@ import time
 import types as pytypes
 
 import numba
+from numba.core import sigutils
 from numba.core.compiler_lock import global_compiler_lock
 
 from nbdata.options import parallel_kernel_after_default
@@ -64,30 +65,11 @@ class TieredKernel:
                 tier = self._tiers.get(sig)
                 if tier is None:
                     after = PARALLEL_AFTER
-                    ready = after == 0 or (after != math.inf and self._load_parallel(sig))
+                    ready = after == 0 or (after != math.inf
+                                           and load_compiled(self.parallel, sig))
                     tier = self._tiers[sig] = {"parallel": ready, "seconds": 0.0,
                                                "promoting": None}
         return tier
-
-    def _load_parallel(self, sig: tuple) -> bool:
-        """Whether the parallel kernel of ``sig`` is compiled here or in the disk cache."""
-        kernel = self.parallel
-        if sig in kernel.overloads:
-            return True
-        cache = getattr(kernel, "_cache", None)
-        if cache is None:
-            return False
-        with global_compiler_lock:
-            try:
-                cres = cache.load_overload(sig, kernel.targetctx)
-            except Exception:  # noqa: BLE001 - an unreadable entry: the twin runs instead
-                return False
-            if cres is None:
-                return False
-            kernel.targetctx.insert_user_function(cres.entry_point, cres.fndesc,
-                                                  [cres.library])
-            kernel.add_overload(cres)
-        return True
 
     def __call__(self, *args):
         sig = tuple(numba.typeof(a) for a in args)
@@ -103,19 +85,44 @@ class TieredKernel:
 
     def _promote(self, sig: tuple, tier: dict) -> None:
         with self._lock:
-            if tier["promoting"] is not None:
-                return
+            if tier["promoting"] is None:
+                promote(tier, lambda: self.parallel.compile(sig))
 
-            def compile_parallel():
-                try:
-                    self.parallel.compile(sig)
-                except Exception:  # noqa: BLE001 - the serial twin goes on running
-                    return
-                tier["parallel"] = True
 
-            tier["promoting"] = threading.Thread(target=compile_parallel, daemon=True,
-                                                 name="nbdata-kernel-compile")
-            tier["promoting"].start()
+def load_compiled(kernel, signature: tuple) -> bool:
+    """Whether the Numba dispatcher ``kernel`` has machine code for ``signature`` without
+    compiling: compiled in this process already, or loaded now from its disk cache."""
+    args, _ = sigutils.normalize_signature(signature)
+    if tuple(args) in kernel.overloads:
+        return True
+    cache = getattr(kernel, "_cache", None)
+    if cache is None:
+        return False
+    with global_compiler_lock:
+        try:
+            cres = cache.load_overload(signature, kernel.targetctx)
+        except Exception:  # noqa: BLE001 - an unreadable entry: compile instead
+            return False
+        if cres is None:
+            return False
+        kernel.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+        kernel.add_overload(cres)
+    return True
+
+
+def promote(tier: dict, compile_parallel) -> None:
+    """Start ``compile_parallel()`` on a background thread (``tier["promoting"]``); once
+    it returns the parallel kernel takes over (``tier["parallel"]``). If it raises, the
+    serial twin goes on running."""
+    def run():
+        try:
+            compile_parallel()
+        except Exception:  # noqa: BLE001 - the serial twin goes on running
+            return
+        tier["parallel"] = True
+
+    tier["promoting"] = threading.Thread(target=run, name="nbdata-kernel-compile", daemon=True)
+    tier["promoting"].start()
 
 
 def tiered(**options):
