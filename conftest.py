@@ -39,8 +39,15 @@ def pytest_generate_tests(metafunc):
         return
     if _GPU_TESTS == "device" or path.endswith("test_cuda_backend.py"):
         return
+    if metafunc.definition.get_closest_marker("host_only") is not None:
+        return   # runs no GPU work: one run, not one per GPU backend
     kinds = ["sim", "rules"] if _GPU_TESTS == "both" else [_GPU_TESTS]
     metafunc.parametrize("gpu_backend", kinds, indirect=True)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "host_only: a test in tests/gpu or tests/examples that "
+                            "runs no GPU work (not repeated per GPU backend)")
 
 
 @pytest.fixture(autouse=True)

@@ -10,6 +10,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import numba
+import numba.core.compiler
+import numba.core.compiler_lock
+import numba.core.compiler_machinery
+import numba.core.registry
+import numba.core.typed_passes
 import numpy as np
 from numba import types
 
@@ -95,9 +100,44 @@ def _plain_arg_types(structure: Any, leaf_types: tuple) -> tuple:
     return (build(structure),)
 
 
-def _probe(dispatcher, structure: Any, n: int):
-    """A compiled wrapper that builds ``structure`` from its leaves as the kernel does
-    and calls ``dispatcher``: types functions taking dicts and namedtuples."""
+class _ReturnTypeOnly(numba.core.compiler_machinery.FunctionPass):
+    """Ends a pipeline after type inference with the inferred return type as its result."""
+
+    _name = "nbdata_return_type_only"
+
+    def __init__(self):
+        numba.core.compiler_machinery.FunctionPass.__init__(self)
+
+    def run_pass(self, state):
+        state.cr = state.return_type
+        return False
+
+
+numba.core.compiler_machinery.register_pass(mutates_CFG=False, analysis_only=True)(
+    _ReturnTypeOnly)
+
+
+class _TypesOnly(numba.core.compiler.CompilerBase):
+    """Numba's front end and type inference, no lowering: what a typing probe needs."""
+
+    def define_pipelines(self):
+        pm = numba.core.compiler.DefaultPassBuilder.define_untyped_pipeline(self.state)
+        pm.add_pass(numba.core.typed_passes.NopythonTypeInference, "nopython frontend")
+        pm.add_pass(_ReturnTypeOnly, "return type only")
+        pm.finalize()
+        return [pm]
+
+
+_PROBE_FLAGS = numba.core.compiler.Flags()
+_PROBE_FLAGS.nrt = True     # what the functions it types are compiled with
+
+
+def _probe_return_type(dispatcher, structure: Any, argtys: tuple):
+    """What ``dispatcher`` returns when called on an element of ``structure`` whose
+    leaves have types ``argtys``, built as the kernel builds it (dicts, namedtuples).
+    Only the probe's types are inferred: the call compiles ``dispatcher`` (which the
+    kernel then reuses), but the probe itself is never lowered (building and boxing a
+    dict compiled for seconds, for a type)."""
     glb: dict = {"fn": dispatcher}
 
     def global_name(prefix, value):
@@ -105,11 +145,17 @@ def _probe(dispatcher, structure: Any, n: int):
         glb[name] = value
         return name
 
-    names = [f"v{k}" for k in range(n)]
+    names = [f"v{k}" for k in range(len(argtys))]
     text = (f"def probe({', '.join(names)}):\n"
             f"    return fn({', '.join(call_text(structure, names, global_name))})\n")
-    return jitted(materialize("probe", text, glb, "probe"), "probe",
-                  lambda fn: numba.njit(nogil=True)(fn))
+    probe = materialize("probe", text, glb, "probe")
+    target = numba.core.registry.cpu_target
+    with numba.core.compiler_lock.global_compiler_lock:
+        target.target_context.refresh()
+        target.typing_context.refresh()
+        return numba.core.compiler.compile_extra(
+            target.typing_context, target.target_context, probe, tuple(argtys), None,
+            _PROBE_FLAGS, {}, pipeline_class=_TypesOnly)
 
 
 def _result_leaf_types(ty, spec: Any, fname: str) -> list:
@@ -170,9 +216,7 @@ class CpuTyper:
                           for s in substructures(chain.structure))
         try:
             if needs_probe:
-                probe = _probe(dispatcher, chain.structure, len(chain.types))
-                probe.compile(chain.types)
-                result = probe.overloads[chain.types].signature.return_type
+                result = _probe_return_type(dispatcher, chain.structure, tuple(chain.types))
             else:
                 argtys = _plain_arg_types(chain.structure, chain.types)
                 dispatcher.compile(argtys)

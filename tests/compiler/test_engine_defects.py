@@ -267,11 +267,18 @@ def _pipeline_with_closure(scale):
 @pytest.mark.parametrize("disk_cache", [False, True])
 def test_kernels_do_not_keep_user_closures_alive(disk_cache, tmp_path, monkeypatch):
     monkeypatch.setenv("NBDATA_CACHE_DIR", str(tmp_path) if disk_cache else "")
+    # Only this test's kernels: an earlier test's pipeline may still be alive in this
+    # process (a module fixture's, or one whose parallel kernel compiles in the background).
+    gc.collect()
+    modules_before = {m for m in sys.modules if m.startswith("nbdata_stage_")}
+    lines_before = {k for k in linecache.cache if str(k).startswith("<nbdata-fused-stage")}
     ref = _pipeline_with_closure(3.0 if disk_cache else 5.0)
     gc.collect()
     assert ref() is None
-    assert not [m for m in sys.modules if m.startswith("nbdata_stage_")]
-    assert not [k for k in linecache.cache if str(k).startswith("<nbdata-fused-stage")]
+    assert not [m for m in sys.modules if m.startswith("nbdata_stage_")
+                and m not in modules_before]
+    assert not [k for k in linecache.cache if str(k).startswith("<nbdata-fused-stage")
+                and k not in lines_before]
 
 
 # --------------------------------------------------------- file cache

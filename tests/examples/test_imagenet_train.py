@@ -40,6 +40,7 @@ def _host(x):
     return x.copy_to_host() if hasattr(x, "copy_to_host") else np.asarray(x)
 
 
+@pytest.mark.host_only
 def test_cpu_fallback_trains(example, files):
     result = example.run(files, steps=4, batch=BATCH, size=SIZE, device="cpu")
     assert result["path"] == "cpu" and result["images"] == 16
@@ -65,6 +66,7 @@ def test_gpu_path_trains_and_equals_the_cpu_path(example, files):
         np.testing.assert_allclose(gx, cx, rtol=1e-5, atol=tolerance)
 
 
+@pytest.mark.host_only
 def test_main_prints_the_rate_and_the_wait(example, capsys):
     assert example.main(["--images", "12", "--steps", "2", "--batch", "4", "--size", str(SIZE),
                          "--device", "cpu"]) == 0

@@ -375,7 +375,7 @@ def _random_brightness_nopython(image, max_delta, seed):
     def impl(image, max_delta, seed):
         if max_delta < 0:
             raise ValueError("max_delta must be non-negative.")
-        delta = _uniform_in(seed, _BRIGHTNESS_STREAM, -max_delta, max_delta)
+        delta = _uniform_in(seed, np.int64(_BRIGHTNESS_STREAM), -max_delta, max_delta)
         return _adjust_brightness(image, delta, to_float, from_float, low, high,
                                   np.empty(image.shape, dtype))
     return impl
@@ -557,7 +557,7 @@ def _random_contrast_nopython(image, lower, upper, seed):
             raise ValueError("upper must be > lower.")
         if lower < 0:
             raise ValueError("lower must be non-negative.")
-        return _adjust_contrast(image, _uniform_in(seed, _CONTRAST_STREAM, lower, upper), to_float,
+        return _adjust_contrast(image, _uniform_in(seed, np.int64(_CONTRAST_STREAM), lower, upper), to_float,
                                 from_float, low, high, np.empty(image.shape, dtype))
     return impl
 
@@ -652,7 +652,7 @@ def _saturation_nopython(image, saturation_factor):
     def impl(image, saturation_factor):
         if image.shape[-1] != 3:
             raise ValueError("adjust_saturation: input must have 3 channels")
-        return _adjust_rgb(image, False, np.float32(saturation_factor), to_float, from_float,
+        return _adjust_rgb(image, np.bool_(False), np.float32(saturation_factor), to_float, from_float,
                            low, high, np.empty(image.shape, dtype))
     return impl
 
@@ -712,7 +712,7 @@ def _hue_nopython(image, delta, name=None):
     def impl(image, delta, name=None):
         if image.shape[-1] != 3:
             raise ValueError("adjust_hue: input must have 3 channels")
-        return _adjust_rgb(image, True, np.float32(delta), to_float, from_float, low, high,
+        return _adjust_rgb(image, np.bool_(True), np.float32(delta), to_float, from_float, low, high,
                            np.empty(image.shape, dtype))
     return impl
 
@@ -724,7 +724,7 @@ def _random_saturation_nopython(image, lower, upper, seed):
     def impl(image, lower, upper, seed):
         if upper <= lower or lower < 0 or image.shape[-1] != 3:
             raise ValueError("random_saturation: 0 <= lower < upper and 3 channels are required")
-        return _adjust_rgb(image, False, _uniform_in(seed, _SATURATION_STREAM, lower, upper),
+        return _adjust_rgb(image, np.bool_(False), _uniform_in(seed, np.int64(_SATURATION_STREAM), lower, upper),
                            to_float, from_float, low, high, np.empty(image.shape, dtype))
     return impl
 
@@ -736,7 +736,7 @@ def _random_hue_nopython(image, max_delta, seed):
     def impl(image, max_delta, seed):
         if max_delta > 0.5 or max_delta < 0 or image.shape[-1] != 3:
             raise ValueError("random_hue: 0 <= max_delta <= 0.5 and 3 channels are required")
-        return _adjust_rgb(image, True, _uniform_in(seed, _HUE_STREAM, -max_delta, max_delta),
+        return _adjust_rgb(image, np.bool_(True), _uniform_in(seed, np.int64(_HUE_STREAM), -max_delta, max_delta),
                            to_float, from_float, low, high, np.empty(image.shape, dtype))
     return impl
 

@@ -141,7 +141,10 @@ def _resize_bilinear_window(image, row0, col0, in_height, in_width,
 def _resize_bilinear(image, out_height, out_width):
     height, width, _ = image.shape
     _check_resize_sizes("resize", height, width, out_height, out_width)
-    return _resize_bilinear_window(image, 0, 0, height, width, out_height, out_width)
+    # np.int64(0): a literal 0 would compile a specialization of its own (Numba types
+    # constants passed between compiled functions as literals)
+    return _resize_bilinear_window(image, np.int64(0), np.int64(0), height, width,
+                                   out_height, out_width)
 
 
 @numba.njit(nogil=True, cache=True)
