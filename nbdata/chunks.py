@@ -79,11 +79,36 @@ class StringColumn:
     ([b'', b'xyz'], [b'xyz'])
     """
 
-    __slots__ = ("data", "offsets")
+    __slots__ = ("_parts", "_n")
 
     def __init__(self, data: np.ndarray, offsets: np.ndarray):
-        self.data = data
-        self.offsets = offsets
+        self._parts = (data, offsets)
+        self._n = None
+
+    @classmethod
+    def deferred(cls, n: int, make) -> "StringColumn":
+        """``n`` strings that ``make()`` returns as ``(data, offsets)`` when first read:
+        a column gathered from buffers that never change, which a fused kernel that
+        does not read the strings then never gathers."""
+        column = cls.__new__(cls)
+        column._parts = make
+        column._n = int(n)
+        return column
+
+    def _whole(self) -> tuple:
+        parts = self._parts
+        if callable(parts):
+            parts = parts()
+            self._parts = parts   # one attribute: threads see the thunk or the result
+        return parts
+
+    @property
+    def data(self) -> np.ndarray:
+        return self._whole()[0]
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return self._whole()[1]
 
     @classmethod
     def from_values(cls, values) -> "StringColumn":
@@ -94,7 +119,7 @@ class StringColumn:
         return cls(np.frombuffer(b"".join(values), np.uint8), offsets)
 
     def __len__(self) -> int:
-        return len(self.offsets) - 1
+        return self._n if self._n is not None else len(self.offsets) - 1
 
     def row(self, j: int) -> bytes:
         return self.data[self.offsets[j]:self.offsets[j + 1]].tobytes()
@@ -127,6 +152,9 @@ class StringColumn:
 
     @property
     def nbytes(self) -> int:
+        """The bytes it holds (a deferred column: none yet, beyond its row count)."""
+        if callable(self._parts):
+            return 8 * (len(self) + 1)
         return int(self.offsets[-1] - self.offsets[0]) + 8 * len(self.offsets)
 
 

@@ -29,6 +29,7 @@ import collections
 import collections.abc
 import concurrent.futures
 import dataclasses
+import functools
 import threading
 from typing import Any
 
@@ -649,8 +650,21 @@ class ArrowSource(Node):
                 if bad is not None:
                     raise self.null_error(int(rows[picked[bad[0]]]), bad[1])
             blocks.append(block)
+        # Strings are gathered when first read (decoded units never change): a fused
+        # kernel that does not read a string column leaves it ungathered.
         if len(blocks) == 1:
-            return Chunk([col_take(c, local) for c in blocks[0].columns], n)
+            whole = blocks[0].columns
+            arrays = [k for k, c in enumerate(whole) if isinstance(c, np.ndarray)]
+            if len(arrays) > 1 and n >= 1 << 15:   # the columns on nbdata's threads
+                pool = shared_pool()
+                taken = dict(zip(arrays, [f.result() for f in [
+                    pool.submit(np.take, whole[k], local, 0) for k in arrays]]))
+            else:
+                taken = {k: col_take(whole[k], local) for k in arrays}
+            return Chunk([taken[k] if k in taken else
+                          StringColumn.deferred(n, functools.partial(_taken_parts, c.take, local))
+                          if isinstance(c, StringColumn) else col_take(c, local)
+                          for k, c in enumerate(whole)], n)
         picked = [np.flatnonzero(units == u) for u in present] if len(present) <= 16 else \
             np.split(np.argsort(units, kind="stable"),
                      np.cumsum(np.bincount(units)[present])[:-1])
@@ -669,9 +683,10 @@ class ArrowSource(Node):
                 columns[k] = gather_units([b.columns[k] for b in blocks], picked, locals_)
         for k in range(width):
             if columns[k] is None:   # strings, lists: each block's rows, then put in order
-                order = np.argsort(np.concatenate(picked), kind="stable")
-                columns[k] = col_take(col_concat([col_take(b.columns[k], r)
-                                                  for b, r in zip(blocks, locals_)]), order)
+                parts = [b.columns[k] for b in blocks]
+                take = functools.partial(_take_in_order, parts, locals_, picked)
+                columns[k] = (StringColumn.deferred(n, functools.partial(_taken_parts, take))
+                              if all(isinstance(c, StringColumn) for c in parts) else take())
         return Chunk(columns, n)
 
     def _empty_columns(self) -> list:
@@ -733,6 +748,19 @@ class ArrowSource(Node):
                                            for a in args_of(col_slice(c, lo, lo + k), kd)],
                             lambda r: [c.row(r) if isinstance(c, StringColumn) else c[r]
                                        for c in cols])
+
+
+def _take_in_order(parts: list, locals_: list, picked: list):
+    """Rows ``locals_[b]`` of each block's column ``parts[b]``, which are the chunk's
+    rows ``picked[b]``, in the chunk's order."""
+    order = np.argsort(np.concatenate(picked), kind="stable")
+    return col_take(col_concat([col_take(c, r) for c, r in zip(parts, locals_)]), order)
+
+
+def _taken_parts(take, *args) -> tuple:
+    """(data, offsets) of the StringColumn ``take(*args)`` returns."""
+    column = take(*args)
+    return column.data, column.offsets
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

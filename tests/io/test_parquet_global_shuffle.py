@@ -59,3 +59,32 @@ def test_batches_of_positions_across_row_groups(files):
     np.testing.assert_array_equal(np.sort(ids), np.arange(2300))
     for b in batches:
         np.testing.assert_array_equal(b["x"], b["id"].astype(np.float32) / 4)
+
+
+@pytest.mark.parametrize("one_file", [True, False])
+def test_strings_a_fused_map_drops_are_never_gathered(files, one_file, monkeypatch):
+    """The rows of a string column are taken when first read: a fused map that drops
+    the strings gathers none of them (in a chunk within one row group or across
+    several); a pipeline that keeps them gets each row's own string."""
+    from nbdata import chunks
+    gathered = []
+    real = chunks.gather_strings
+    monkeypatch.setattr(chunks, "gather_strings",
+                        lambda *a: gathered.append(len(a[2])) or real(*a))
+    paths = files[:1] if one_file else files
+    n = 700 if one_file else 2300
+    options = nd.Options()
+    options.fusion_min_rows = 0
+
+    def shuffled():
+        return nd.experimental.global_shuffle(
+            nd.io.ParquetDataset(paths, columns=["id", "s"]), seed=3)
+
+    pipe = shuffled().map(lambda e: e["id"] * 2).batch(64).with_options(options).compile()
+    ids = np.concatenate(list(pipe))
+    assert sorted(ids.tolist()) == list(range(0, 2 * n, 2))
+    assert "fused_stage" in pipe.explain() and gathered == []
+    kept = shuffled().map(lambda e: (e["id"], e["s"])).with_options(options)
+    rows = [(int(i), bytes(s)) for i, s in kept]
+    assert gathered and sorted(rows) == [(i, f"r{i}".encode()) for i in range(n)]
+    assert [i for i, _ in rows] == (ids // 2).tolist()   # the same permutation
