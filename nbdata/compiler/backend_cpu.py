@@ -100,21 +100,18 @@ def _plain_arg_types(structure: Any, leaf_types: tuple) -> tuple:
     return (build(structure),)
 
 
+@numba.core.compiler_machinery.register_pass(mutates_CFG=False, analysis_only=True)
 class _ReturnTypeOnly(numba.core.compiler_machinery.FunctionPass):
     """Ends a pipeline after type inference with the inferred return type as its result."""
 
     _name = "nbdata_return_type_only"
 
-    def __init__(self):
+    def __init__(self):   # abstract in Numba's pass base class
         numba.core.compiler_machinery.FunctionPass.__init__(self)
 
     def run_pass(self, state):
         state.cr = state.return_type
         return False
-
-
-numba.core.compiler_machinery.register_pass(mutates_CFG=False, analysis_only=True)(
-    _ReturnTypeOnly)
 
 
 class _TypesOnly(numba.core.compiler.CompilerBase):

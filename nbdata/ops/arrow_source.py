@@ -650,43 +650,45 @@ class ArrowSource(Node):
                 if bad is not None:
                     raise self.null_error(int(rows[picked[bad[0]]]), bad[1])
             blocks.append(block)
-        # Strings are gathered when first read (decoded units never change): a fused
-        # kernel that does not read a string column leaves it ungathered.
-        if len(blocks) == 1:
+        if len(blocks) == 1:   # its rows, taken directly
             whole = blocks[0].columns
-            arrays = [k for k, c in enumerate(whole) if isinstance(c, np.ndarray)]
-            if len(arrays) > 1 and n >= 1 << 15:   # the columns on nbdata's threads
-                pool = shared_pool()
-                taken = dict(zip(arrays, [f.result() for f in [
-                    pool.submit(np.take, whole[k], local, 0) for k in arrays]]))
-            else:
-                taken = {k: col_take(whole[k], local) for k in arrays}
-            return Chunk([taken[k] if k in taken else
-                          StringColumn.deferred(n, functools.partial(_taken_parts, c.take, local))
-                          if isinstance(c, StringColumn) else col_take(c, local)
-                          for k, c in enumerate(whole)], n)
-        picked = [np.flatnonzero(units == u) for u in present] if len(present) <= 16 else \
-            np.split(np.argsort(units, kind="stable"),
-                     np.cumsum(np.bincount(units)[present])[:-1])
-        locals_ = [local[p] for p in picked]
+
+            def array_of(k):
+                return np.take(whole[k], local, 0)
+
+            def taker(k):
+                return functools.partial(col_take, whole[k], local)
+        else:                  # each block's rows, then put in the chunk's order
+            picked = [np.flatnonzero(units == u) for u in present] if len(present) <= 16 else \
+                np.split(np.argsort(units, kind="stable"),
+                         np.cumsum(np.bincount(units)[present])[:-1])
+            locals_ = [local[p] for p in picked]
+
+            def array_of(k):
+                return gather_units([b.columns[k] for b in blocks], picked, locals_)
+
+            def taker(k):
+                return functools.partial(_take_in_order, [b.columns[k] for b in blocks],
+                                         locals_, picked)
         width = len(blocks[0].columns)
         arrays = [k for k in range(width) if all(isinstance(b.columns[k], np.ndarray) for b in blocks)]
         columns: list = [None] * width
         if len(arrays) > 1 and n >= 1 << 15:   # the columns on nbdata's threads (nogil)
             pool = shared_pool()
-            futures = {k: pool.submit(gather_units, [b.columns[k] for b in blocks], picked,
-                                      locals_) for k in arrays}
+            futures = {k: pool.submit(array_of, k) for k in arrays}
             for k, f in futures.items():
                 columns[k] = f.result()
         else:
             for k in arrays:
-                columns[k] = gather_units([b.columns[k] for b in blocks], picked, locals_)
+                columns[k] = array_of(k)
+        # Strings are gathered when first read (decoded units never change): a fused
+        # kernel that does not read a string column leaves it ungathered.
         for k in range(width):
-            if columns[k] is None:   # strings, lists: each block's rows, then put in order
-                parts = [b.columns[k] for b in blocks]
-                take = functools.partial(_take_in_order, parts, locals_, picked)
+            if columns[k] is None:   # strings, lists, arrays gather_units left to us
+                take = taker(k)
                 columns[k] = (StringColumn.deferred(n, functools.partial(_taken_parts, take))
-                              if all(isinstance(c, StringColumn) for c in parts) else take())
+                              if all(isinstance(b.columns[k], StringColumn) for b in blocks)
+                              else take())
         return Chunk(columns, n)
 
     def _empty_columns(self) -> list:
@@ -757,9 +759,9 @@ def _take_in_order(parts: list, locals_: list, picked: list):
     return col_take(col_concat([col_take(c, r) for c, r in zip(parts, locals_)]), order)
 
 
-def _taken_parts(take, *args) -> tuple:
-    """(data, offsets) of the StringColumn ``take(*args)`` returns."""
-    column = take(*args)
+def _taken_parts(take) -> tuple:
+    """(data, offsets) of the StringColumn ``take()`` returns."""
+    column = take()
     return column.data, column.offsets
 
 

@@ -557,8 +557,9 @@ def _random_contrast_nopython(image, lower, upper, seed):
             raise ValueError("upper must be > lower.")
         if lower < 0:
             raise ValueError("lower must be non-negative.")
-        return _adjust_contrast(image, _uniform_in(seed, np.int64(_CONTRAST_STREAM), lower, upper), to_float,
-                                from_float, low, high, np.empty(image.shape, dtype))
+        factor = _uniform_in(seed, np.int64(_CONTRAST_STREAM), lower, upper)
+        return _adjust_contrast(image, factor, to_float, from_float, low, high,
+                                np.empty(image.shape, dtype))
     return impl
 
 
@@ -652,8 +653,8 @@ def _saturation_nopython(image, saturation_factor):
     def impl(image, saturation_factor):
         if image.shape[-1] != 3:
             raise ValueError("adjust_saturation: input must have 3 channels")
-        return _adjust_rgb(image, np.bool_(False), np.float32(saturation_factor), to_float, from_float,
-                           low, high, np.empty(image.shape, dtype))
+        return _adjust_rgb(image, np.bool_(False), np.float32(saturation_factor), to_float,
+                           from_float, low, high, np.empty(image.shape, dtype))
     return impl
 
 
@@ -694,7 +695,9 @@ class _Hue(_Saturation):
 
 @numba.njit(nogil=True, cache=True)
 def _uniform_in(seed, stream, low, high):
-    """:func:`_drawn` in compiled code."""
+    """:func:`_drawn` in compiled code. Callers pass ``np.int64(stream)`` (and
+    ``_adjust_rgb`` ``np.bool_`` flags): Numba types a constant passed between compiled
+    functions as a literal, and each literal compiles a specialization of its own."""
     u = random.uniform(random.key(np.int64(seed[0]), stream, 0), np.int64(seed[1]))
     return np.float32(np.float64(low) + (np.float64(high) - np.float64(low)) * u)
 
@@ -712,8 +715,8 @@ def _hue_nopython(image, delta, name=None):
     def impl(image, delta, name=None):
         if image.shape[-1] != 3:
             raise ValueError("adjust_hue: input must have 3 channels")
-        return _adjust_rgb(image, np.bool_(True), np.float32(delta), to_float, from_float, low, high,
-                           np.empty(image.shape, dtype))
+        return _adjust_rgb(image, np.bool_(True), np.float32(delta), to_float, from_float, low,
+                           high, np.empty(image.shape, dtype))
     return impl
 
 
@@ -724,8 +727,9 @@ def _random_saturation_nopython(image, lower, upper, seed):
     def impl(image, lower, upper, seed):
         if upper <= lower or lower < 0 or image.shape[-1] != 3:
             raise ValueError("random_saturation: 0 <= lower < upper and 3 channels are required")
-        return _adjust_rgb(image, np.bool_(False), _uniform_in(seed, np.int64(_SATURATION_STREAM), lower, upper),
-                           to_float, from_float, low, high, np.empty(image.shape, dtype))
+        factor = _uniform_in(seed, np.int64(_SATURATION_STREAM), lower, upper)
+        return _adjust_rgb(image, np.bool_(False), factor, to_float, from_float, low, high,
+                           np.empty(image.shape, dtype))
     return impl
 
 
@@ -736,8 +740,9 @@ def _random_hue_nopython(image, max_delta, seed):
     def impl(image, max_delta, seed):
         if max_delta > 0.5 or max_delta < 0 or image.shape[-1] != 3:
             raise ValueError("random_hue: 0 <= max_delta <= 0.5 and 3 channels are required")
-        return _adjust_rgb(image, np.bool_(True), _uniform_in(seed, np.int64(_HUE_STREAM), -max_delta, max_delta),
-                           to_float, from_float, low, high, np.empty(image.shape, dtype))
+        delta = _uniform_in(seed, np.int64(_HUE_STREAM), -max_delta, max_delta)
+        return _adjust_rgb(image, np.bool_(True), delta, to_float, from_float, low, high,
+                           np.empty(image.shape, dtype))
     return impl
 
 
