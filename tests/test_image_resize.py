@@ -107,6 +107,27 @@ def test_resize_in_nopython_matches_python():
     np.testing.assert_array_equal(got, image.resize(img, (4, 5)))
 
 
+def test_constant_sizes_in_compiled_code_share_one_compiled_resize():
+    """A size written as constants reaches the resize kernels as int64, not as literals:
+    each constant size had compiled a bilinear resize of its own (1-2 s each)."""
+    img = sample_image((9, 14, 2), np.int32)    # a dtype no other test resizes
+    kernels = (resizing._resize_bilinear, resizing._resize_bilinear_window,
+               resizing._random_resized_crop)
+    before = [len(k.signatures) for k in kernels]
+    for f in (numba.njit(lambda x: image.resize(x, (4, 4))),
+              numba.njit(lambda x: image.resize(x, (7, 3))),
+              numba.njit(lambda x: image.random_resized_crop(x, (5, 5), seed=(1, 2))),
+              numba.njit(lambda x: image.random_resized_crop(x, (6, 2), seed=(1, 2)))):
+        out = f(img)
+        assert out.dtype == np.float32
+    np.testing.assert_array_equal(numba.njit(lambda x: image.resize(x, (7, 3)))(img),
+                                  image.resize(img, (7, 3)))
+    added = [len(k.signatures) - b for k, b in zip(kernels, before)]
+    assert all(n <= 1 for n in added), added     # (0 where an earlier test compiled it)
+    for k in kernels:
+        assert not any("Literal" in str(sig) for sig in k.signatures), k.signatures
+
+
 def test_resize_errors():
     img = np.zeros((4, 4, 3), np.uint8)
     with pytest.raises(ValueError, match="resize: unsupported method 'bicubic'"):

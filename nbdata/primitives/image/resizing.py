@@ -365,7 +365,9 @@ def _resize_nopython(image, size, method="bilinear"):
 
     def impl(image, size, method="bilinear"):
         pair_length("resize", "size", size)
-        return resize_impl(image, size[0], size[1])
+        # np.int64: under prefer_literal a constant size arrives as literals, and each
+        # size would compile a resize of its own
+        return resize_impl(image, np.int64(size[0]), np.int64(size[1]))
     return impl
 
 
@@ -518,7 +520,7 @@ def _random_resized_crop_nopython(image, size, scale=(0.08, 1.0), ratio=(3 / 4, 
         pair_length(op, "ratio", ratio)
         pair_length(op, "seed", seed)
         return _random_resized_crop(
-            image, size[0], size[1], np.float64(scale[0]), np.float64(scale[1]),
+            image, np.int64(size[0]), np.int64(size[1]), np.float64(scale[0]), np.float64(scale[1]),
             np.float64(ratio[0]), np.float64(ratio[1]), np.int64(seed[0]), np.int64(seed[1]))
     return impl
 
