@@ -5,6 +5,7 @@ is imported by nothing but the re-exports: the package's file and the TF1 namesp
 ``nbdata.compat.v1`` (``import nbdata.compat.v1 as tf``), which is a re-export of it."""
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -53,12 +54,17 @@ def _layer(module: str) -> int:
     return best[0]
 
 
+@functools.cache
+def _trees() -> dict:
+    """``{path: syntax tree}`` of every package file, parsed once (each test walks them)."""
+    return {path: ast.parse(path.read_text()) for path in sorted(ROOT.rglob("*.py"))}
+
+
 def _imports(path: Path, modules: set) -> set:
     """The package modules ``path`` imports (a ``from package import name`` of a module
     counts as that module)."""
     found = set()
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
+    for node in ast.walk(_trees()[path]):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.split(".")[0] == "nbdata")
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
@@ -69,8 +75,9 @@ def _imports(path: Path, modules: set) -> set:
     return found
 
 
+@functools.cache
 def _graph() -> dict:
-    paths = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    paths = {_module_name(p): p for p in _trees()}
     return {m: _imports(p, set(paths)) & set(paths) for m, p in paths.items()}
 
 
@@ -124,8 +131,8 @@ def test_the_checker_sees_what_it_checks():
 def _registry_users() -> dict:
     """``{slot: modules asking for it}``: the calls ``provided("slot")`` in the package."""
     users = {}
-    for path in ROOT.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+    for path, tree in _trees().items():
+        for node in ast.walk(tree):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "provided" \
                     and node.args and isinstance(node.args[0], ast.Constant):
                 users.setdefault(node.args[0].value, set()).add(_module_name(path))
@@ -149,8 +156,7 @@ def test_no_module_registers_by_mutating_another_at_import():
     another package module (the old import-time registration into a lower module's
     list, which depended on import order)."""
     found = []
-    for path in ROOT.rglob("*.py"):
-        tree = ast.parse(path.read_text())
+    for path, tree in _trees().items():
         modules = {a.asname or a.name for node in tree.body if isinstance(node, ast.Import)
                    for a in node.names if a.name.startswith("nbdata")}
         modules |= {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom)
