@@ -45,9 +45,52 @@ def pytest_generate_tests(metafunc):
     metafunc.parametrize("gpu_backend", kinds, indirect=True)
 
 
+# Tests that must share one pytest-xdist worker, by path prefix: the distribute tests
+# run on one local Ray instance, started once (tests/distribute/conftest.py). The
+# groups are made here, by the scheduler, from the test ids: pytest-xdist's own
+# xdist_group marks are read from an attribute pytest 9.2 no longer uses for test ids,
+# so with it the distribute tests were spread over every worker, and Ray started and
+# stopped again around each run of them.
+_XDIST_GROUPS = {"tests/distribute/": "ray"}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` (pyproject.toml): each test its own unit of work, except
+    the groups above, each one unit that runs on one worker in a row."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class PathGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            for prefix, group in _XDIST_GROUPS.items():
+                if nodeid.startswith(prefix):
+                    return group
+            return nodeid
+
+    return PathGroups(config, log)
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "host_only: a test in tests/gpu or tests/examples that "
                             "runs no GPU work (not repeated per GPU backend)")
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        _compile_sources()
+
+
+def _compile_sources():
+    """Byte-compiles nbdata's sources once, in the first pytest process, where Python
+    will not write bytecode itself (``PYTHONDONTWRITEBYTECODE``, as in CI's containers).
+    The tests import nbdata from this checkout, in every pytest-xdist worker and in the
+    processes tests start (Ray's actors, the fresh-process tests); without ``.pyc``
+    files each of them compiled all of nbdata's modules again, 0.7 s of CPU per process.
+    The files go to the checkout's ``__pycache__`` directories (git-ignored), where
+    Python would have put them."""
+    if not sys.dont_write_bytecode:
+        return   # the first process to import a module writes its bytecode
+    import compileall
+    compileall.compile_dir(os.path.join(os.path.dirname(os.path.abspath(__file__)), "nbdata"),
+                           quiet=1)
 
 
 @pytest.fixture(autouse=True)

@@ -42,12 +42,3 @@ def _end_unused_jobs():
     yield
     gc.collect()
 
-
-def pytest_collection_modifyitems(config, items):
-    """Every distribute test in one pytest-xdist group (``--dist loadgroup``, set in
-    pyproject.toml): one Ray instance for the run instead of one per xdist worker, whose
-    daemons and actor processes would compete with each other for the cores."""
-    here = str(__import__("pathlib").Path(__file__).parent)
-    for item in items:
-        if str(item.fspath).startswith(here):
-            item.add_marker(pytest.mark.xdist_group("ray"))
