@@ -106,6 +106,16 @@ def test_prefetch_over_a_fused_pipeline_keeps_its_values():
     assert [b.tolist() for b in ds.prefetch(1)] == expected
 
 
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raising KeyboardInterrupt in this process, as in an interactive one: a
+    process started with SIGINT ignored (a command run in the background by a
+    non-interactive shell, as a CI script may be) never gets Python's handler."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def _interrupt_main_after(seconds: float) -> dict:
     fired = {}
     main = threading.main_thread().ident
@@ -120,7 +130,7 @@ def _interrupt_main_after(seconds: float) -> dict:
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                     reason="signals reach the main thread only")
-def test_ctrl_c_on_a_prefetch_surfaces_at_once_and_stops_the_producer():
+def test_ctrl_c_on_a_prefetch_surfaces_at_once_and_stops_the_producer(ctrl_c_raises):
     f = Counted(0.005)
     # 6,000 calls of 5 ms: 30 s at most if the interrupt were lost (the test then fails
     # in bounded time instead of running 10**5 calls)
@@ -153,7 +163,7 @@ def test_ctrl_c_on_a_prefetch_surfaces_at_once_and_stops_the_producer():
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                     reason="signals reach the main thread only")
-def test_interrupted_iteration_resumes_without_loss():
+def test_interrupted_iteration_resumes_without_loss(ctrl_c_raises):
     f = Counted(0.003)
     ds = nd.Dataset.range(400).map(f, output_signature=_spec()).batch(10).prefetch(2)
     it = iter(ds)
