@@ -578,17 +578,26 @@ class Job:
         stops and its hosts drop its workers."""
         self.consumers.clear()
         await self.leave(None)
-        self._drop_workers()
+        # Awaited: when end() returns, no host holds a worker of the job (the drops are
+        # calls of this actor, which the caller's next calls to a host need not follow).
+        for dropped in self._drop_workers():
+            try:
+                await dropped
+            except Exception:  # noqa: BLE001 - a host that died has dropped them too
+                pass
 
-    def _drop_workers(self) -> None:
+    def _drop_workers(self) -> list:
+        """Tells the job's hosts to drop its workers; the calls' refs."""
+        refs = []
         for host in {id(s.host): s.host for s in (*self.workers.values(),
                                                   *self.spare.values())}.values():
             try:
-                host.drop.remote([self.id + "/"])
+                refs.append(host.drop.remote([self.id + "/"]))
             except Exception:  # noqa: BLE001 - Ray going down
                 pass
         self.workers.clear()
         self.spare.clear()
+        return refs
 
     def __ray_shutdown__(self) -> None:
         # A job actor ends (its last handle went): its hosts drop its workers now (else
