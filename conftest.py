@@ -49,8 +49,8 @@ def pytest_generate_tests(metafunc):
 # run on one local Ray instance, started once (tests/distribute/conftest.py). The
 # groups are made here, by the scheduler, from the test ids: pytest-xdist's own
 # xdist_group marks are read from an attribute pytest 9.2 no longer uses for test ids,
-# so with it the distribute tests were spread over every worker, and Ray started and
-# stopped again around each run of them.
+# so with it the distribute tests were spread over every worker, each starting a Ray
+# instance of its own.
 _XDIST_GROUPS = {"tests/distribute/": "ray"}
 
 

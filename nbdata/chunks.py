@@ -122,7 +122,8 @@ class StringColumn:
         return self._n if self._n is not None else len(self.offsets) - 1
 
     def row(self, j: int) -> bytes:
-        return self.data[self.offsets[j]:self.offsets[j + 1]].tobytes()
+        data, offsets = self._whole()
+        return data[offsets[j]:offsets[j + 1]].tobytes()
 
     def values(self) -> list:
         off = self.offsets

@@ -553,20 +553,20 @@ class ChunkedRun:
                 type(columns[0]) in (list, RowList) or (dense and self.leaf_only)):
             rows = iter(columns[0]) if len(columns[0]) == n else iter(columns[0][:n])
             self.current = (rows, n, columns, dense, True)
-        elif dense and self.flat_tuple and columns:
-            self.current = (iter(range(n)), n, columns, dense, zip(*columns))
         elif columns and all(type(c) in (np.ndarray, StringColumn) for c in columns):
-            # Strings (records, lines): each string column's rows as bytes at once (one
-            # copy of the chunk's bytes, sliced in C), then the elements from zip, as for
-            # plain arrays; per row, col_row's dispatch and slicing cost about ten times
-            # as much. A single string leaf is handed out as its list.
+            # Arrays and strings (records, lines): the elements from zip over the columns,
+            # a string column's rows made bytes at once (one copy of the chunk's bytes,
+            # sliced in C; per row, col_row's dispatch and slicing cost several times as
+            # much). A single string leaf is handed out as its list.
             rows = [(c if len(c) == n else c.slice(0, n)).values() if type(c) is StringColumn
                     else c for c in columns]
             if self.single and len(rows) == 1 and self.leaf_only:
                 self.current = (iter(rows[0]), n, columns, dense, True)
             else:
-                pack = self.pack
-                self.current = (iter(range(n)), n, columns, dense, map(pack, zip(*rows)))
+                elements = zip(*rows)
+                if not self.flat_tuple:   # (a flat tuple is zip's own element)
+                    elements = map(self.pack, elements)
+                self.current = (iter(range(n)), n, columns, dense, elements)
         else:
             self.current = (iter(range(n)), n, columns, dense, None)
 
