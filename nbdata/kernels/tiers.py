@@ -4,8 +4,8 @@ compaction, shuffle draws, packing), as fused stages have them.
 Numba's parallel lowering costs seconds per signature (3 s for the TFRecord parse kernel,
 6 s for the CSV one on a 2-core machine), while the same function compiled without
 ``parallel`` takes a fraction of that. A :class:`TieredKernel` compiles that serial twin
-first and runs it; once the twin has run :data:`PARALLEL_AFTER` seconds for a signature,
-the parallel kernel compiles on a background thread and takes over at the next call. A
+first and runs it; once the twin has run :data:`PARALLEL_AFTER` seconds for a signature
+(calls that compiled or loaded the twin do not count), the parallel kernel compiles on a background thread and takes over at the next call. A
 parallel kernel already compiled in this process, or found in Numba's disk cache, runs
 from the first call. Both tiers run the same code (``prange`` is ``range`` in the twin),
 so which one ran a call changes nothing but speed. The twin is a copy of the function
@@ -76,8 +76,16 @@ class TieredKernel:
         tier = self._tier(sig)
         if tier["parallel"]:
             return self.parallel(*args)
+        serial = self.serial
+        known = len(serial.overloads)
         began = time.perf_counter()
-        result = self.serial(*args)
+        result = serial(*args)
+        if len(serial.overloads) != known:
+            # This call compiled the twin (or loaded it from the disk cache): that time is
+            # no measure of the work, and counting it promoted every kernel whose twin
+            # takes over PARALLEL_AFTER to compile at its first call, doubling a cold
+            # start's compiling for work that may take milliseconds.
+            return result
         tier["seconds"] += time.perf_counter() - began
         if tier["seconds"] >= PARALLEL_AFTER and tier["promoting"] is None:
             self._promote(sig, tier)

@@ -39,6 +39,7 @@ import pkgutil
 import sys
 from typing import Any, Callable
 
+import numpy as np
 from numba.extending import overload
 
 from nbdata.trace.abstract import sample_value, sample_variant
@@ -90,12 +91,14 @@ def define(impl: Callable | None = None, *, name: str | None = None,
            abstract: Callable | None = None, lift: Callable | None = None,
            gpu: Callable | None = None, decoder: Callable | None = None,
            numba: Callable | None = None, numba_options: dict | None = None,
-           device: bool = False, tags: tuple = ()):
+           device: bool = False, tags: tuple = (), view: bool = False):
     """Decorator making a primitive of its eager implementation; returns the public
     function (same name, signature and docstring). ``numba`` is the typing function of
     its Numba implementation (an ``overload``: given Numba types, it returns the
     implementation to compile). ``device``: the function is the batch form of a
-    primitive on device batches (``nd.gpu``), running its ``gpu`` step."""
+    primitive on device batches (``nd.gpu``), running its ``gpu`` step. Called eagerly
+    with a first argument that is an ndarray not C-contiguous, it gets a C-contiguous
+    copy, unless ``view``: the entry returns views of its first argument."""
     def make(impl: Callable):
         prim = Primitive(name or impl.__name__, impl, abstract=abstract, lift=lift, gpu=gpu,
                          decoder=decoder, device=device, tags=tuple(tags))
@@ -108,6 +111,13 @@ def define(impl: Callable | None = None, *, name: str | None = None,
                 variant = sample_variant(args[0])
                 if variant is not None:
                     return prim.samples(args, kwargs, variant)
+            if (not view and args and type(args[0]) is np.ndarray
+                    and not args[0].flags.c_contiguous):
+                # A C-contiguous copy: an entry's compiled implementation is then
+                # compiled once per dtype and rank, not again for every memory layout
+                # (seconds each for the larger image ops), and the copy is the one a
+                # strided input's values would need anyway.
+                args = (np.ascontiguousarray(args[0]),) + args[1:]
             return impl(*args, **kwargs)
 
         public.primitive = prim

@@ -151,9 +151,11 @@ def test_a_library_kernel_runs_its_serial_twin_then_the_parallel_kernel(tmp_path
     want = (np.arange(600, dtype=np.float64).reshape(20, 30).sum(axis=1)
             * np.arange(1, 21))
     monkeypatch.setattr(tiers, "PARALLEL_AFTER", 1e-9)
-    np.testing.assert_array_equal(_run(kernel), want)   # the twin; promotion starts
-    assert kernel.serial.signatures and not kernel.parallel.signatures
+    np.testing.assert_array_equal(_run(kernel), want)   # the twin, compiled by this call
     (tier,) = kernel._tiers.values()
+    assert tier["seconds"] == 0 and tier["promoting"] is None   # compiling is not work
+    np.testing.assert_array_equal(_run(kernel), want)   # the twin again; promotion starts
+    assert kernel.serial.signatures and not kernel.parallel.signatures
     tier["promoting"].join(timeout=300)
     assert tier["parallel"] and kernel.parallel.signatures
     np.testing.assert_array_equal(_run(kernel), want)   # the parallel kernel, same values

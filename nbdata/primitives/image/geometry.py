@@ -281,7 +281,7 @@ def _crop_spec(image, size, seed=None):
     return TensorSpec((height, width, channels), dtype)
 
 
-@define(tags=("image",), lift=_draw_window, gpu=_RandomCrop, abstract=_crop_spec,
+@define(tags=("image",), lift=_draw_window, gpu=_RandomCrop, abstract=_crop_spec, view=True,
         numba=lambda image, size, seed: lambda image, size, seed: _random_crop(image, size, seed))
 def random_crop(image, size, seed):
     """Crops a random (h, w) window out of an HWC image.
@@ -341,7 +341,7 @@ def flip_left_right(image):
     return _flip_left_right(image)
 
 
-@define(tags=("image",), lift=_lift_random_flip, gpu=_Flip,
+@define(tags=("image",), lift=_lift_random_flip, gpu=_Flip, view=True,
         numba=lambda image, seed: lambda image, seed: _random_flip_left_right(image, seed))
 def random_flip_left_right(image, seed):
     """Mirrors an HWC image along its width axis with probability 1/2.
@@ -403,7 +403,7 @@ def flip_up_down(image):
     return _flip_up_down(image) if image.ndim == 3 else _flip_batch_up_down(image)
 
 
-@define(tags=("image",),
+@define(tags=("image",), view=True,
         numba=lambda image, seed: lambda image, seed: _random_flip_up_down(image, seed))
 def random_flip_up_down(image, seed):
     """Mirrors an HWC image along its height axis with probability 1/2.

@@ -192,8 +192,20 @@ def normalize(image, mean, std):
         >>> image.normalize(img, np.array([0.0, 128.0, 255.0]), (1, 2, 4))
         array([[[0., 0., 0.]]], dtype=float32)
     """
-    # Lists as arrays: Numba's reflected lists are deprecated.
-    return _normalize(image, *(np.asarray(v) if isinstance(v, list) else v for v in (mean, std)))
+    return _normalize(image, _float32_values(mean), _float32_values(std))
+
+
+def _float32_values(values):
+    """Numbers, sequences and numeric arrays as the 1-D float32 array ``_per_channel``
+    makes of them in compiled code (the same conversion, done here), so that eager calls
+    compile ``_normalize`` once per image dtype whatever form ``mean`` and ``std`` take;
+    anything else as it is (Numba's typing reports it). Lists always become arrays:
+    Numba's reflected lists are deprecated."""
+    if isinstance(values, (list, tuple, int, float, np.ndarray, np.number)):
+        array = np.asarray(values)
+        if array.dtype.kind in "iuf":
+            return array.ravel().astype(np.float32)
+    return np.asarray(values) if isinstance(values, list) else values
 
 
 def _cast_nopython(image, dtype):
