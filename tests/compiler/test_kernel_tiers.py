@@ -185,3 +185,99 @@ def test_library_kernel_tier_settings(tmp_path, monkeypatch):
         monkeypatch.setenv("NBDATA_PARALLEL_KERNEL_AFTER", bad)
         with pytest.raises(ValueError, match="NBDATA_PARALLEL_KERNEL_AFTER"):
             parallel_kernel_after_default()
+
+
+# ------------------------------------------------ nbdata's own tiered kernels
+
+def _tiered_kernels() -> dict:
+    """``{name: TieredKernel}`` of every tiered library kernel in nbdata/kernels."""
+    import importlib
+    import pkgutil
+
+    from nbdata import kernels
+    from nbdata.kernels.tiers import TieredKernel
+    found = {}
+    for info in pkgutil.iter_modules(kernels.__path__, "nbdata.kernels."):
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if isinstance(value, TieredKernel) and value.py_func.__module__ == info.name:
+                found[f"{info.name}.{name}"] = value
+    return found
+
+
+def _library_inputs(tmp_path) -> tuple:
+    """A CSV file and a TFRecord file of Examples with VarLen values."""
+    csv_path = str(tmp_path / "rows.csv")
+    with open(csv_path, "wb") as f:
+        f.write(b"".join(b'%d,"q,%d",%d.5,\n' % (i, i, i) for i in range(3000)))
+    tfr_path = str(tmp_path / "rows.tfrecord")
+    with nd.io.TFRecordWriter(tfr_path) as writer:
+        for i in range(4100):
+            writer.write(nd.io.encode_example({"label": i, "v": np.arange(i % 5) + i}))
+    return csv_path, tfr_path
+
+
+def _library_pipelines(csv_path, tfr_path) -> list:
+    """One pipeline per tiered library kernel, on inputs that give each thread of the
+    parallel tier many rows: CSV decoding, record parsing with VarLen values (a batch of
+    4,096 records or more is parsed in parallel), compaction, shuffle draws, packing."""
+    csv = nd.TextLineDataset(csv_path).batch(512).map(
+        lambda b: nd.io.decode_csv(b, [np.int64(0), [""], np.float64(0), np.int64(-1)]))
+    features = {"label": nd.io.FixedLenFeature([], np.int64),
+                "v": nd.io.VarLenFeature(np.int64)}
+    records = nd.TFRecordDataset(tfr_path).batch(4100).map(
+        lambda r: nd.io.parse_example(r, features))
+    x = np.arange(60_000, dtype=np.int64).reshape(20_000, 3)
+    compaction = nd.Dataset.from_tensor_slices(x).map(lambda v: v * 2).filter(
+        lambda v: v[0] % 9 != 0).batch(1000)
+    pairs = nd.Dataset.from_generator(   # rows of two columns: slots drawn, then rows swapped
+        lambda: ((i, -i) for i in range(8000)),
+        output_signature=(nd.TensorSpec((), np.int64), nd.TensorSpec((), np.int64)))
+    shuffled = pairs.shuffle(4000, seed=3).batch(1000)
+    seqs = [np.arange(i % 37 + 1, dtype=np.int32) for i in range(2000)]
+    packed = nd.Dataset.from_generator(
+        lambda: iter(seqs), output_signature=nd.TensorSpec((None,), np.int32)).apply(
+        nd.experimental.pack(64)).batch(64)
+    return [csv, records, compaction, shuffled, packed]
+
+
+def _flat_values(e):
+    if isinstance(e, dict):
+        return [v for k in sorted(e) for v in _flat_values(e[k])]
+    if isinstance(e, (tuple, list)):
+        return [v for x in e for v in _flat_values(x)]
+    if hasattr(e, "values") and hasattr(e, "indices"):    # a SparseTensor
+        return [np.asarray(e.indices), np.asarray(e.values), np.asarray(e.dense_shape)]
+    assert isinstance(e, np.ndarray), type(e)
+    return [e]
+
+
+def test_every_library_kernel_s_parallel_tier_gives_its_twin_s_rows(tmp_path, monkeypatch):
+    """The parallel tier of each tiered library kernel, threads racing over its rows,
+    gives the rows its serial twin gives. Run deliberately: a twin promotes only after a
+    second of work, which a test's inputs seldom reach."""
+    from nbdata.kernels import tiers
+    kernels = _tiered_kernels()
+    assert len(kernels) >= 6, sorted(kernels)
+    options = nd.Options()
+    options.fusion_min_rows = 0
+    options.threading.private_threadpool_size = 2
+    outputs = {}
+    inputs = _library_inputs(tmp_path)
+    for after in (float("inf"), 0.0):
+        monkeypatch.setattr(tiers, "PARALLEL_AFTER", after)
+        for kernel in kernels.values():
+            monkeypatch.setattr(kernel, "_tiers", {})
+        outputs[after] = [[_flat_values(e) for e in ds.with_options(options)]
+                          for ds in _library_pipelines(*inputs)]
+        ran = {name for name, k in kernels.items()
+               if any(t["parallel"] == (after == 0) for t in k._tiers.values())}
+        assert ran == set(kernels), sorted(set(kernels) - ran)
+    serial, parallel = outputs[float("inf")], outputs[0.0]
+    for s, p in zip(serial, parallel):
+        assert len(s) == len(p) > 0
+        for a, b in zip(s, p):
+            assert len(a) == len(b)
+            for u, v in zip(a, b):
+                assert u.dtype == v.dtype
+                np.testing.assert_array_equal(u, v)
