@@ -152,7 +152,9 @@ class FromTensorSlices(Node):
             dt = numba_dtype(v.dtype, "source column")
             row = TensorSpec(v.shape[1:], v.dtype)
             layout = "C" if v.flags.c_contiguous else "A"
-            leaves.append(ColumnLeaf(row, dt if v.ndim == 1 else types.Array(dt, v.ndim - 1, layout)))
+            # the column is passed as it is: a read-only array's rows are read-only
+            leaves.append(ColumnLeaf(row, dt if v.ndim == 1 else types.Array(
+                dt, v.ndim - 1, layout, readonly=not v.flags.writeable)))
         source = ChunkSource(self, leaves, self.cardinality(), self._reader)
         source.in_place = all(flat_rows(v) is not None for v in flatten(self.value) if v.ndim > 1)
         return source

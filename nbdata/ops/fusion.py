@@ -162,12 +162,16 @@ class IndexedSource(ChunkSource):
 
 class StreamLeaf(SourceLeaf):
     """Row ``r`` of a column of an input chunk (C-contiguous, the planned dtype, unless
-    ``row_type`` says otherwise); array rows take the column and its (rows, size) view."""
+    ``row_type`` says otherwise); array rows take the column and its (rows, size) view.
+    A stage passes its input chunks' columns read-only, so an array row is typed
+    read-only: the type a compiled function is planned with is the one the kernel calls
+    it with (a writable type compiled every such function twice)."""
 
     def __init__(self, spec: TensorSpec, row_type=None):
         if row_type is None:
             dt = numba_dtype(spec.dtype, "stage input")
-            row_type = dt if not spec.shape else types.Array(dt, len(spec.shape), "C")
+            row_type = dt if not spec.shape else types.Array(dt, len(spec.shape), "C",
+                                                             readonly=True)
         super().__init__(spec, row_type)
         self.arg_count = 2 if spec.shape else 1
 
@@ -206,8 +210,8 @@ class RaggedLeaf(SourceLeaf):
     arg_count = 3
 
     def __init__(self, spec: TensorSpec):
-        dt = numba_dtype(spec.dtype, "stage input")
-        super().__init__(spec, types.Array(dt, len(spec.shape), "C"))
+        dt = numba_dtype(spec.dtype, "stage input")   # read-only, as StreamLeaf's rows
+        super().__init__(spec, types.Array(dt, len(spec.shape), "C", readonly=True))
 
     def emit_load(self, row, args):
         return row.ragged_view(self.spec, *args)

@@ -455,3 +455,32 @@ def test_a_function_that_cannot_be_recorded_is_not_an_internal_error():
     pipe, got, want = run_both(ds)
     assert "[Numba-compiled call]" in pipe.explain()
     assert [float(v) for v in got] == [float(v) for v in want] == [abs(k) for k in range(-5, 5)]
+
+
+@pytest.mark.parametrize("source", ["stream", "read-only array", "writable array"])
+def test_a_compiled_function_is_compiled_once_for_the_rows_the_kernel_hands_it(source):
+    """The planner types a function with the row types the kernel then calls it with:
+    a stage's input chunks are passed read-only, and so is a read-only array's column
+    (planned as writable, every function over them was compiled twice)."""
+    x = np.arange(6000, dtype=np.float64).reshape(2000, 3)
+    if source == "stream":   # a stage over the chunks of a generator: a stream source
+        ds = nd.Dataset.from_generator(lambda: iter(x), output_signature=nd.TensorSpec(
+            (3,), np.float64))
+    else:
+        if source == "read-only array":
+            x = x.copy()
+            x.flags.writeable = False
+        ds = nd.Dataset.from_tensor_slices(x)
+    def scale(row):   # a branch on a value: not lifted, a compiled call
+        return row * np.float64(2) if row[0] >= 0 else row
+
+    ds = ds.map(scale).batch(500)
+    pipe = ds.with_options(fused_options()).compile()
+    got = list(pipe)
+    assert "Numba-compiled call" in pipe.explain() and pipe.fused_stages()
+    compiled = scale._nbdata_dispatcher.signatures   # nbdata's dispatcher of the function
+    assert [sig[0].mutable for sig in compiled] == [source == "writable array"]
+    want = list(ds.with_options(reference_options()))   # (calls it from Python)
+    assert len(got) == len(want) == 4
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
