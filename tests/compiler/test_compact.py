@@ -87,3 +87,27 @@ def test_kept_source_rows_are_gathered_from_the_source_not_copied_twice(after):
     rest = list(again)
     assert len(rest) == len(want) - 7
     np.testing.assert_array_equal(rest[0][0], want[7][0])
+
+
+def test_rows_gathered_from_the_source_count_toward_the_chunk_bound(monkeypatch):
+    """A kernel call's outputs stay within 8 MiB, rows gathered straight from the source
+    included: a filter over wide rows gathers its kept rows a bounded chunk at a time
+    (counting only the kernel's own output columns, such a stage's chunks were bounded
+    by demand alone, up to 131,072 rows)."""
+    from nbdata.compiler import fused_stage
+    gathered = []
+    real = fused_stage.compact
+
+    def spy(column, rows, flat=None):
+        out = real(column, rows, flat)
+        gathered.append(out.nbytes)
+        return out
+
+    monkeypatch.setattr(fused_stage, "compact", spy)
+    x = np.random.default_rng(2).integers(0, 100, (6_000, 4096)).astype(np.uint8)
+    o = nd.Options()
+    o.fusion_min_rows = 0
+    ds = nd.Dataset.from_tensor_slices(x).filter(lambda v: v[0] % 5 != 0).batch(512)
+    got = np.concatenate(list(ds.with_options(o)))
+    np.testing.assert_array_equal(got, x[x[:, 0] % 5 != 0])
+    assert gathered and max(gathered) <= 8 << 20, max(gathered)
