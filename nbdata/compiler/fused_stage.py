@@ -225,9 +225,9 @@ class FusedChunks(ChunkIter):
         row_bytes = sum(max(1, int(np.prod(s.shape))) * np.dtype(s.dtype).itemsize
                         for s in list(stage.out_specs) + [s for _, s in stage.passthrough]) or 1
         # Rows per kernel call: outputs (rows gathered straight from the source included)
-        # of at most 8 MiB, so that malloc reuses freed
-        # chunks instead of mapping (and zeroing) fresh pages each time; a multiple of
-        # the batch size when no step drops rows, so that batches never straddle calls.
+        # of at most 8 MiB, so that malloc reuses freed chunks instead of mapping (and
+        # zeroing) fresh pages each time; a multiple of the batch size when no step drops
+        # rows, so that batches never straddle calls.
         self.max_chunk = ctx.options.chunk_rows or max(64, min(1 << 17, (8 << 20) // row_bytes))
         b = self.batch_size
         if b and not ctx.options.chunk_rows and not any(s.drops for s in self.plan.steps):

@@ -5,11 +5,12 @@ Numba's parallel lowering costs seconds per signature (3 s for the TFRecord pars
 6 s for the CSV one on a 2-core machine), while the same function compiled without
 ``parallel`` takes a fraction of that. A :class:`TieredKernel` compiles that serial twin
 first and runs it; once the twin has run :data:`PARALLEL_AFTER` seconds for a signature
-(calls that compiled or loaded the twin do not count), the parallel kernel compiles on a background thread and takes over at the next call. A
-parallel kernel already compiled in this process, or found in Numba's disk cache, runs
-from the first call. Both tiers run the same code (``prange`` is ``range`` in the twin),
-so which one ran a call changes nothing but speed. The twin is a copy of the function
-under its own name, so Numba's disk cache keeps the two tiers apart.
+(calls that compiled or loaded the twin do not count), the parallel kernel compiles on a
+background thread and takes over at the next call. A parallel kernel already compiled in
+this process, or found in Numba's disk cache, runs from the first call. Both tiers run
+the same code (``prange`` is ``range`` in the twin), so which one ran a call changes
+nothing but speed. The twin is a copy of the function under its own name, so Numba's
+disk cache keeps the two tiers apart.
 
 ``NBDATA_PARALLEL_KERNEL_AFTER`` sets :data:`PARALLEL_AFTER` for the process (seconds;
 ``0``: parallel kernels from the first call, ``inf``: serial twins only), and the default
