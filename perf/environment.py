@@ -37,10 +37,14 @@ def thread_budget() -> int:
 
 
 def set_thread_env(threads: int) -> None:
-    """Give every engine the same thread budget; must run before numba/tf/torch import."""
+    """Give every engine the same thread budget; must run before numba/tf/torch import.
+    0: leave every engine at its defaults (the busy-neighbour table's default column)."""
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                 "NUMBA_NUM_THREADS"):
-        os.environ[var] = str(threads)
+        if threads > 0:
+            os.environ[var] = str(threads)
+        else:
+            os.environ.pop(var, None)
     # The tables measure steady throughput: nbdata's parallel kernels from the first call
     # (a pipeline otherwise runs serial twins for its first second of work; the compile
     # table measures that start, with the default).
@@ -63,7 +67,10 @@ def _import_quietly(name: str):
 
 
 def configure_peer(module: Optional[str], threads: int) -> None:
-    """Import the peer a row needs and pin its intra/inter-op threads to `threads`."""
+    """Import the peer a row needs and pin its intra/inter-op threads to `threads`
+    (0: its defaults)."""
+    if threads <= 0:
+        return
     if module == "tensorflow":
         tf = _import_quietly("tensorflow")
         tf.config.threading.set_intra_op_parallelism_threads(threads)

@@ -327,7 +327,11 @@ def nbdata_rows(make_dataset, head):
 
     def fused(n):
         import nbdata as nd
-        ds = make_dataset(nd, *head(n)).with_options(nbdata_options(nd))
+        options = nbdata_options(nd)
+        # --quick sizes (w4's 2,000 images) are below fusion_min_rows: the row is the
+        # fused path at every size, as its name says
+        options.fusion_min_rows = 0
+        ds = make_dataset(nd, *head(n)).with_options(options)
         pipe = ds.compile()
         return lambda: pipe
 
@@ -342,8 +346,11 @@ def nbdata_rows(make_dataset, head):
 
 
 def nbdata_options(nd):
-    """nd.Options with the thread budget that every engine of the row gets."""
+    """nd.Options with the thread budget that every engine of the row gets (nbdata's
+    defaults where the run sets none: the busy-neighbour table's default column)."""
+    import os
     from perf.environment import thread_budget
     options = nd.Options()
-    options.threading.private_threadpool_size = thread_budget()
+    if "NUMBA_NUM_THREADS" in os.environ:
+        options.threading.private_threadpool_size = thread_budget()
     return options

@@ -21,7 +21,7 @@ from numba import types
 from nbdata import profiler, progress
 from nbdata.chunks import Chunk, RowList, chunk_from_elements, col_row
 from nbdata.compiler.kernel_cache import compile_kernel, load_kernel
-from nbdata.kernels.threads import kernel_section
+from nbdata.kernels.threads import KernelThreadTuner, kernel_section
 from nbdata.kernels.tiers import promote
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.kernels.compact import compact
@@ -73,6 +73,8 @@ class FusedStage(StageNode):
     # rows of a source column the kernel does not change (``results`` counts them after
     # the scratch and output columns)
     passthrough: tuple = ()
+    # the parallel kernel's thread count, tuned from its measured speed (default options)
+    tuner: KernelThreadTuner = dataclasses.field(default_factory=KernelThreadTuner)
 
     @property
     def compile_seconds(self) -> float:
@@ -391,10 +393,15 @@ class FusedChunks(ChunkIter):
         outs = ([o[:k] for o in self.row_outputs] if stage.compacts else
                 [self.ctx.host_empty((k,) + sp.shape, sp.dtype) for sp in stage.out_specs])
         start = self.position
+        kernel = stage.running()
+        budget = self.ctx.budget
+        threads = budget.kernel_threads()
+        tuned = budget.tunes and kernel is stage.kernel
+        if tuned:
+            threads = stage.tuner.threads(threads)
         began = time.perf_counter()
         try:
-            with kernel_section(self.ctx.budget.kernel_threads()):
-                kernel = stage.running()
+            with kernel_section(threads):
                 bad_row, done, n = kernel(np.int64(kernel_lo), np.int64(k), *args,
                                           self.status, self.kept, *self.scratch, *outs,
                                           self.state)
@@ -411,8 +418,14 @@ class FusedChunks(ChunkIter):
                       f"returned a value that does not fit its column")
         except Exception as e:  # noqa: BLE001 - the reference re-run reports it precisely
             bad_row, reason = 0, f"the kernel raised {type(e).__name__}: {e}"
-        profiler.slice_(f"kernel: {self.stats.title}", "kernel", began, time.perf_counter(),
+        ended = time.perf_counter()
+        profiler.slice_(f"kernel: {self.stats.title}", "kernel", began, ended,
                         {"rows": int(k), "kept": int(n) if bad_row < 0 else None})
+        if tuned and bad_row < 0:
+            stage.tuner.record(threads, k, ended - began)
+            if stage.tuner.current is not None:
+                self.stats.chosen["kernel threads"] = stage.tuner.current
+                self.stats.why["kernel threads"] = stage.tuner.why
         if bad_row >= 0:
             self.state[:] = saved
             self.stats.fallback(k, reason)

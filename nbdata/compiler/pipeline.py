@@ -506,7 +506,7 @@ class PipelineStats:
                          f"Options().memory_budget: {self.memory.limit / 2**20:,.0f} MiB)")
         for s in self.stages:
             for k, v in s.chosen.items():
-                if k in ("buffer rows", "parallelism"):
+                if k in ("buffer rows", "parallelism", "kernel threads"):
                     why = s.why.get(k, "its initial value")
                     lines.append(f"autotune: {s.title}: {k}={v} ({why})")
         return "\n".join(lines) or "no iteration has run"

@@ -277,7 +277,9 @@ class ThreadBudget:
     cores), at most ``autotune.cpu_budget`` when that is set. A kernel call gets the
     budget less the executor threads busy elsewhere at that moment, at least one and
     at most ``threading.max_intra_op_parallelism``, so the two never oversubscribe
-    the cores."""
+    the cores; with none of those set (nor ``NUMBA_NUM_THREADS``), a fused stage may run
+    its kernel on fewer threads where it measured them faster
+    (:class:`KernelThreadTuner`)."""
 
     def __init__(self, options):
         check_fork_safe()
@@ -286,6 +288,12 @@ class ThreadBudget:
             total = min(total, options.autotune.cpu_budget)
         self.total = max(1, total)
         self.cap = options.threading.max_intra_op_parallelism or self.total
+        # Kernel sites tune their thread counts (KernelThreadTuner) unless the user fixed
+        # them: a thread pool size, an intra-op cap, NUMBA_NUM_THREADS, or autotuning off.
+        self.tunes = (bool(options.autotune.enabled)
+                      and not options.threading.private_threadpool_size
+                      and not options.threading.max_intra_op_parallelism
+                      and "NUMBA_NUM_THREADS" not in os.environ)
         self._busy = 0
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -310,6 +318,105 @@ class ThreadBudget:
     def kernel_threads(self) -> int:
         others = self._busy - (1 if getattr(self._local, "working", False) else 0)
         return max(1, min(self.cap, self.total - others, numba.config.NUMBA_NUM_THREADS))
+
+
+class KernelThreadTuner:
+    """The thread count of one kernel site (a fused stage's parallel kernel), chosen from
+    its own measured speed, so that a pipeline beside other busy processes (a trainer,
+    DataLoader workers) stops using threads that only take turns with them.
+
+    Every call at the current count records its seconds per row. After ``interval``
+    calls, the next :data:`PROBE_CALLS` calls run at one thread fewer (or one more, the
+    two directions alternating, within the budget's limit of the moment); if the probe
+    beats the current count's recent calls by :data:`MARGIN`, it becomes the count and
+    probing starts over quickly, else the interval doubles (up to :data:`MAX_INTERVAL`
+    calls), so a settled count costs a probe every few hundred calls. Only the time of
+    rows differs between counts: every count gives the same rows (nbdata's kernels are
+    deterministic at any thread count). Calls of fewer than half the usual rows (an
+    epoch's tail) are not measured."""
+
+    FIRST_INTERVAL = 4
+    MAX_INTERVAL = 256
+    PROBE_CALLS = 2
+    MARGIN = 0.05
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.current: int | None = None
+        self.limit = 0
+        self.probe: int | None = None
+        self._probe_times: list = []
+        self._recent: list = []
+        self._calls = 0
+        self._interval = self.FIRST_INTERVAL
+        self._down = True
+        self._rows = 0
+        self.why = "measuring"
+
+    def threads(self, limit: int) -> int:
+        """The count the next call runs with, at most ``limit`` (the budget's now)."""
+        limit = max(1, limit)
+        self.limit = limit
+        if limit == 1:
+            return 1
+        if self.probe is not None and self.probe <= limit:
+            return self.probe
+        return limit if self.current is None else min(self.current, limit)
+
+    def record(self, threads: int, rows: int, seconds: float) -> None:
+        """A call at ``threads`` threads ran ``rows`` rows in ``seconds``."""
+        if rows <= 0 or seconds <= 0:
+            return
+        with self._lock:
+            if rows < self._rows // 2:
+                return
+            self._rows = max(self._rows, rows)
+            per_row = seconds / rows
+            if self.probe is not None:
+                if threads == self.probe:
+                    self._probe_times.append(per_row)
+                    if len(self._probe_times) >= self.PROBE_CALLS:
+                        self._decide()
+                    return
+                self.probe, self._probe_times = None, []   # the limit moved under it
+            if threads != self.current:
+                # A new count (the first call, or the budget's limit moved): its first
+                # call pays for waking threads, so measuring starts with the next one.
+                self.current, self._recent, self._calls = threads, [], 0
+                return
+            self._recent = (self._recent + [per_row])[-4:]
+            self._calls += 1
+            if self._calls >= self._interval and len(self._recent) >= 2:
+                self._start_probe()
+
+    def _start_probe(self) -> None:
+        cur = self.current
+        down, up = cur - 1, cur + 1
+        options = [down] if self._down else [up]
+        options.append(up if self._down else down)
+        self._down = not self._down
+        for n in options:
+            if 1 <= n <= self.limit:
+                self.probe, self._probe_times = n, []
+                return
+        self._calls = 0
+
+    def _decide(self) -> None:
+        probe = sorted(self._probe_times)[len(self._probe_times) // 2]
+        here = sorted(self._recent)[len(self._recent) // 2]
+        n, cur = self.probe, self.current
+        self.probe, self._probe_times = None, []
+        if probe < here * (1.0 - self.MARGIN):
+            self.why = (f"{n} thread{'s' if n > 1 else ''} ran a row in {probe * 1e9:,.0f} ns, "
+                        f"{cur} in {here * 1e9:,.0f} ns")
+            self.current, self._recent = n, [probe]
+            self._calls, self._interval = 0, self.FIRST_INTERVAL
+            self._down = n < cur   # go on in the direction that paid
+        else:
+            self.why = (f"{cur} thread{'s' if cur > 1 else ''} ran a row in "
+                        f"{here * 1e9:,.0f} ns, {n} in {probe * 1e9:,.0f} ns")
+            self._calls = 0
+            self._interval = min(self.MAX_INTERVAL, self._interval * 2)
 
 
 def sched_sample() -> dict | None:

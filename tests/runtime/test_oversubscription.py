@@ -43,3 +43,85 @@ def test_summary_names_oversubscription(monkeypatch):
                         lambda: {t: (r + 1.0, w + 10.0) for t, (r, w) in now.items()})
     summary = stats.summary()
     assert summary.splitlines()[0].startswith("oversubscribed: this process's threads waited")
+
+
+def _drive(tuner, limit, ns_per_row, calls, rows=1000):
+    """Run ``calls`` kernel calls through ``tuner`` where ``ns_per_row[n]`` is what a row
+    costs at n threads; the thread counts it chose, in order."""
+    chosen = []
+    for _ in range(calls):
+        n = tuner.threads(limit)
+        chosen.append(n)
+        tuner.record(n, rows, ns_per_row[n] * rows * 1e-9)
+    return chosen
+
+
+def test_the_kernel_tuner_backs_off_when_fewer_threads_run_faster_and_comes_back():
+    tuner = threads.KernelThreadTuner()
+    # a neighbour holds cores: 4 threads take turns with it, 3 run fastest
+    busy = {1: 40.0, 2: 22.0, 3: 15.0, 4: 25.0}
+    chosen = _drive(tuner, 4, busy, 40)
+    assert chosen[0] == 4 and tuner.current == 3 and chosen[-10:].count(3) >= 8
+    assert "3 threads ran a row in 15 ns" in tuner.why
+    # the neighbour left: more threads pay again, and the tuner climbs back
+    quiet = {1: 40.0, 2: 20.0, 3: 14.0, 4: 10.0}
+    chosen = _drive(tuner, 4, quiet, 60)
+    assert tuner.current == 4 and chosen[-10:].count(4) >= 8
+    # a smaller limit (executor threads busy elsewhere) caps it at once
+    assert tuner.threads(2) == 2
+
+
+def test_the_kernel_tuner_probes_rarely_once_settled():
+    tuner = threads.KernelThreadTuner()
+    costs = {1: 20.0, 2: 10.0}
+    chosen = _drive(tuner, 2, costs, 1000)
+    assert tuner.current == 2
+    probes = chosen.count(1)
+    # probes after 4, 8, 16, ... 256 calls, two calls each: 2 * (6 + 3) at most
+    assert 2 <= probes <= 20, probes
+    # noise within the margin never moves it
+    tuner = threads.KernelThreadTuner()
+    assert set(_drive(tuner, 2, {1: 10.2, 2: 10.0}, 200)[1:]) <= {1, 2}
+    assert tuner.current == 2
+    # an epoch's short tail is not measured: it would look slow per row at any count
+    tuner = threads.KernelThreadTuner()
+    _drive(tuner, 2, {1: 10.0, 2: 5.0}, 8)
+    before = (tuner.current, tuner._calls, tuner.probe)
+    tuner.record(tuner.threads(2), 10, 1.0)
+    assert (tuner.current, tuner._calls, tuner.probe) == before
+
+
+@pytest.mark.parametrize("fixed", [None, "pool", "intra", "autotune_off", "env"])
+def test_fused_stages_tune_kernel_threads_only_under_default_settings(fixed, monkeypatch):
+    o = nd.Options()
+    o.fusion_min_rows = 0
+    o.parallel_kernel_after = 0
+    o.chunk_rows = 256
+    if fixed == "pool":
+        o.threading.private_threadpool_size = 2
+    elif fixed == "intra":
+        o.threading.max_intra_op_parallelism = 2
+    elif fixed == "autotune_off":
+        o.autotune.enabled = False
+    # conftest.py sets NUMBA_NUM_THREADS for the whole suite (which fixes the count)
+    if fixed == "env":
+        monkeypatch.setenv("NUMBA_NUM_THREADS", "2")
+    else:
+        monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    x = np.arange(20_000, dtype=np.int64)
+    pipe = (nd.Dataset.from_tensor_slices(x).map(lambda v: v * 3 + 1)
+            .filter(lambda v: v % 7 != 0).batch(100).with_options(o).compile())
+    seen = []
+    real = threads.KernelThreadTuner.record
+    monkeypatch.setattr(threads.KernelThreadTuner, "record",
+                        lambda self, n, rows, s: (seen.append(n), real(self, n, rows, s)))
+    for _ in range(2):
+        got = np.concatenate(list(pipe))
+        want = x * 3 + 1
+        np.testing.assert_array_equal(got, want[want % 7 != 0])
+    summary = pipe.stats().summary()
+    if fixed is None:
+        assert len(seen) >= 2 * (20_000 // 256)
+        assert "kernel threads=" in summary
+    else:
+        assert not seen and "kernel threads" not in summary
