@@ -4,6 +4,7 @@ iterator that turns a chunk stream into elements and can save and restore itself
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
 import os
@@ -18,7 +19,7 @@ from typing import Any, Callable
 from nbdata import profiler
 from nbdata.memory import MemoryBudget
 from nbdata.chunks import RowList, StringColumn, col_row, max_chunk_rows
-from nbdata.kernels.threads import ThreadBudget, kernel_section
+from nbdata.kernels.threads import KernelThreadTuner, ThreadBudget, kernel_section
 from nbdata.ops.runtime import skip_rows
 from nbdata.state_check import StateFieldError
 from nbdata import state_check
@@ -469,6 +470,30 @@ class ExecContext:
         ``cap`` threads when given)."""
         threads = self.budget.kernel_threads()
         return kernel_section(min(threads, cap) if cap else threads)
+
+    @contextlib.contextmanager
+    def tuned_kernels(self, node, rows: int):
+        """A section in which ``node``'s parallel kernels run ``rows`` rows on the thread
+        count tuned for it (a :class:`KernelThreadTuner` per node for all the pipeline's
+        runs; the budget's count where the user fixed the threads)."""
+        limit = self.budget.kernel_threads()
+        if not self.budget.tunes:
+            with kernel_section(limit):
+                yield
+            return
+        key = ("kernel threads", id(node))
+        tuner = self._stats.get(key)
+        if tuner is None:
+            tuner = self._stats.setdefault(key, KernelThreadTuner())
+        threads = tuner.threads(limit)
+        began = time.perf_counter()
+        with kernel_section(threads):
+            yield
+        tuner.record(threads, rows, time.perf_counter() - began)
+        if tuner.current is not None:
+            stats = self.stats(node)
+            stats.chosen["kernel threads"] = tuner.current
+            stats.why["kernel threads"] = tuner.why
 
     def run_gpu_chain(self, chain, batch, seed_base: int):
         """A GPU chain (``nbdata/primitives/gpu.py``) applied to a device batch, its random

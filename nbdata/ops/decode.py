@@ -16,7 +16,6 @@ import time
 from nbdata import profiler
 from nbdata import state_check
 from nbdata.chunks import MAX_CHUNK_ROWS, Chunk, StringColumn, col_values, concat_chunks
-from nbdata.kernels.threads import kernel_section
 from nbdata.primitives.decoder import Decoder, RowError, leaf_output_spec
 from nbdata.ops.node import Node, UnaryNode, arg_field
 from nbdata.ops.runtime import ChunkIter, InputChunks, RowQueue, RowReader
@@ -120,7 +119,7 @@ class DecodeChunks(ChunkIter):
 
     def _decode_columns(self, chunk: Chunk) -> list:
         decoder, leaf = self.node.decoder, self.node.leaf
-        with kernel_section(self.ctx.budget.kernel_threads()):
+        with self.ctx.tuned_kernels(self.node, chunk.n):
             if leaf >= 0:   # one string component decoded, the others passed on
                 cols = chunk.columns
                 decoded = decoder.decode_rows(string_column(cols[leaf]), chunk.n)
@@ -189,7 +188,7 @@ class BatchDecodeChunks(InputChunks):
 
     def _decode_columns(self, rows: Chunk, count: int, size: int) -> list:
         decoder = self.node.decoder
-        with kernel_section(self.ctx.budget.kernel_threads()):
+        with self.ctx.tuned_kernels(self.node, rows.n):
             columns = decoder.decode_rows(string_column(rows.columns[0]), rows.n, batch=size)
         return decoder.batch_columns(columns, count, size)
 

@@ -125,3 +125,19 @@ def test_fused_stages_tune_kernel_threads_only_under_default_settings(fixed, mon
         assert "kernel threads=" in summary
     else:
         assert not seen and "kernel threads" not in summary
+
+
+def test_record_decoders_tune_their_kernel_threads_too(tmp_path, monkeypatch):
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    path = tmp_path / "rows.csv"
+    path.write_text("".join(f"{i},{i * 0.5}\n" for i in range(6000)))
+    o = nd.Options()
+    o.chunk_rows = 256
+    pipe = (nd.TextLineDataset(str(path)).batch(250)
+            .map(lambda line: nd.io.decode_csv(line, [[0], [0.0]]))
+            .with_options(o).compile())
+    got = [b for b in pipe]
+    np.testing.assert_array_equal(np.concatenate([a for a, _ in got]), np.arange(6000))
+    np.testing.assert_array_equal(np.concatenate([b for _, b in got]),
+                                  np.arange(6000, dtype=np.float32) * np.float32(0.5))
+    assert "kernel threads=" in pipe.stats().summary()
