@@ -22,7 +22,7 @@ from nbdata import profiler, progress
 from nbdata.chunks import Chunk, RowList, chunk_from_elements, col_row
 from nbdata.compiler.kernel_cache import compile_kernel, load_kernel
 from nbdata.kernels.threads import KernelThreadTuner, kernel_section
-from nbdata.kernels.tiers import promote
+from nbdata.kernels.tiers import arg_types, promote
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.kernels.compact import compact
 from nbdata.kernels.batching import batch_columns
@@ -97,10 +97,15 @@ class FusedStage(StageNode):
 
     def signature(self, args: list) -> tuple:
         """The kernel's signature for these source arguments, compiled if new."""
-        buffers = [np.empty((1,) + s.shape, s.dtype) for s in self.scratch_specs + self.out_specs]
-        sig = (types.int64, types.int64, *[numba.typeof(a) for a in args], types.uint8[::1],
-               types.int64[::1], *[numba.typeof(b) for b in buffers], types.int64[::1])
         tier = self.tier
+        buffer_types = tier.get("buffer types")
+        if buffer_types is None:
+            buffer_types = tier["buffer types"] = tuple(
+                numba.typeof(np.empty((1,) + s.shape, s.dtype))
+                for s in self.scratch_specs + self.out_specs)
+        # (a stream's stage calls this per chunk: argument types memoized by fingerprint)
+        sig = (types.int64, types.int64, *arg_types(args, tier.setdefault("arg types", {})),
+               types.uint8[::1], types.int64[::1], *buffer_types, types.int64[::1])
         tier["sig"] = sig
         started = time.perf_counter()
         after = self.parallel_after

@@ -34,6 +34,32 @@ from nbdata.options import parallel_kernel_after_default
 
 PARALLEL_AFTER = parallel_kernel_after_default()
 
+try:   # Numba's C fingerprint of a value's type (its dispatchers key their type cache by it)
+    from numba._dispatcher import compute_fingerprint as _fingerprint
+except ImportError:  # pragma: no cover - an unfamiliar Numba: numba.typeof every call
+    _fingerprint = None
+
+
+def arg_types(args, cache: dict) -> tuple:
+    """``tuple(numba.typeof(a) for a in args)``, memoized in ``cache`` by the arguments'
+    type fingerprints: ``numba.typeof`` costs about 20 us an array in Python, a
+    kernel with 22 array arguments paid half a millisecond a call for it. (Numba types
+    every array as aligned, so the fingerprint, which leaves alignment out, decides.)"""
+    key = None
+    if _fingerprint is not None:
+        try:
+            key = tuple(map(_fingerprint, args))
+        except Exception:  # noqa: BLE001 - a value Numba cannot fingerprint: typeof below
+            key = None
+        else:
+            found = cache.get(key)
+            if found is not None:
+                return found
+    types = tuple(numba.typeof(a) for a in args)
+    if key is not None:
+        cache[key] = types
+    return types
+
 
 class TieredKernel:
     """A ``parallel=True`` kernel called from Python, with its serial twin (see the
@@ -53,6 +79,7 @@ class TieredKernel:
         self._lock = threading.Lock()
         # signature -> {"parallel": bool, "seconds": serial time, "promoting": thread}
         self._tiers: dict = {}
+        self._types: dict = {}   # argument fingerprints -> signature (arg_types)
 
     @property
     def signatures(self) -> list:
@@ -73,7 +100,7 @@ class TieredKernel:
         return tier
 
     def __call__(self, *args):
-        sig = tuple(numba.typeof(a) for a in args)
+        sig = arg_types(args, self._types)
         tier = self._tier(sig)
         if tier["parallel"]:
             return self.parallel(*args)

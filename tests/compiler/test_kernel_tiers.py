@@ -281,3 +281,28 @@ def test_every_library_kernel_s_parallel_tier_gives_its_twin_s_rows(tmp_path, mo
             for u, v in zip(a, b):
                 assert u.dtype == v.dtype
                 np.testing.assert_array_equal(u, v)
+
+
+def test_argument_types_are_numbas_and_typed_once_per_kind_of_arguments(monkeypatch):
+    from collections import namedtuple
+    import numba
+    from nbdata.kernels import tiers
+    Pair = namedtuple("Pair", "a b")
+    ro = np.arange(6, dtype=np.int64)
+    ro.flags.writeable = False
+    calls = [(np.zeros(3), ro, np.zeros((2, 3), np.float32)[:, ::2], 7, True, np.uint8(44)),
+             (np.zeros(3), np.arange(6, dtype=np.int64), np.zeros((2, 2), np.float32), 7, True,
+              np.uint8(44)),
+             (Pair(np.zeros(2), np.zeros(2, np.int32)), (np.zeros(2), np.zeros(2, np.int32))),
+             (np.zeros((2, 3), order="F"), np.zeros(3, np.complex64))]
+    cache = {}
+    for args in calls:
+        assert tiers.arg_types(args, cache) == tuple(numba.typeof(a) for a in args)
+    typed = []
+    real = numba.typeof
+    monkeypatch.setattr(numba, "typeof", lambda v, *a: (typed.append(v), real(v, *a))[1])
+    for args in calls:   # the same kinds of arguments again: answered from the cache
+        fresh = tuple(a.copy(order="K") if isinstance(a, np.ndarray) and a.flags.writeable
+                      and (a.flags.c_contiguous or a.flags.f_contiguous) else a for a in args)
+        assert tiers.arg_types(fresh, cache) == tuple(real(a) for a in fresh)
+    assert typed == []
