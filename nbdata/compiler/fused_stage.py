@@ -33,6 +33,10 @@ from nbdata.ops.runtime import ChunkIter, RowQueue
 from nbdata.spec import pack_as
 
 
+_U8_VECTOR = types.uint8[::1]     # the kernel's status column
+_I64_VECTOR = types.int64[::1]    # its kept rows and counter state
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class FusedStage(StageNode):
     """A compiled fused stage: its :class:`StagePlan` and kernel.
@@ -105,7 +109,7 @@ class FusedStage(StageNode):
                 for s in self.scratch_specs + self.out_specs)
         # (a stream's stage calls this per chunk: argument types memoized by fingerprint)
         sig = (types.int64, types.int64, *arg_types(args, tier.setdefault("arg types", {})),
-               types.uint8[::1], types.int64[::1], *buffer_types, types.int64[::1])
+               _U8_VECTOR, _I64_VECTOR, *buffer_types, _I64_VECTOR)
         tier["sig"] = sig
         started = time.perf_counter()
         after = self.parallel_after

@@ -4,8 +4,10 @@ threading layer."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
+import time
 
 import numba
 
@@ -163,10 +165,29 @@ def check_fork_safe() -> None:
             "multiprocessing.get_context(\"spawn\")")
 
 
-def cgroup_cpu_limit(path: str = "/sys/fs/cgroup/cpu.max") -> float | None:
+_CPU_MAX = "/sys/fs/cgroup/cpu.max"
+_QUOTA_SECONDS = 1.0    # how long the process's own quota, once read, is taken as it is
+_quota_read = [None, -math.inf]   # (value, _clock() of the read)
+_clock = time.monotonic
+
+
+def cgroup_cpu_limit(path: str | None = None) -> float | None:
     """The CPUs a cgroup v2 quota grants (``quota / period`` of ``cpu.max``), or None
     without a quota (``max``) or cgroup v2. Falls back to cgroup v1's
-    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``."""
+    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``. Without ``path``, the process's own
+    quota, read at most once a second (every iteration of a pipeline asks for it)."""
+    if path is None:
+        value, when = _quota_read
+        now = _clock()
+        if now - when < _QUOTA_SECONDS:
+            return value
+        value = _read_cpu_limit(_CPU_MAX)
+        _quota_read[:] = [value, now]
+        return value
+    return _read_cpu_limit(path)
+
+
+def _read_cpu_limit(path: str) -> float | None:
     try:
         with open(path) as f:
             fields = f.read().split()
@@ -197,7 +218,6 @@ def core_count() -> int:
         cores = os.cpu_count() or 1
     quota = cgroup_cpu_limit()
     if quota is not None:
-        import math
         cores = min(cores, max(1, math.ceil(quota)))
     return max(1, cores)
 

@@ -132,3 +132,17 @@ def test_core_count_follows_the_cgroup_quota(tmp_path, monkeypatch):
     assert threads.core_count() == 1
     monkeypatch.setattr(threads, "cgroup_cpu_limit", lambda path=None: None)
     assert threads.core_count() == len(os.sched_getaffinity(0))
+
+
+def test_the_process_quota_is_read_at_most_once_a_second(monkeypatch):
+    reads = []
+    monkeypatch.setattr(threads, "_read_cpu_limit", lambda path: reads.append(path) or 1.5)
+    monkeypatch.setattr(threads, "_quota_read", [None, -float("inf")])
+    clock = [1000.0]
+    monkeypatch.setattr(threads, "_clock", lambda: clock[0])
+    assert [threads.core_count() for _ in range(3)] == [min(2, len(os.sched_getaffinity(0)))] * 3
+    assert reads == ["/sys/fs/cgroup/cpu.max"]       # every pipeline iteration asks
+    clock[0] += 1.5
+    threads.core_count()
+    assert len(reads) == 2
+    assert threads.cgroup_cpu_limit("/elsewhere") == 1.5 and reads[-1] == "/elsewhere"
