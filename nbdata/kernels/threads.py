@@ -250,15 +250,41 @@ def kernel_section(threads: int):
     setting), one section at a time under the workqueue layer."""
     if _omp_forked_from is not None:
         check_fork_safe()
+    get, put = _thread_count_calls()
+    if not 1 <= threads <= numba.config.NUMBA_NUM_THREADS:
+        put = numba.set_num_threads   # raises Numba's error for the count
     with _serial if serialises_kernels() else contextlib.nullcontext():
-        previous = numba.get_num_threads()
+        previous = get()
         if previous != threads:
-            numba.set_num_threads(threads)
+            put(threads)
         try:
             yield
         finally:
             if previous != threads:
-                numba.set_num_threads(previous)
+                put(previous)
+
+
+_count_calls = None
+
+
+def _thread_count_calls():
+    """(get, set) of the calling thread's Numba thread count. Numba's public
+    ``get_num_threads``/``set_num_threads`` take its process-wide start-up locks and
+    check their argument with a compiled call each time (8-10 us a kernel section);
+    once the layer is started, its own C entry points do the same for a tenth of that
+    (the counts given are within 1..NUMBA_NUM_THREADS: ThreadBudget.kernel_threads)."""
+    global _count_calls
+    if _count_calls is None:
+        threading_layer()
+        try:
+            from numba.np.ufunc import parallel
+            get, put = parallel._get_num_threads, parallel._set_num_threads
+            if get() < 1:
+                raise RuntimeError("no thread count")
+            _count_calls = (get, put)
+        except Exception:  # noqa: BLE001 - an unfamiliar Numba: its public functions
+            _count_calls = (numba.get_num_threads, numba.set_num_threads)
+    return _count_calls
 
 
 _allocator_tuned = False
@@ -291,6 +317,10 @@ def tune_allocator() -> None:
     mallopt(m_top_pad, 64 * 1024 * 1024)
 
 
+class _Working(threading.local):
+    working = False     # the thread is one of the executor's, marked busy (worker())
+
+
 class ThreadBudget:
     """One budget for compiled kernels and executor threads (prefetch producers, map
     and interleave workers): ``threading.private_threadpool_size`` threads (0: all
@@ -316,7 +346,7 @@ class ThreadBudget:
                       and "NUMBA_NUM_THREADS" not in os.environ)
         self._busy = 0
         self._lock = threading.Lock()
-        self._local = threading.local()
+        self._local = _Working()
 
     @contextlib.contextmanager
     def worker(self):
@@ -336,7 +366,7 @@ class ThreadBudget:
         return self._busy
 
     def kernel_threads(self) -> int:
-        others = self._busy - (1 if getattr(self._local, "working", False) else 0)
+        others = self._busy - (1 if self._local.working else 0)
         return max(1, min(self.cap, self.total - others, numba.config.NUMBA_NUM_THREADS))
 
 
