@@ -27,10 +27,10 @@ E_UNQUOTED = 4       # a quote or CR/LF inside an unquoted field
 E_QUOTE_ESCAPE = 5   # a quote inside a quoted field not doubled
 E_QUOTE_END = 6      # a quoted field without its closing quote
 
-# The row helpers are compiled once each and called from the kernels, where LLVM inlines
-# them (forceinline); they need no Python or C entry point. (Numba's own inlining,
-# inline="always", copies their IR into every caller instead: the serial kernel then
-# took twice as long to compile, the parallel one four times.)
+# The number helpers are compiled once each and called from the kernel's two tiers, where
+# LLVM inlines them (forceinline); they need no Python or C entry point. (Numba's own
+# inlining, inline="always", copies their IR into every caller instead: a serial kernel
+# then took twice as long to compile, the parallel one four times.)
 _helper = numba.njit(nogil=True, cache=True, forceinline=True, no_cpython_wrapper=True,
                      no_cfunc_wrapper=True)
 
@@ -279,10 +279,8 @@ def _row(data, lo, hi, r, delim, quote, ncols, select, kinds, has_default, na, u
     return OK, 0, 0
 
 
-# The serial kernel calls the compiled row function; the parallel one has its IR inlined
-# into the parallel loop, where Numba marks the arrays as not aliasing each other (a
-# quarter faster than the call there).
-_row_call = _helper(_row)
+# The kernel has the row function's IR inlined into its parallel loop, where Numba marks
+# the arrays as not aliasing each other (a quarter faster than a call there).
 _row_inlined = numba.njit(nogil=True, inline="always")(_row)
 
 
@@ -305,18 +303,3 @@ def decode_rows_parallel(data, offsets, n, delim, quote, ncols, select, kinds, h
             codes[r] = code
             cols[r] = col
             extras[r] = extra
-
-
-@numba.njit(nogil=True, cache=True, no_cfunc_wrapper=True)
-def decode_rows_serial(data, offsets, n, delim, quote, ncols, select, kinds, has_default, na,
-                       use_na, ints, floats, floats32, starts, ends, escaped, state, fstart,
-                       fend):
-    """Rows in order; returns (first bad row or -1, code, column, extra). ``fstart`` and
-    ``fend`` are int64 scratch arrays of one entry per output column."""
-    for r in range(n):
-        code, col, extra = _row_call(data, offsets[r], offsets[r + 1], r, delim, quote, ncols,
-                                     select, kinds, has_default, na, use_na, ints, floats,
-                                     floats32, starts, ends, escaped, state, fstart, fend)
-        if code != OK:
-            return r, code, col, extra
-    return -1, 0, 0, 0

@@ -33,7 +33,6 @@ _KINDS = {np.dtype(np.int32): k.KIND_INT32, np.dtype(np.int64): k.KIND_INT64,
           np.dtype(np.float32): k.KIND_FLOAT32, np.dtype(np.float64): k.KIND_FLOAT64}
 _TYPE_NAMES = {k.KIND_INT32: "int32", k.KIND_INT64: "int64", k.KIND_FLOAT32: "float",
                k.KIND_FLOAT64: "double", k.KIND_STRING: "string"}
-PARALLEL_MIN_ROWS = 1024
 
 
 def _column_default(value: Any, i: int):
@@ -146,23 +145,18 @@ class CsvConfig:
                 self.has_default, self.na, self.use_na, ints, floats, floats32, starts, ends,
                 escaped, state)
         threads = numba.get_num_threads()
-        # The parallel kernel also on one thread: its loop compiles ~3x faster code
+        # One kernel for every size (one block below 2,048 rows): a first pipeline compiles
+        # it once, where a separate kernel for short calls cost its cold first epoch
+        # another 3 s of compiling. Its loop also compiles faster code than a plain one
         # (Numba marks a parallel loop's arrays as not aliasing each other).
-        if n >= PARALLEL_MIN_ROWS:
-            codes = np.empty(n, np.int8)
-            cols = np.empty(n, np.int64)
-            extras = np.empty(n, np.int64)
-            k.decode_rows_parallel(*args, codes, cols, extras, max(1, min(4 * threads, n // 2048)))
-            bad = np.flatnonzero(codes)
-            if len(bad):
-                r = int(bad[0])
-                raise RowError(r, (int(codes[r]), int(cols[r]), int(extras[r]), starts, ends))
-        else:
-            # Its field scratch comes from here (no allocation to compile in the kernel).
-            scratch = np.empty((2, nout), np.int64)
-            r, code, col, extra = k.decode_rows_serial(*args, scratch[0], scratch[1])
-            if r >= 0:
-                raise RowError(int(r), (int(code), int(col), int(extra), starts, ends))
+        codes = np.empty(n, np.int8)
+        cols = np.empty(n, np.int64)
+        extras = np.empty(n, np.int64)
+        k.decode_rows_parallel(*args, codes, cols, extras, max(1, min(4 * threads, n // 2048)))
+        bad = np.flatnonzero(codes)
+        if len(bad):
+            r = int(bad[0])
+            raise RowError(r, (int(codes[r]), int(cols[r]), int(extras[r]), starts, ends))
         return ints, floats, floats32, starts, ends, escaped, state
 
     def columns(self, data, offsets, n) -> list:
