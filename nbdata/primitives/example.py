@@ -340,9 +340,14 @@ class ExamplePlan:
         out = self.outputs(n)
         nchunks = _chunks(n)
         if nchunks > 1:
+            # Until the parallel kernel takes over, one parse_range call does the work its
+            # chunks would (a first pipeline compiles no serial twin of parse_parallel).
             with kernel_section(numba.get_num_threads()):
-                row, code, f, extra = pb.parse_parallel(src.data, src.offsets, self.layout, out,
-                                                        single, nchunks)
+                row, code, f, extra = pb.parse_parallel.call_or(
+                    (src.data, src.offsets, self.layout, out, single, nchunks),
+                    lambda: pb.parse_range(src.data, src.offsets, 0, n, self.layout, out,
+                                           single),
+                    pb.parse_range)
         else:
             row, code, f, extra = pb.parse_range(src.data, src.offsets, 0, n, self.layout, out,
                                                  single)
@@ -385,8 +390,11 @@ class ExamplePlan:
             vslen = np.empty(base[pb.KIND_BYTES], np.int64)
             if nchunks > 1:
                 with kernel_section(numba.get_num_threads()):
-                    pb.fill_varlen_parallel(src.data, layout, out, vstart, vu32, vi64, vspos,
-                                            vslen, nchunks)
+                    pb.fill_varlen_parallel.call_or(
+                        (src.data, layout, out, vstart, vu32, vi64, vspos, vslen, nchunks),
+                        lambda: pb.fill_varlen_range(src.data, 0, n, layout, out, vstart, vu32,
+                                                     vi64, vspos, vslen),
+                        pb.fill_varlen_range)
             else:
                 pb.fill_varlen_range(src.data, 0, n, layout, out, vstart, vu32, vi64, vspos, vslen)
             vf32 = vu32.view(np.float32)

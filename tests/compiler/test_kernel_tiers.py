@@ -306,3 +306,40 @@ def test_argument_types_are_numbas_and_typed_once_per_kind_of_arguments(monkeypa
                       and (a.flags.c_contiguous or a.flags.f_contiguous) else a for a in args)
         assert tiers.arg_types(fresh, cache) == tuple(real(a) for a in fresh)
     assert typed == []
+
+
+def test_a_large_example_parse_runs_parse_range_until_the_parallel_kernel_takes_over(
+        monkeypatch):
+    """Until their parallel tiers take over, the Example parser's chunked kernels are
+    served by the serial kernels they split (parse_range, fill_varlen_range): a first
+    TFRecord pipeline compiles no serial twin of them (1.6-2.1 s of its first epoch),
+    and that serial time counts toward the promotion as the twin's would."""
+    from nbdata.kernels import protobuf as pb, tiers
+    from nbdata.primitives import example
+    fresh = {}
+    for name in ("parse_parallel", "fill_varlen_parallel"):
+        fresh[name] = tiers.TieredKernel(getattr(pb, name).py_func, {"nogil": True})
+        monkeypatch.setattr(pb, name, fresh[name])
+    promoted = []
+    monkeypatch.setattr(tiers, "PARALLEL_AFTER", 1e-9)
+    monkeypatch.setattr(tiers.TieredKernel, "_promote",
+                        lambda self, sig, tier: promoted.append(self.py_func.__name__))
+    n = 5000
+    assert example._chunks(n) > 1
+    records = [nd.io.encode_example({"x": np.arange(3, dtype=np.float32) + i,
+                                     "v": np.arange(i % 4, dtype=np.int64)}) for i in range(n)]
+    features = {"x": nd.io.FixedLenFeature([3], np.float32),
+                "v": nd.io.VarLenFeature(np.int64)}
+    for _ in range(2):   # a first call may compile the serial kernels: not counted
+        got = nd.io.parse_example(records, features)
+    np.testing.assert_array_equal(
+        got["x"], np.arange(3, dtype=np.float32) + np.arange(n, dtype=np.float32)[:, None])
+    np.testing.assert_array_equal(got["v"].values,
+                                  np.concatenate([np.arange(i % 4) for i in range(n)]))
+    for kernel in fresh.values():
+        assert not kernel.serial.signatures and not kernel.parallel.signatures
+    assert sorted(set(promoted)) == ["fill_varlen_parallel", "parse_parallel"]
+    # a bad record among many is still the lowest one, named as TF names it
+    bad = records[:3000] + [b"\x0a\x03abc"] + records[3000:]
+    with pytest.raises(nd.errors.InvalidArgumentError, match="3000"):
+        nd.io.parse_example(bad, features)
