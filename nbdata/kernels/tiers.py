@@ -10,7 +10,10 @@ background thread and takes over at the next call. A parallel kernel already com
 this process, or found in Numba's disk cache, runs from the first call. Both tiers run
 the same code (``prange`` is ``range`` in the twin), so which one ran a call changes
 nothing but speed. The twin is a copy of the function under its own name, so Numba's
-disk cache keeps the two tiers apart.
+disk cache keeps the two tiers apart. A kernel that only splits the work of an existing
+serial kernel into parallel parts (the Example parser's) is called through
+:meth:`TieredKernel.call_or` with that serial kernel in the twin's place, so that a first
+pipeline compiles no twin at all.
 
 ``NBDATA_PARALLEL_KERNEL_AFTER`` sets :data:`PARALLEL_AFTER` for the process (seconds;
 ``0``: parallel kernels from the first call, ``inf``: serial twins only), and the default
