@@ -106,13 +106,14 @@ class TieredKernel:
         serial = self.serial
         return self.call_or(args, lambda: serial(*args), serial)
 
-    def call_or(self, args: tuple, run_serial, compiled_by):
+    def call_or(self, args: tuple, run_serial, compiled_by, counts: bool = True):
         """The kernel's result for ``args``: the parallel kernel's once its tier is
         ready, else ``run_serial()``'s, a serial computation of the same result (the
         twin, or an existing serial kernel the parallel one only splits into parts, so
         that a first pipeline compiles no twin of it). Its seconds count toward the
         promotion as the twin's do, except for a call that grew ``compiled_by``'s
-        overloads (the Numba dispatcher ``run_serial`` calls)."""
+        overloads (the Numba dispatcher ``run_serial`` calls) and where ``counts`` is
+        False (work too small for parallel parts to speed up)."""
         sig = arg_types(args, self._types)
         tier = self._tier(sig)
         if tier["parallel"]:
@@ -120,7 +121,7 @@ class TieredKernel:
         known = len(compiled_by.overloads)
         began = time.perf_counter()
         result = run_serial()
-        if len(compiled_by.overloads) != known:
+        if not counts or len(compiled_by.overloads) != known:
             # This call compiled the serial kernel (or loaded it from the disk cache): that
             # time is no measure of the work, and counting it promoted every kernel whose
             # twin takes over PARALLEL_AFTER to compile at its first call, doubling a cold

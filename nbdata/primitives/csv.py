@@ -152,7 +152,12 @@ class CsvConfig:
         codes = np.empty(n, np.int8)
         cols = np.empty(n, np.int64)
         extras = np.empty(n, np.int64)
-        k.decode_rows_parallel(*args, codes, cols, extras, max(1, min(4 * threads, n // 2048)))
+        blocks = max(1, min(4 * threads, n // 2048))
+        full = args + (codes, cols, extras, blocks)
+        kernel = k.decode_rows_parallel
+        # One block (a short call) gains nothing from the parallel kernel: its time does
+        # not count toward compiling it (PARALLEL_AFTER, nbdata/kernels/tiers.py).
+        kernel.call_or(full, lambda: kernel.serial(*full), kernel.serial, counts=blocks > 1)
         bad = np.flatnonzero(codes)
         if len(bad):
             r = int(bad[0])

@@ -343,3 +343,28 @@ def test_a_large_example_parse_runs_parse_range_until_the_parallel_kernel_takes_
     bad = records[:3000] + [b"\x0a\x03abc"] + records[3000:]
     with pytest.raises(nd.errors.InvalidArgumentError, match="3000"):
         nd.io.parse_example(bad, features)
+
+
+def test_short_csv_decodes_do_not_count_toward_compiling_the_parallel_decoder(monkeypatch):
+    """CSV decode runs one kernel at every size; a call of one block (under 4,096 rows on
+    two threads) gains nothing from the parallel tier, so only longer calls count."""
+    from nbdata.kernels import csv as kc, tiers
+    fresh = tiers.TieredKernel(kc.decode_rows_parallel.py_func, {"nogil": True})
+    monkeypatch.setattr(kc, "decode_rows_parallel", fresh)
+    promoted = []
+    monkeypatch.setattr(tiers, "PARALLEL_AFTER", 1e-9)
+    monkeypatch.setattr(tiers.TieredKernel, "_promote",
+                        lambda self, sig, tier: promoted.append(self.py_func.__name__))
+    lines = np.array([f"{i},{i / 4}".encode() for i in range(5000)], dtype=object)
+    for _ in range(3):
+        ints, halves = nd.io.decode_csv(lines[:300], [[0], [0.0]])
+    np.testing.assert_array_equal(ints, np.arange(300))
+    assert promoted == [] and fresh.serial.signatures
+    for _ in range(2):
+        ints, halves = nd.io.decode_csv(lines, [[0], [0.0]])
+    np.testing.assert_array_equal(halves, np.arange(5000, dtype=np.float32) / 4)
+    assert set(promoted) == {"decode_rows_parallel"}
+    with pytest.raises(nd.errors.InvalidArgumentError, match="4321"):
+        bad = lines.copy()
+        bad[4321] = b"1,x"
+        nd.io.decode_csv(bad, [[0], [0.0]])
