@@ -490,10 +490,7 @@ class ExecContext:
         with kernel_section(threads):
             yield
         tuner.record(threads, rows, time.perf_counter() - began)
-        if tuner.current is not None:
-            stats = self.stats(node)
-            stats.chosen["kernel threads"] = tuner.current
-            stats.why["kernel threads"] = tuner.why
+        tuner.publish(self.stats(node))
 
     def run_gpu_chain(self, chain, batch, seed_base: int):
         """A GPU chain (``nbdata/primitives/gpu.py``) applied to a device batch, its random

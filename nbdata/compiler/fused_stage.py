@@ -69,7 +69,8 @@ class FusedStage(StageNode):
     parallel_after: float = 0.0
     # ``parallel``: the parallel kernel runs; ``serial_seconds`` spent in the serial one;
     # ``sig``: the signature to promote; ``promoting``: the thread compiling it;
-    # ``looked``: signatures whose parallel kernel the disk cache did not have.
+    # ``looked``: signatures whose parallel kernel the disk cache did not have;
+    # ``arg types`` and ``buffer types``: signature() memos (made at its first call).
     tier: dict = dataclasses.field(default_factory=lambda: {
         "parallel": False, "serial_seconds": 0.0, "sig": None, "promoting": None,
         "looked": set()})
@@ -432,9 +433,7 @@ class FusedChunks(ChunkIter):
                         {"rows": int(k), "kept": int(n) if bad_row < 0 else None})
         if tuned and bad_row < 0:
             stage.tuner.record(threads, k, ended - began)
-            if stage.tuner.current is not None:
-                self.stats.chosen["kernel threads"] = stage.tuner.current
-                self.stats.why["kernel threads"] = stage.tuner.why
+            stage.tuner.publish(self.stats)
         if bad_row >= 0:
             self.state[:] = saved
             self.stats.fallback(k, reason)

@@ -327,8 +327,8 @@ class ThreadBudget:
     cores), at most ``autotune.cpu_budget`` when that is set. A kernel call gets the
     budget less the executor threads busy elsewhere at that moment, at least one and
     at most ``threading.max_intra_op_parallelism``, so the two never oversubscribe
-    the cores; with none of those set (nor ``NUMBA_NUM_THREADS``), a fused stage may run
-    its kernel on fewer threads where it measured them faster
+    the cores; with none of those set (nor ``NUMBA_NUM_THREADS``), a fused stage or a
+    record decoder may run its kernel on fewer threads where it measured them faster
     (:class:`KernelThreadTuner`)."""
 
     def __init__(self, options):
@@ -371,7 +371,8 @@ class ThreadBudget:
 
 
 class KernelThreadTuner:
-    """The thread count of one kernel site (a fused stage's parallel kernel), chosen from
+    """The thread count of one kernel site (a fused stage's parallel kernel, a record
+    decoder's kernels), chosen from
     its own measured speed, so that a pipeline beside other busy processes (a trainer,
     DataLoader workers) stops using threads that only take turns with them.
 
@@ -412,6 +413,13 @@ class KernelThreadTuner:
         if self.probe is not None and self.probe <= limit:
             return self.probe
         return limit if self.current is None else min(self.current, limit)
+
+    def publish(self, stats) -> None:
+        """Puts the chosen count and why in a stage's stats (the autotune lines of
+        ``stats().summary()``), once there is one."""
+        if self.current is not None:
+            stats.chosen["kernel threads"] = self.current
+            stats.why["kernel threads"] = self.why
 
     def record(self, threads: int, rows: int, seconds: float) -> None:
         """A call at ``threads`` threads ran ``rows`` rows in ``seconds``."""

@@ -122,8 +122,9 @@ class TieredKernel:
         began = time.perf_counter()
         result = run_serial()
         if not counts or len(compiled_by.overloads) != known:
-            # This call compiled the serial kernel (or loaded it from the disk cache): that
-            # time is no measure of the work, and counting it promoted every kernel whose
+            # Not counted: work the caller says parallel parts cannot speed up, or a call
+            # that compiled the serial kernel (or loaded it from the disk cache), whose
+            # time is no measure of the work; counting it promoted every kernel whose
             # twin takes over PARALLEL_AFTER to compile at its first call, doubling a cold
             # start's compiling for work that may take milliseconds.
             return result
