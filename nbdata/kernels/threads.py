@@ -237,6 +237,22 @@ def threading_layer() -> str:
     return _layer
 
 
+def _launch_on_main_thread() -> None:
+    """Start Numba's threading layer now when this is the main thread (importing nbdata
+    does, about 6 ms: the layer starts no worker thread until a kernel runs).
+
+    The layer remembers the thread that started it. Under ``tbb`` a fork() from any
+    other thread leaves the child with the parent's task scheduler, whose workers do
+    not exist there ("Numba: Attempted to fork from a non-main thread, the TBB library
+    may be in an invalid state in the child process"), and a parallel kernel in the
+    child can wait for them forever. Left to the first kernel, the layer would start on
+    whichever thread ran it: a prefetch or interleave thread, then a DataLoader's fork()
+    from the main thread is such a fork. Imported on another thread, nbdata leaves the
+    start to the first kernel, as before."""
+    if threading.current_thread() is threading.main_thread():
+        threading_layer()
+
+
 def serialises_kernels() -> bool:
     """True under Numba's ``workqueue`` layer, which aborts the process when two threads
     launch parallel kernels at once: nbdata then runs one kernel at a time (install
@@ -537,3 +553,6 @@ def oversubscription_line(start: dict | None) -> str | None:
     except (AttributeError, OSError):
         load = None
     return oversubscription(delta[0], delta[1], core_count(), load)
+
+
+_launch_on_main_thread()

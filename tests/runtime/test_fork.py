@@ -84,6 +84,10 @@ def run(script: str, **env) -> str:
                           timeout=180, env=environ, cwd=REPO)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
+    # Numba's tbb layer, started on a thread other than the one that forks (the parent's
+    # first kernel ran on its prefetch thread), leaves each child a task scheduler
+    # whose workers do not exist there: a child's kernel could then wait forever.
+    assert "may be in an invalid state in the child" not in proc.stderr, out
     return proc.stdout
 
 
