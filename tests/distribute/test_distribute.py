@@ -79,12 +79,15 @@ def test_distributed_epoch_runs_fused_kernels_on_workers_and_matches_in_process(
     assert not any(a.flags.writeable for a, _ in batches)
     stats = dist.compile().stats()
     stage = stats.stages[0]
-    assert set(stage.workers) == {0, 1}
+    # Workers ask for splits as they get free: one that starts late (its process and
+    # kernel compile on a loaded machine) may find the others took every split.
+    assert stage.workers and set(stage.workers) <= {0, 1}
     assert stats.kernel_rows == 10_000          # every source row ran in a worker's kernel
     assert sum(w["rows"] for w in stage.workers.values()) == len(batches)
     text = dist.compile().explain()
     assert "driver and workers" in text and "split_source" in text
-    assert "worker 1:" in repr(stats)
+    for worker in stage.workers:
+        assert f"worker {worker}:" in repr(stats)
     # A second iteration reuses the job and its workers: the same rows again.
     assert sorted(int(v) for _, b in dist for v in b) == expected
 
