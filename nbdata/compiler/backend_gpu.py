@@ -24,7 +24,12 @@ from nbdata.compiler.emit import Source, jitted, materialize
 from nbdata.primitives import gpu
 from nbdata.primitives.gpu import Chain
 
-_THREADS = 256
+# Threads per block: 256 on a GPU. Numba's CUDA simulator runs each thread of a block
+# as a Python thread, started and joined per launch, so a block of 256 for a test's
+# 90-value image started 256 threads; under the simulator blocks are 32 threads (one
+# warp). Kernels index by ``blockIdx.x * _THREADS + threadIdx.x`` and use no shared
+# memory, so any block size computes the same values.
+_THREADS = 32 if numba.config.ENABLE_CUDASIM else 256
 _MAX_KERNELS = 64
 _GRID_Y = 65535          # CUDA's limit of gridDim.y: larger batches loop over images
 _INT32 = 2 ** 31 - 1
