@@ -247,10 +247,26 @@ def _launch_on_main_thread() -> None:
     may be in an invalid state in the child process"), and a parallel kernel in the
     child can wait for them forever. Left to the first kernel, the layer would start on
     whichever thread ran it: a prefetch or interleave thread, then a DataLoader's fork()
-    from the main thread is such a fork. Imported on another thread, nbdata leaves the
-    start to the first kernel, as before."""
-    if threading.current_thread() is threading.main_thread():
-        threading_layer()
+    from the main thread is such a fork. Only where Numba will pick ``tbb``: started
+    early, GNU OpenMP would make a forked child of a process that never ran a kernel
+    refuse to run one (:func:`check_fork_safe`). Imported on another thread, nbdata
+    leaves the start to the first kernel, as before."""
+    if threading.current_thread() is not threading.main_thread() or not _tbb_loadable:
+        return
+    try:
+        from numba.np.ufunc import parallel
+        if parallel._is_initialized:
+            return
+        # Numba's own choice of tbb: the configured layer admits it and its tbbpool
+        # module loads against this TBB (else Numba would fall back to OpenMP)
+        if str(numba.config.THREADING_LAYER).lower() not in ("default", "tbb", "safe",
+                                                              "threadsafe"):
+            return
+        parallel._check_tbb_version_compatible()
+        from numba.np.ufunc import tbbpool  # noqa: F401
+    except Exception:  # noqa: BLE001 - no usable tbb: the first kernel starts the layer
+        return
+    threading_layer()
 
 
 def serialises_kernels() -> bool:
