@@ -20,6 +20,11 @@ _serial = threading.Lock()
 _omp_forked_from: int | None = None
 
 
+def _layer_admits_tbb() -> bool:
+    """Whether the configured layer (``NUMBA_THREADING_LAYER``) lets Numba pick tbb."""
+    return str(numba.config.THREADING_LAYER).lower() in ("default", "tbb", "safe", "threadsafe")
+
+
 def _load_pip_tbb() -> bool:
     """Make Intel TBB loadable for Numba's ``tbb`` threading layer.
 
@@ -37,7 +42,7 @@ def _load_pip_tbb() -> bool:
         from numba.np.ufunc import parallel
         if parallel._is_initialized:
             return False
-        if str(numba.config.THREADING_LAYER).lower() not in ("default", "tbb", "safe", "threadsafe"):
+        if not _layer_admits_tbb():
             return False
     except Exception:  # noqa: BLE001 - an unfamiliar Numba: leave it as it is
         return False
@@ -259,8 +264,7 @@ def _launch_on_main_thread() -> None:
             return
         # Numba's own choice of tbb: the configured layer admits it and its tbbpool
         # module loads against this TBB (else Numba would fall back to OpenMP)
-        if str(numba.config.THREADING_LAYER).lower() not in ("default", "tbb", "safe",
-                                                              "threadsafe"):
+        if not _layer_admits_tbb():
             return
         parallel._check_tbb_version_compatible()
         from numba.np.ufunc import tbbpool  # noqa: F401
