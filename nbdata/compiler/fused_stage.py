@@ -24,6 +24,7 @@ from nbdata.compiler.kernel_cache import compile_kernel, load_kernel
 from nbdata.kernels.threads import KernelThreadTuner, kernel_section
 from nbdata.kernels.tiers import arg_types, promote
 from nbdata.errors import InvalidArgumentError, OpError
+from nbdata.kernels import read_only
 from nbdata.kernels.compact import compact
 from nbdata.kernels.batching import batch_columns
 from nbdata.ops.batch import batch_size_of
@@ -154,16 +155,6 @@ class FusedStage(StageNode):
         return FusedChunks(self, ctx, state)
 
 
-def _read_only(a):
-    """``a`` as a read-only view: the kernel's inputs have one Numba type whether a
-    stream's arrays are writable (NumPy, HDF5 blocks) or not (Arrow buffers, memory
-    maps), so the signature compiled at ``compile()`` is the one the chunks use."""
-    if isinstance(a, np.ndarray) and a.flags.writeable:
-        a = a.view()
-        a.flags.writeable = False
-    return a
-
-
 def stream_args(chunk: Chunk, leaves: list) -> list:
     """Kernel arguments for a chunk of an input stream: C-contiguous columns of the
     planned dtypes, plus the (rows, size) view of each array column, all read-only."""
@@ -172,11 +163,11 @@ def stream_args(chunk: Chunk, leaves: list) -> list:
         if leaf.arg_count == 0:   # an OpaqueLeaf: the kernel does not read it
             continue
         if isinstance(leaf, RaggedLeaf):
-            args += [_read_only(a) for a in pack_ragged(c, leaf.spec)]
+            args += [read_only(a) for a in pack_ragged(c, leaf.spec)]
             continue
         if not isinstance(c, np.ndarray) or c.dtype != leaf.spec.dtype:
             c = np.asarray(list(c) if isinstance(c, RowList) else c, dtype=leaf.spec.dtype)
-        c = _read_only(np.ascontiguousarray(c))
+        c = read_only(np.ascontiguousarray(c))
         args.append(c)
         if leaf.spec.shape:
             args.append(c.reshape(len(c), int(np.prod(leaf.spec.shape))))

@@ -26,6 +26,7 @@ from nbdata.chunks import StringColumn, string_column_of
 from nbdata.primitives.decoder import Decoder, RowError, for_records
 from nbdata.errors import InvalidArgumentError
 from nbdata.kernels import csv as k
+from nbdata.kernels import read_only
 from nbdata.spec import TensorSpec, as_dtype, string
 from nbdata.primitives.table import define
 
@@ -130,6 +131,7 @@ class CsvConfig:
 
     def run(self, data: np.ndarray, offsets: np.ndarray, n: int):
         """Kernel outputs for ``n`` records; raises RowError for the first bad one."""
+        data, offsets = read_only(data), read_only(offsets)   # one kernel signature
         nout = len(self.kinds)
         shape = (nout, n)
         ints = np.empty(shape, np.int64)

@@ -32,6 +32,7 @@ from nbdata.chunks import RowList, StringColumn, string_column_of
 from nbdata.kernels.threads import kernel_section
 from nbdata.errors import InvalidArgumentError
 from nbdata.kernels import protobuf as pb
+from nbdata.kernels import read_only
 from nbdata.spec import SparseTensor, SparseTensorSpec, TensorSpec, as_dtype, string
 from nbdata.primitives.decoder import Decoder, RowError, for_records
 from nbdata.primitives.table import define
@@ -173,21 +174,14 @@ def _chunks(n: int) -> int:
     return max(2, min(4 * threads, n // _ROWS_PER_CHUNK))
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
-    if a.flags.writeable:
-        a = a.view()
-        a.flags.writeable = False
-    return a
-
-
 class _Source:
     """The records to parse: uint8 ``data``, int64 ``offsets`` and, lazily, ``data`` as
     ``bytes`` for slicing strings out."""
 
     def __init__(self, data: np.ndarray, offsets: np.ndarray, blob: bytes | None = None):
         # Read-only views: one type, so one compilation, whatever the caller passes.
-        self.data = _readonly(np.ascontiguousarray(data, dtype=np.uint8).reshape(-1))
-        self.offsets = _readonly(np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1))
+        self.data = read_only(np.ascontiguousarray(data, dtype=np.uint8).reshape(-1))
+        self.offsets = read_only(np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1))
         self._blob = blob
         off = self.offsets
         if len(off) == 0 or (len(off) > 1 and (

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 import nbdata as nd
 from nbdata.chunks import StringColumn
+from nbdata.kernels import read_only
 from nbdata.primitives.example import (FixedLenFeature, VarLenFeature, encode_example, parse_example,
                                parse_single_example)
 
@@ -368,8 +369,9 @@ def test_plan_api_for_fused_kernels():
     assert got["t"] == want["t"]
     assert plan.parse(column.data, column.offsets)["n"].tolist() == [3, -1]
     bad = StringColumn.from_values([records[0], encode_example({"x": [1.0]})])
-    row, code, f, extra = pb.parse_range(bad.data, bad.offsets, 0, 2, plan.layout,
-                                         plan.outputs(2), False)
+    # read-only, as nbdata.primitives.example passes them (one kernel signature)
+    row, code, f, extra = pb.parse_range(read_only(bad.data), read_only(bad.offsets), 0, 2,
+                                         plan.layout, plan.outputs(2), False)
     assert (row, code, plan.keys[f], extra) == (1, pb.E_COUNT, "x", 1)
     err = plan.error(bad.data, bad.offsets, False, row, code, f, extra)
     assert str(err) == message(parse_example, bad, features)
