@@ -47,6 +47,20 @@ def _gather_rows(data, offsets, rows):
     return out, out_offsets
 
 
+def read_only(a):
+    """``a`` as a read-only view (not a copy) when it is a writable NumPy array, else ``a``.
+
+    Numba types a read-only array apart from a writable one, so a kernel called with both
+    compiles twice (2-3 s each for the CSV decoder and the Example parser, on a cold
+    cache). Kernels that only read an input take it through this: one signature whether
+    the bytes come from a memory map or a decompressed block, a NumPy array or an Arrow
+    buffer."""
+    if isinstance(a, np.ndarray) and a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
 def gather_strings(data: np.ndarray, offsets: np.ndarray, rows: np.ndarray):
     """The strings at ``rows``, as fresh (data, offsets).
 
@@ -55,7 +69,7 @@ def gather_strings(data: np.ndarray, offsets: np.ndarray, rows: np.ndarray):
     >>> d.tobytes(), o.tolist()
     (b'cdeabcde', [0, 3, 5, 8])
     """
-    return _gather_rows(data, offsets, rows)
+    return _gather_rows(read_only(data), read_only(offsets), rows)
 
 
 def concat_strings(datas: list, offsets_list: list):
@@ -239,7 +253,7 @@ class PackedRows(RowList):
     def take(self, rows) -> "PackedRows":
         data, offsets, shapes = self.packed
         rows = np.asarray(rows, np.int64)
-        out_data, out_offsets = _gather_rows(data, offsets, rows)
+        out_data, out_offsets = _gather_rows(read_only(data), read_only(offsets), rows)
         return PackedRows(out_data, out_offsets, shapes[rows])
 
     @classmethod

@@ -19,12 +19,11 @@ import numpy as np
 from numba import types
 
 from nbdata import profiler, progress
-from nbdata.chunks import Chunk, RowList, chunk_from_elements, col_row
+from nbdata.chunks import Chunk, RowList, chunk_from_elements, col_row, read_only
 from nbdata.compiler.kernel_cache import compile_kernel, load_kernel
 from nbdata.kernels.threads import KernelThreadTuner, kernel_section
 from nbdata.kernels.tiers import arg_types, promote
 from nbdata.errors import InvalidArgumentError, OpError
-from nbdata.kernels import read_only
 from nbdata.kernels.compact import compact
 from nbdata.kernels.batching import batch_columns
 from nbdata.ops.batch import batch_size_of

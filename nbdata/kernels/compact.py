@@ -8,6 +8,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from nbdata.chunks import read_only
 from nbdata.kernels.tiers import tiered
 
 
@@ -57,7 +58,7 @@ def compact(column: np.ndarray, rows: np.ndarray, flat: np.ndarray | None = None
     if words is None:
         return column[rows]
     out = np.empty((len(rows),) + column.shape[1:], column.dtype)
-    gather_rows(words, rows, _words(out.reshape(len(rows), width)))
+    gather_rows(read_only(words), rows, _words(out.reshape(len(rows), width)))  # one signature
     return out
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from nbdata import random as nd_random
 from nbdata import state_check
-from nbdata.chunks import Chunk, PackedRows, RowList, StringColumn, row_bytes
+from nbdata.chunks import Chunk, PackedRows, RowList, StringColumn, read_only, row_bytes
 from nbdata.errors import InvalidArgumentError, UnimplementedError
 from nbdata.kernels.compact import gather_spans
 from nbdata.kernels.shuffle import drain_plan, draw_slots, replace_plan, replace_values, swap_rows
@@ -455,7 +455,8 @@ class ShuffleChunks(InputChunks):
         out, plan = [], None
         if len(self.store) == 1 and self.store[0].ndim == 1 and self.store[0].dtype != object:
             o = np.empty(m, self.store[0].dtype)   # one column of single values (row numbers)
-            replace_values(self.key, start, self.store[0], np.ascontiguousarray(incoming[0]), o)
+            replace_values(self.key, start, self.store[0],
+                           read_only(np.ascontiguousarray(incoming[0])), o)
             return self._output([o])
         for buf, col in zip(self.store, incoming):
             if buf.dtype != object:
@@ -465,8 +466,8 @@ class ShuffleChunks(InputChunks):
                         plan = (draw_slots(self.key, start, m, self.size),)
                 slots = plan[0]
                 o = np.empty((m,) + buf.shape[1:], buf.dtype)
-                swap_rows(buf.reshape(self.size, width), np.ascontiguousarray(col).reshape(m, width),
-                          slots, o.reshape(m, width))
+                rows = read_only(np.ascontiguousarray(col).reshape(m, width))  # one signature
+                swap_rows(buf.reshape(self.size, width), rows, slots, o.reshape(m, width))
                 out.append(o)
                 continue
             owner = np.arange(self.size, dtype=np.int64)

@@ -22,11 +22,10 @@ from typing import Any
 import numba
 import numpy as np
 
-from nbdata.chunks import StringColumn, string_column_of
+from nbdata.chunks import StringColumn, read_only, string_column_of
 from nbdata.primitives.decoder import Decoder, RowError, for_records
 from nbdata.errors import InvalidArgumentError
 from nbdata.kernels import csv as k
-from nbdata.kernels import read_only
 from nbdata.spec import TensorSpec, as_dtype, string
 from nbdata.primitives.table import define
 

@@ -28,11 +28,10 @@ from typing import Any, NamedTuple
 import numba
 import numpy as np
 
-from nbdata.chunks import RowList, StringColumn, string_column_of
+from nbdata.chunks import RowList, StringColumn, read_only, string_column_of
 from nbdata.kernels.threads import kernel_section
 from nbdata.errors import InvalidArgumentError
 from nbdata.kernels import protobuf as pb
-from nbdata.kernels import read_only
 from nbdata.spec import SparseTensor, SparseTensorSpec, TensorSpec, as_dtype, string
 from nbdata.primitives.decoder import Decoder, RowError, for_records
 from nbdata.primitives.table import define

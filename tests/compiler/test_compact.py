@@ -111,3 +111,24 @@ def test_rows_gathered_from_the_source_count_toward_the_chunk_bound(monkeypatch)
     got = np.concatenate(list(ds.with_options(o)))
     np.testing.assert_array_equal(got, x[x[:, 0] % 5 != 0])
     assert gathered and max(gathered) <= 8 << 20, max(gathered)
+
+
+def test_read_only_and_writable_inputs_share_one_compiled_gather():
+    """Gathers read their source through chunks.read_only: rows from a memory map or an
+    Arrow buffer (read-only) and from NumPy (writable) run one compiled kernel each, not
+    one per kind of array."""
+    from nbdata import chunks
+    from nbdata.kernels import compact as kc
+    text = np.frombuffer(b"abcde", np.uint8)          # read-only, as a memory map's
+    for data, offsets in ((text, np.array([0, 2, 5])), (text.copy(), np.array([0, 2, 5]))):
+        out, out_offsets = chunks.gather_strings(data, offsets, np.array([1, 0]))
+        assert out.tobytes() == b"cdeab" and out_offsets.tolist() == [0, 3, 5]
+    rows = np.arange(12, dtype=np.uint16).reshape(6, 2)
+    frozen = rows.copy()
+    frozen.flags.writeable = False
+    for source in (rows, frozen):
+        assert kc.compact(source, np.array([4, 1])).tolist() == [[8, 9], [2, 3]]
+    for sig in chunks._gather_rows.signatures:
+        assert not sig[0].mutable and not sig[1].mutable, sig
+    gathers = kc.gather_rows.serial.signatures + kc.gather_rows.parallel.signatures
+    assert gathers and not any(sig[0].mutable for sig in gathers), gathers

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 import nbdata as nd
 from nbdata.chunks import StringColumn
-from nbdata.kernels import read_only
+from nbdata.chunks import read_only
 from nbdata.primitives.example import (FixedLenFeature, VarLenFeature, encode_example, parse_example,
                                parse_single_example)
 
