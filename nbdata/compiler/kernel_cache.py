@@ -17,6 +17,7 @@ The directory is :func:`nbdata.options.cache_dir` (``$NBDATA_CACHE_DIR``, ...);
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import sys
 import threading
@@ -29,6 +30,7 @@ import numpy as np
 
 from nbdata.kernels.tiers import load_compiled
 from nbdata.options import cache_dir, source_hash
+from nbdata.primitives.table import Primitive
 
 MAX_DEPTH = 4
 
@@ -87,7 +89,12 @@ def fingerprint(obj: Any, h: "hashlib._Hash", depth: int = 0, versions: bool = T
         fingerprint(obj.py_func, h, depth, versions)
     elif isinstance(obj, pytypes.FunctionType):
         module = sys.modules.get(obj.__module__ or "")
-        if module is not None and (module.__name__ == "nbdata" or module.__name__.startswith("nbdata.")):
+        ours = module is not None and (module.__name__ == "nbdata" or
+                                       module.__name__.startswith("nbdata."))
+        if ours and versions:
+            h.update(f"nbdata-fn:{_nbdata_function_digest(obj)};".encode())
+            return
+        if ours:
             fingerprint(module, h, depth + 1, versions)
         h.update(f"fn:{obj.__qualname__};".encode())
         _code(obj.__code__, h)
@@ -102,10 +109,69 @@ def fingerprint(obj: Any, h: "hashlib._Hash", depth: int = 0, versions: bool = T
             if name in obj.__globals__:
                 h.update(f"global:{name};".encode())
                 fingerprint(obj.__globals__[name], h, depth + 1, versions)
+    elif isinstance(obj, Primitive):   # an op-table entry: its name and its functions
+        h.update(f"primitive:{obj.name};".encode())
+        for field in dataclasses.fields(obj):
+            fingerprint(getattr(obj, field.name), h, depth + 1, versions)
     elif isinstance(obj, (pytypes.BuiltinFunctionType, np.ufunc, type)):
         h.update(f"named:{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', obj.__name__)};".encode())
     else:
         raise Unfingerprintable(type(obj).__name__)
+
+
+# Digests of nbdata's own functions: (the function, its digest) by id.
+_digests: dict = {}
+_in_progress: set = set()
+_cycles = [0]   # cycle markers written so far (a digest that wrote one is not kept)
+
+
+def _nbdata_function_digest(fn) -> str:
+    """The fingerprint of one of nbdata's functions: the package's source stamp, its name
+    and code, and what it reads (closure cells, defaults, globals), fingerprinted fully.
+    Nesting depth does not count inside nbdata: image ops call helpers a dozen deep, and a
+    kernel calling them was never cached on disk ("nested too deeply"); a cycle (a function
+    reached again while its digest is being made) counts by name. Kept for the process,
+    as Numba keeps the global values a function read at its first compile."""
+    hit = _digests.get(id(fn))
+    if hit is not None and hit[0] is fn:
+        return hit[1]
+    if id(fn) in _in_progress:
+        _cycles[0] += 1
+        return f"cycle:{fn.__module__}.{fn.__qualname__}"
+    cycles = _cycles[0]
+    _in_progress.add(id(fn))
+    try:
+        h = hashlib.sha1()
+        fingerprint(sys.modules[fn.__module__], h)
+        h.update(f"fn:{fn.__qualname__};".encode())
+        _code(fn.__code__, h)
+        for cell in fn.__closure__ or ():
+            try:
+                contents = cell.cell_contents
+            except ValueError:
+                raise Unfingerprintable("an empty closure cell") from None
+            fingerprint(contents, h, 1)
+        fingerprint(fn.__defaults__, h, 1)
+        for name in sorted(global_names(fn.__code__)):
+            if name in fn.__globals__:
+                h.update(f"global:{name};".encode())
+                try:
+                    fingerprint(fn.__globals__[name], h, 1)
+                except Unfingerprintable:
+                    # Run-time state of the package (a lock, a thread-local, a registry):
+                    # no compiled code can read it (Numba freezes only numbers, strings,
+                    # tuples, arrays and functions, all fingerprinted above), and the code
+                    # that uses it is in the source stamp.
+                    h.update(f"state:{type(fn.__globals__[name]).__qualname__};".encode())
+        digest = h.hexdigest()
+    finally:
+        _in_progress.discard(id(fn))
+    # Kept: module-level functions (one made per call, a closure, may hold a user's
+    # function, which the cache must not keep alive), and only digests that met no cycle
+    # (those depend on where the walk started).
+    if not fn.__closure__ and _cycles[0] == cycles:
+        _digests[id(fn)] = (fn, digest)
+    return digest
 
 
 def _code(code: pytypes.CodeType, h) -> None:

@@ -160,3 +160,27 @@ def test_a_cache_entry_naming_a_missing_module_compiles_instead(tmp_path, monkey
     monkeypatch.setattr("nbdata.compiler.fused_stage.compile_kernel", broken_cache)
     got = np.concatenate(list(pipe.compile()))
     assert calls and got.tolist() == (x * 9 + 4).tolist()
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: nd.image.normalize(nd.image.random_flip_left_right(x, (1, 2)),
+                                 np.array([120.0, 110.0, 100.0]), np.array([60.0, 50.0, 40.0])),
+    nd.image.rgb_to_grayscale,   # compiled through the twin of its recorded graph
+])
+def test_kernels_of_image_ops_are_cached_on_disk(tmp_path, monkeypatch, fn):
+    """nbdata's own functions count in a kernel's cache key by the package's source stamp
+    and what they read, however deep they call: a map through image ops (helpers a dozen
+    calls deep, op-table entries) gets a key and its kernel a file, where such kernels
+    were compiled in memory only ("nested too deeply") and again in every process."""
+    monkeypatch.setenv("NBDATA_CACHE_DIR", str(tmp_path))
+    images = np.random.default_rng(0).integers(0, 256, (8, 6, 5, 3), dtype=np.uint8)
+    options = nd.Options()
+    options.fusion_min_rows = 0
+    ds = nd.Dataset.from_tensor_slices(images).map(fn).batch(4).with_options(options)
+    pipe = ds.compile()
+    assert "fused" in pipe.explain()
+    got = np.concatenate(list(pipe))
+    reference = nd.Options()
+    reference.fusion = False
+    np.testing.assert_allclose(got, np.concatenate(list(ds.with_options(reference))), rtol=1e-6)
+    assert list((tmp_path / "kernels").glob("stage_*.py"))
