@@ -20,7 +20,10 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 def _slow(x):
-    time.sleep(0.0005)
+    # slower than the consumer below (2 ms a batch), so that the consumer waits for the
+    # prefetch whatever the machine's load: with 0.5 ms the prefetch could stay ahead
+    # from the first batch on, and a suite run once saw no wait at all
+    time.sleep(0.003)
     return x
 
 
