@@ -78,7 +78,7 @@ def fingerprint(obj: Any, h: "hashlib._Hash", depth: int = 0, versions: bool = T
         name = obj.__name__
         if not versions:
             h.update(f"module:{name};".encode())
-        elif name == "nbdata" or name.startswith("nbdata."):
+        elif _is_ours(name):
             global _STAMP
             if _STAMP is None:
                 _STAMP = _package_stamp()
@@ -89,26 +89,13 @@ def fingerprint(obj: Any, h: "hashlib._Hash", depth: int = 0, versions: bool = T
         fingerprint(obj.py_func, h, depth, versions)
     elif isinstance(obj, pytypes.FunctionType):
         module = sys.modules.get(obj.__module__ or "")
-        ours = module is not None and (module.__name__ == "nbdata" or
-                                       module.__name__.startswith("nbdata."))
+        ours = module is not None and _is_ours(module.__name__)
         if ours and versions:
             h.update(f"nbdata-fn:{_nbdata_function_digest(obj)};".encode())
             return
         if ours:
             fingerprint(module, h, depth + 1, versions)
-        h.update(f"fn:{obj.__qualname__};".encode())
-        _code(obj.__code__, h)
-        for cell in obj.__closure__ or ():
-            try:
-                contents = cell.cell_contents
-            except ValueError:      # a variable of the enclosing function, not set yet
-                raise Unfingerprintable("an empty closure cell") from None
-            fingerprint(contents, h, depth + 1, versions)
-        fingerprint(obj.__defaults__, h, depth + 1, versions)
-        for name in sorted(global_names(obj.__code__)):
-            if name in obj.__globals__:
-                h.update(f"global:{name};".encode())
-                fingerprint(obj.__globals__[name], h, depth + 1, versions)
+        _function(obj, h, depth, versions)
     elif isinstance(obj, Primitive):   # an op-table entry: its name and its functions
         h.update(f"primitive:{obj.name};".encode())
         for field in dataclasses.fields(obj):
@@ -143,26 +130,7 @@ def _nbdata_function_digest(fn) -> str:
     try:
         h = hashlib.sha1()
         fingerprint(sys.modules[fn.__module__], h)
-        h.update(f"fn:{fn.__qualname__};".encode())
-        _code(fn.__code__, h)
-        for cell in fn.__closure__ or ():
-            try:
-                contents = cell.cell_contents
-            except ValueError:
-                raise Unfingerprintable("an empty closure cell") from None
-            fingerprint(contents, h, 1)
-        fingerprint(fn.__defaults__, h, 1)
-        for name in sorted(global_names(fn.__code__)):
-            if name in fn.__globals__:
-                h.update(f"global:{name};".encode())
-                try:
-                    fingerprint(fn.__globals__[name], h, 1)
-                except Unfingerprintable:
-                    # Run-time state of the package (a lock, a thread-local, a registry):
-                    # no compiled code can read it (Numba freezes only numbers, strings,
-                    # tuples, arrays and functions, all fingerprinted above), and the code
-                    # that uses it is in the source stamp.
-                    h.update(f"state:{type(fn.__globals__[name]).__qualname__};".encode())
+        _function(fn, h, 0, True, package=True)
         digest = h.hexdigest()
     finally:
         _in_progress.discard(id(fn))
@@ -172,6 +140,38 @@ def _nbdata_function_digest(fn) -> str:
     if not fn.__closure__ and _cycles[0] == cycles:
         _digests[id(fn)] = (fn, digest)
     return digest
+
+
+def _function(fn, h, depth: int, versions: bool, package: bool = False) -> None:
+    """A function's name and code and what it reads: its closure cells, its defaults and
+    the globals its code names. ``package``: one of nbdata's own, whose globals may also
+    hold run-time state of the package (a lock, a thread-local, a registry), counted by
+    its type: no compiled code can read it (Numba freezes only numbers, strings, tuples,
+    arrays and functions, all fingerprinted), and the code that uses it is in the source
+    stamp."""
+    h.update(f"fn:{fn.__qualname__};".encode())
+    _code(fn.__code__, h)
+    for cell in fn.__closure__ or ():
+        try:
+            contents = cell.cell_contents
+        except ValueError:      # a variable of the enclosing function, not set yet
+            raise Unfingerprintable("an empty closure cell") from None
+        fingerprint(contents, h, depth + 1, versions)
+    fingerprint(fn.__defaults__, h, depth + 1, versions)
+    for name in sorted(global_names(fn.__code__)):
+        if name in fn.__globals__:
+            value = fn.__globals__[name]
+            h.update(f"global:{name};".encode())
+            try:
+                fingerprint(value, h, depth + 1, versions)
+            except Unfingerprintable:
+                if not package:
+                    raise
+                h.update(f"state:{type(value).__qualname__};".encode())
+
+
+def _is_ours(module_name: str) -> bool:
+    return module_name == "nbdata" or module_name.startswith("nbdata.")
 
 
 def _code(code: pytypes.CodeType, h) -> None:
