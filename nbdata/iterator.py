@@ -103,6 +103,9 @@ class Iterator:
         # disjoint elements from the run itself (compiler/executor.py ChunkedRun).
         self._lock = threading.RLock()
         self._raw = None
+        # The run whose elements ``__next__`` takes directly (the raw run, unless this
+        # is a feedable iterator): one step of C code per element (ChunkedRun.elements).
+        self._run = None
         self._pipeline = None
         self._feed = None
         self._finished = False
@@ -158,6 +161,7 @@ class Iterator:
                 self._raw.close()
             self._raw = None
             self._raw, self._finished = pipeline.open(feed_dict), False
+            self._run = self._raw if self._handle_placeholder is None else None
             self._pipeline, self._feed = pipeline, feed_dict
 
     # --------------------------------------------------------------- state
@@ -196,12 +200,14 @@ class Iterator:
                                               "(run its initializer first)")
             doc = self._pipeline.read_state(state)
             self._raw.close()  # first: the old run may hold a cache writer's lock
+            self._run = None
             try:
                 self._raw = self._pipeline.resume(doc, self._feed)
             except BaseException:
                 self._finished = True   # its run is closed: it ends (until restored again)
                 raise
             self._finished = False
+            self._run = self._raw if self._handle_placeholder is None else None
 
     @property
     def initializer(self) -> Initializer:
@@ -375,10 +381,10 @@ class Iterator:
         return self
 
     def __next__(self) -> Any:
-        raw = self._raw
-        if raw is not None and not self._finished and self._handle_placeholder is None:
+        run = self._run
+        if run is not None:
             try:   # the common case in one step; the end and the rest go through get_next
-                return next(raw)
+                return next(run.elements)
             except StopIteration:
                 pass
         try:

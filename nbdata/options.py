@@ -209,7 +209,13 @@ class _OptionGroup:
         value = self._values.get(name)
         if value is None:
             d = defaults[name]
-            return d() if isinstance(d, type) else d
+            value = d() if isinstance(d, type) else d
+        if self.__dict__.get("_frozen") and (
+                not isinstance(value, _OptionGroup) or value.__dict__.get("_frozen")):
+            # A dataset's options never change: later reads find the value in the
+            # instance dict and skip this method (a running pipeline reads its options
+            # per chunk and per iteration).
+            self.__dict__[name] = value
         return value
 
     def __setattr__(self, name, value):

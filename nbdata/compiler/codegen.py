@@ -462,9 +462,10 @@ class KernelText:
 def generate(name: str, source_leaves: list, source_spec: Any, steps: list,
              indexed: bool = False) -> KernelText:
     """Source of ``name(lo, K, *source_args, status, kept, *scratch, *outputs, state)``
-    returning ``(bad_row, done, n_kept)``; ``kept[:n_kept]`` (int64, at least K rows)
-    receives the positions of the kept rows, in order. An ``indexed`` kernel also takes
-    ``rowidx`` (after the source arguments) and reads source row ``rowidx[i]``.
+    returning ``(bad_row, done, n_kept)``; when a step drops rows, ``kept[:n_kept]``
+    (int64, at least K rows) receives the positions of the kept rows, in order. An
+    ``indexed`` kernel also takes ``rowidx`` (after the source arguments) and reads
+    source row ``rowidx[i]``.
 
     Each source leaf takes ``leaf.arg_count`` arguments. ``status`` (uint8, at least K
     rows) receives each row's fate: 1 kept, 0 dropped, 2 pending (its function raised
@@ -577,6 +578,15 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list,
             if index is not None:
                 inputs = [("buffer", index, step.index_spec)] + inputs
             structure = step.out_spec
+    if not drops:
+        # Every row ends 1 (kept) or 2 (pending): a sum of the statuses, which LLVM
+        # vectorizes, says at a tenth of the cost of the scan below whether all of
+        # them were kept (no step drops, so the caller reads no positions).
+        ks.emit(1, "total = 0")
+        ks.emit(1, "for i in range(K):")
+        ks.emit(2, "total += status[i]")
+        ks.emit(1, "if total == K:")
+        ks.emit(2, "return -1, done, K")
     ks.emit(1, "n = 0")
     ks.emit(1, "for i in range(K):")
     ks.emit(2, "if status[i] == 1:")

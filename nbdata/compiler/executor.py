@@ -505,13 +505,27 @@ class ExecContext:
 
 _END = object()
 
+# A pull's work the top-level demand grows towards (seconds).
+PULL_TARGET_S = 0.0005
+
+
+def next_demand(want: int, took: float, limit: int) -> int:
+    """The next pull's demand after one of ``want`` rows took ``took`` seconds: at least
+    double, and as many rows as about PULL_TARGET_S of work when pulls are cheaper
+    (a fast kernel reaches whole chunks in three pulls, not a dozen, while a slow
+    per-element function still starts with one element and doubles), up to ``limit``."""
+    grow = 2
+    if took * 2 < PULL_TARGET_S:
+        grow = min(64, int(PULL_TARGET_S / max(took, 1e-6)))
+    return min(want * max(2, grow), limit)
+
 
 class ChunkedRun:
     """The top-level iterator: elements one at a time from the root's chunks.
 
-    It asks for one element first and doubles its demand as iteration goes on, so
-    that a consumer that stops early does not pay for (or run the side effects of) a
-    whole chunk. Its state is the root's state before the current chunk and the
+    It asks for one element first and grows its demand as iteration goes on
+    (:func:`next_demand`), so that a consumer that stops early does not pay for (or
+    run the side effects of) a whole chunk. Its state is the root's state before the current chunk and the
     number of rows already handed out since that state.
     """
 
@@ -558,39 +572,52 @@ class ChunkedRun:
                 self._hand_out(chunk)
 
     def _hand_out(self, chunk) -> None:
-        """Makes ``chunk``'s rows the ones to hand out. The current chunk is one tuple,
-        read at once, and a row is claimed by taking the next number of a range
-        iterator (one step of C code under the GIL): threads sharing this iterator get
-        disjoint rows without a lock per row."""
+        """Makes ``chunk``'s rows the ones to hand out: ``elements``, a C iterator that
+        gives them (a column's own iterator, zip over the columns, or map of a packing
+        function over row numbers), and ``claims``, the iterator inside it whose
+        ``operator.length_hint`` is the rows not yet handed out. An element is one
+        ``next(elements)``: C code under the GIL, so threads sharing this iterator get
+        disjoint rows without a lock per row, and a ``for`` loop runs no Python frame of
+        nbdata's per element (Iterator.__next__ calls it directly)."""
         if chunk is None:
-            self.current = (iter(()), 0, (), True, None)
+            self.elements = self.claims = iter(())
+            self.n = 0
             return
         columns = chunk.columns
-        n = chunk.n
+        n = self.n = chunk.n
         dense = all(type(c) is np.ndarray for c in columns)
-        # A chunk of whole elements (batches: one list of arrays) is handed out as it is,
-        # and so is a column of plain-array elements: their iterator claims the rows
-        # itself (C code; operator.length_hint says how many are left).
         if self.single and len(columns) == 1 and (
                 type(columns[0]) in (list, RowList) or (dense and self.leaf_only)):
-            rows = iter(columns[0]) if len(columns[0]) == n else iter(columns[0][:n])
-            self.current = (rows, n, columns, dense, True)
+            # A chunk of whole elements (batches: one list of arrays), or a column of
+            # plain-array elements: the column's iterator gives them.
+            column = columns[0]
+            self.elements = self.claims = iter(column if len(column) == n else column[:n])
         elif columns and all(type(c) in (np.ndarray, StringColumn) for c in columns):
-            # Arrays and strings (records, lines): the elements from zip over the columns,
+            # Arrays and strings (records, lines): the elements from zip over the columns
+            # (cut to the chunk's rows: zip stops with its first iterator, the claims),
             # a string column's rows made bytes at once (one copy of the chunk's bytes,
             # sliced in C; per row, col_row's dispatch and slicing cost several times as
             # much). A single string leaf is handed out as its list.
-            rows = [(c if len(c) == n else c.slice(0, n)).values() if type(c) is StringColumn
-                    else c for c in columns]
+            rows = [c if len(c) == n else c[:n] if type(c) is np.ndarray else c.slice(0, n)
+                    for c in columns]
+            rows = [c.values() if type(c) is StringColumn else c for c in rows]
+            self.claims = iter(rows[0])
             if self.single and len(rows) == 1 and self.leaf_only:
-                self.current = (iter(rows[0]), n, columns, dense, True)
+                self.elements = self.claims
             else:
-                elements = zip(*rows)
-                if not self.flat_tuple:   # (a flat tuple is zip's own element)
-                    elements = map(self.pack, elements)
-                self.current = (iter(range(n)), n, columns, dense, elements)
+                elements = zip(self.claims, *rows[1:])
+                # (a flat tuple is zip's own element)
+                self.elements = elements if self.flat_tuple else map(self.pack, elements)
         else:
-            self.current = (iter(range(n)), n, columns, dense, None)
+            pack = self.pack
+            if dense:
+                def element(j, columns=columns):
+                    return pack([c[j] for c in columns])
+            else:
+                def element(j, columns=columns):
+                    return pack([col_row(c, j) for c in columns])
+            self.claims = iter(range(n))
+            self.elements = map(element, self.claims)
 
     def _pull(self) -> bool:
         if self.interrupted is not None:   # resumed after Ctrl-C: the run opens again
@@ -599,7 +626,7 @@ class ChunkedRun:
             self._open(state)
             if self.ended:
                 return False
-            if operator.length_hint(self.current[0]):
+            if operator.length_hint(self.claims):
                 return True
         self.before = self.it.save()
         self.base = 0
@@ -618,8 +645,8 @@ class ChunkedRun:
             self.ctx.cancelled.set()
             self.close()
             raise
-        self.want = min(self.want * 2, self.limit)
         ended = time.perf_counter()
+        self.want = next_demand(self.want, ended - began, self.limit)
         self.consumer.pulled(began, ended, ended - (self.last_pull or self.started))
         self.last_pull = ended
         if chunk is None:
@@ -639,24 +666,20 @@ class ChunkedRun:
 
     def __next__(self):
         while True:
-            current = self.current
-            claims, n, columns, dense, rows = current
-            if rows is True:       # the claims are the elements
-                element = next(claims, _END)
-                if element is not _END:
-                    return element
-            else:
-                j = next(claims, n)
-                if j < n:
-                    if rows is not None:   # a claim made, the next row is this thread's
-                        return next(rows)
-                    if dense:
-                        return self.pack([c[j] for c in columns])
-                    return self.pack([col_row(c, j) for c in columns])
+            elements = self.elements
+            try:
+                return next(elements)
+            except StopIteration:
+                pass
             with self.lock:
-                if self.current is current and (self.ended or not self._pull()):
+                if self.elements is elements and (self.ended or not self._pull()):
                     self.close()
                     raise StopIteration
+
+    def between_chunks(self) -> bool:
+        """Whether every row of the chunk read last was handed out (a state saved now
+        is the root's, with no rows to skip)."""
+        return not operator.length_hint(self.claims)
 
     def save(self) -> dict:
         with self.lock:
@@ -664,8 +687,8 @@ class ChunkedRun:
                 return self.interrupted
             if self.ended:
                 return {"root": self.before, "skip": 0, "ended": True}
-            claims, n = self.current[:2]
-            left = operator.length_hint(claims)
+            n = self.n
+            left = operator.length_hint(self.claims)
             if not left:
                 return {"root": self.it.save(), "skip": 0, "ended": False}
             return {"root": self.before, "skip": self.base + n - left, "ended": False}

@@ -280,24 +280,45 @@ def serialises_kernels() -> bool:
     return threading_layer() == "workqueue"
 
 
-@contextlib.contextmanager
-def kernel_section(threads: int):
-    """Parallel kernels called inside run on ``threads`` threads (a per-thread Numba
-    setting), one section at a time under the workqueue layer."""
-    if _omp_forked_from is not None:
-        check_fork_safe()
-    get, put = _thread_count_calls()
-    if not 1 <= threads <= numba.config.NUMBA_NUM_THREADS:
-        put = numba.set_num_threads   # raises Numba's error for the count
-    with _serial if serialises_kernels() else contextlib.nullcontext():
-        previous = get()
-        if previous != threads:
-            put(threads)
+class kernel_section:
+    """``with kernel_section(threads):`` parallel kernels called inside run on
+    ``threads`` threads (a per-thread Numba setting), one section at a time under the
+    workqueue layer. (A class, not a generator: a fused stage enters one per kernel
+    call.)"""
+
+    __slots__ = ("threads", "previous", "put", "lock")
+
+    def __init__(self, threads: int):
+        self.threads = threads
+
+    def __enter__(self):
+        if _omp_forked_from is not None:
+            check_fork_safe()
+        get, put = _thread_count_calls()
+        threads = self.threads
+        if not 1 <= threads <= numba.config.NUMBA_NUM_THREADS:
+            put = numba.set_num_threads   # raises Numba's error for the count
+        self.lock = _serial if serialises_kernels() else None
+        if self.lock is not None:
+            self.lock.acquire()
         try:
-            yield
-        finally:
+            previous = self.previous = get()
             if previous != threads:
-                put(previous)
+                put(threads)
+        except BaseException:
+            if self.lock is not None:
+                self.lock.release()
+            raise
+        self.put = put
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if self.previous != self.threads:
+                self.put(self.previous)
+        finally:
+            if self.lock is not None:
+                self.lock.release()
 
 
 _count_calls = None

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import weakref
 from typing import Any
 
 import numpy as np
@@ -64,6 +66,11 @@ def flat_rows(column: np.ndarray) -> np.ndarray | None:
                                            (column.strides[0], column.itemsize))
 
 
+# A source's reader, kept for the next iterations where its arrays are given as they
+# are (kept apart from the node, which pickles without it).
+_STATIC_READERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 class ColumnLeaf(StreamLeaf):
     """Row ``r`` of an array: scalars read as values, array rows as in-place views."""
 
@@ -76,8 +83,8 @@ class FromTensorSlices(Node):
     op = "from_tensor_slices"
     fusion_role = "source"
 
-    @property
-    def spec(self):
+    @functools.cached_property
+    def spec(self):   # (the value's arrays, hence its spec, are fixed: read per iteration)
         def sliced(leaf):
             s = slice_leaf_spec(leaf)
             return TensorSpec(None if s.shape is None else s.shape[1:], s.dtype)
@@ -160,6 +167,9 @@ class FromTensorSlices(Node):
         return source
 
     def _reader(self, ctx) -> SourceReader:
+        reader = _STATIC_READERS.get(self)
+        if reader is not None:
+            return reader
         cols = self.columns(ctx)
         n = len(cols[0]) if cols else 0
         flats = [flat_rows(c) if c.ndim > 1 else None for c in cols]
@@ -180,7 +190,12 @@ class FromTensorSlices(Node):
             return out
 
         args = [a for c, f in zip(cols, flats) for a in args_of(c, f)] if in_place else None
-        return SourceReader(n, args, chunk, lambda r: [c[r] for c in cols])
+        reader = SourceReader(n, args, chunk, lambda r: [c[r] for c in cols])
+        if not self.lazy and all(a is b for a, b in zip(cols, flatten(self.value))):
+            # Arrays given as they are (no placeholder, nothing read as it goes): every
+            # iteration reads them the same way, so one reader serves them all.
+            _STATIC_READERS[self] = reader
+        return reader
 
 
 class SliceChunks(PositionChunks):

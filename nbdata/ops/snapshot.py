@@ -340,9 +340,8 @@ def _between_chunks(it) -> bool:
     """Whether iterator ``it`` handed out every row of the chunk it read last: its state
     then is the writer's after that chunk (a checkpoint there resumes with nothing
     written again; one inside a chunk would write the chunk again)."""
-    import operator
-    current = getattr(getattr(it, "_raw", None), "current", None)
-    return current is None or not operator.length_hint(current[0])
+    raw = getattr(it, "_raw", None)
+    return raw is None or raw.between_chunks()
 
 
 class SaveCheckpoints:

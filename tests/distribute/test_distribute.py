@@ -5,7 +5,6 @@ ends), a consumer restored from a checkpoint, argument errors, and the error wit
 Ray."""
 
 import collections
-import os
 import subprocess
 import sys
 import textwrap
@@ -186,7 +185,7 @@ def test_a_job_kept_idle_keeps_its_hosted_workers_and_one_that_ended_drops_them(
     assert hosted() == []
 
 
-def test_consumer_restored_from_checkpoint_gets_the_rest_once():
+def test_consumer_restored_from_checkpoint_gets_the_rest_once(tmp_path):
     ds = nd.Dataset.range(2000).map(slow).batch(8)
     dist = ds.distribute("distributed_epoch", num_workers=2)
     it = iter(dist)
@@ -199,7 +198,7 @@ def test_consumer_restored_from_checkpoint_gets_the_rest_once():
     rest = [x for b in later for x in b.tolist()]
     assert sorted(first + rest) == list(range(2000))
     assert len(first) + len(rest) == 2000
-    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"nbdata-dist-{os.getpid()}.ckpt")
+    path = str(tmp_path / "dist.ckpt")
     checkpoint = nd.Checkpoint(it=it)
     checkpoint.write(path)
     again = iter(dist)

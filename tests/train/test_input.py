@@ -1,6 +1,6 @@
 """TF1 input producers and batchers (``nd.train.string_input_producer`` ... ``batch``,
 ``shuffle_batch``, the ``_join`` and ``maybe_`` variants) against TF1's measured
-behaviour (/tmp/tf1_facts.md sections 2 and 4): return structures, static shapes,
+behaviour: return structures, static shapes,
 values and order, the end of an epoch, and the errors raised when a graph is built
 or run. A few tests compare a CSV pipeline with real ``tensorflow.compat.v1``.
 """

@@ -1,6 +1,6 @@
 """TF1 readers (``nd.TFRecordReader``, ``TextLineReader``, ``FixedLengthRecordReader``,
-``WholeFileReader``, ``IdentityReader``) against TF1's measured behaviour
-(/tmp/tf1_facts.md section 1): keys, values, file boundaries, counters, errors.
+``WholeFileReader``, ``IdentityReader``) against TF1's measured behaviour:
+keys, values, file boundaries, counters, errors.
 
 Each test fills a filename FIFOQueue from the program, closes it, and runs the
 reader's ``read`` / ``read_up_to`` op directly (no queue runners), as the facts were
