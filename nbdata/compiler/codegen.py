@@ -587,6 +587,20 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list,
         ks.emit(2, "total += status[i]")
         ks.emit(1, "if total == K:")
         ks.emit(2, "return -1, done, K")
+    else:
+        # The kept rows' positions without a branch per row (a filter keeps rows in no
+        # predictable pattern): each position is written, and the count moves past it
+        # when the row is kept (status 1); a pending row (status 2) sets bit 1 of
+        # ``pending``, and only then does the loop below find the first one.
+        ks.emit(1, "n = 0")
+        ks.emit(1, "pending = 0")
+        ks.emit(1, "for i in range(K):")
+        ks.emit(2, "st = status[i]")
+        ks.emit(2, "kept[n] = i")
+        ks.emit(2, "n += st & 1")
+        ks.emit(2, "pending |= st")
+        ks.emit(1, "if pending & 2 == 0:")
+        ks.emit(2, "return -1, done, n")
     ks.emit(1, "n = 0")
     ks.emit(1, "for i in range(K):")
     ks.emit(2, "if status[i] == 1:")

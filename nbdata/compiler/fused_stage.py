@@ -241,6 +241,8 @@ class FusedChunks(ChunkIter):
         if b and not ctx.options.chunk_rows and not any(s.drops for s in self.plan.steps):
             self.max_chunk = max(b, self.max_chunk // b * b)
         self.scratch: list | None = None
+        self.drops = any(s.drops for s in self.plan.steps)
+        self.rows_read = self.rows_kept = 0   # of the kernel's calls, where steps drop
         if self.compiled and not self.stream:
             stage.signature(self._first_args())
 
@@ -326,6 +328,10 @@ class FusedChunks(ChunkIter):
         """Process the next input rows, leaving output rows in ``carry``."""
         b = self.batch_size
         need = want * b - self.queue.n if b else want
+        if self.drops and self.rows_kept:
+            # Steps drop rows: read as many more as the share kept so far says (a filter
+            # keeping 2 rows in 3 otherwise needed five ever smaller calls per batch)
+            need = max(b, -(-need * self.rows_read * 9 // (self.rows_kept * 8)))
         k = max(1, min(self.max_chunk, need))
         if self.stream:
             try:
@@ -436,6 +442,9 @@ class FusedChunks(ChunkIter):
             self._reference(lo, k, row_values)
             return
         self.stats.kernel(k)
+        if self.drops:
+            self.rows_read += k
+            self.rows_kept += int(n)
         self.position += k
         if done:
             self.finished = True
