@@ -33,6 +33,12 @@ from nbdata.ops.runtime import ChunkIter, RowQueue
 from nbdata.spec import pack_as
 
 
+# A kernel call's outputs at most (bytes). 4 MiB against 8 MiB: the width-256 and
+# width-3,072 normalize cells of perf's sweep ran 1.1-1.25x the hand kernel against
+# 0.95-1.16x (their kernel calls 1.5-1.8 against 2.4-2.6 ms an epoch: less of the
+# source pushed out of a 32 MB L3), for one more pull per 8 MB of batches.
+MAX_OUTPUT_BYTES = 4 << 20
+
 _U8_VECTOR = types.uint8[::1]     # the kernel's status column
 _I64_VECTOR = types.int64[::1]    # its kept rows and counter state
 
@@ -233,10 +239,12 @@ class FusedChunks(ChunkIter):
         row_bytes = sum(max(1, int(np.prod(s.shape))) * np.dtype(s.dtype).itemsize
                         for s in list(stage.out_specs) + [s for _, s in stage.passthrough]) or 1
         # Rows per kernel call: outputs (rows gathered straight from the source included)
-        # of at most 8 MiB, so that malloc reuses freed chunks instead of mapping (and
-        # zeroing) fresh pages each time; a multiple of the batch size when no step drops
-        # rows, so that batches never straddle calls.
-        self.max_chunk = ctx.options.chunk_rows or max(64, min(1 << 17, (8 << 20) // row_bytes))
+        # of at most MAX_OUTPUT_BYTES, so that malloc reuses freed chunks instead of
+        # mapping (and zeroing) fresh pages each time and a chunk's batches are still in
+        # the cache when the consumer reads them; a multiple of the batch size when no
+        # step drops rows, so that batches never straddle calls.
+        self.max_chunk = ctx.options.chunk_rows or max(
+            64, min(1 << 17, MAX_OUTPUT_BYTES // row_bytes))
         b = self.batch_size
         if b and not ctx.options.chunk_rows and not any(s.drops for s in self.plan.steps):
             self.max_chunk = max(b, self.max_chunk // b * b)
@@ -426,17 +434,20 @@ class FusedChunks(ChunkIter):
                 if bad_row < 0 and stage.compacts:
                     rows = self.kept[:n]
                     outs = [compact(o[:k], rows) for o in outs]
-            reason = (f"row {start + int(bad_row)}: a function raised inside the kernel or "
-                      f"returned a value that does not fit its column")
+            reason = None
         except Exception as e:  # noqa: BLE001 - the reference re-run reports it precisely
             bad_row, reason = 0, f"the kernel raised {type(e).__name__}: {e}"
         ended = time.perf_counter()
-        profiler.slice_(f"kernel: {self.stats.title}", "kernel", began, ended,
-                        {"rows": int(k), "kept": int(n) if bad_row < 0 else None})
+        if profiler._current is not None:
+            profiler.slice_(f"kernel: {self.stats.title}", "kernel", began, ended,
+                            {"rows": int(k), "kept": int(n) if bad_row < 0 else None})
         if tuned and bad_row < 0:
             stage.tuner.record(threads, k, ended - began)
             stage.tuner.publish(self.stats)
         if bad_row >= 0:
+            if reason is None:
+                reason = (f"row {start + int(bad_row)}: a function raised inside the kernel "
+                          f"or returned a value that does not fit its column")
             self.state[:] = saved
             self.stats.fallback(k, reason)
             self._reference(lo, k, row_values)
