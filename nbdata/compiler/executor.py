@@ -503,8 +503,6 @@ class ExecContext:
         return self.options.chunk_rows or max_chunk_rows(spec)
 
 
-_END = object()
-
 # A pull's work the top-level demand grows towards (seconds).
 PULL_TARGET_S = 0.0005
 
@@ -525,8 +523,8 @@ class ChunkedRun:
 
     It asks for one element first and grows its demand as iteration goes on
     (:func:`next_demand`), so that a consumer that stops early does not pay for (or
-    run the side effects of) a whole chunk. Its state is the root's state before the current chunk and the
-    number of rows already handed out since that state.
+    run the side effects of) a whole chunk. Its state is the root's state before the
+    current chunk and the number of rows already handed out since that state.
     """
 
     def __init__(self, ctx: ExecContext, root, spec, state: dict | None = None):

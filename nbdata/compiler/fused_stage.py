@@ -65,7 +65,7 @@ class FusedStage(StageNode):
     out_specs: tuple        # row specs of the kernel's output columns
     scratch_specs: tuple    # row specs of its scratch columns (reused across chunks)
     counters: tuple         # initial values of the counter steps' state slots
-    compacts: bool          # outputs hold every row: kept rows are gathered after the call
+    compacts: bool          # some step drops rows: kept rows are gathered after the call
     results: tuple          # the element's columns: indices into scratch + outputs
     lazy_rows: int = 0
     # Seconds spent making the kernel: writing its source, and Numba compiling (or
@@ -246,11 +246,11 @@ class FusedChunks(ChunkIter):
         self.max_chunk = ctx.options.chunk_rows or max(
             64, min(1 << 17, MAX_OUTPUT_BYTES // row_bytes))
         b = self.batch_size
-        if b and not ctx.options.chunk_rows and not any(s.drops for s in self.plan.steps):
+        if b and not ctx.options.chunk_rows and not stage.compacts:
             self.max_chunk = max(b, self.max_chunk // b * b)
         self.scratch: list | None = None
-        self.drops = any(s.drops for s in self.plan.steps)
-        self.rows_read = self.rows_kept = 0   # of the kernel's calls, where steps drop
+        # Rows the kernel's calls read and kept, where steps drop rows (stage.compacts)
+        self.rows_read = self.rows_kept = 0
         if self.compiled and not self.stream:
             stage.signature(self._first_args())
 
@@ -336,7 +336,7 @@ class FusedChunks(ChunkIter):
         """Process the next input rows, leaving output rows in ``carry``."""
         b = self.batch_size
         need = want * b - self.queue.n if b else want
-        if self.drops and self.rows_kept:
+        if self.stage.compacts and self.rows_kept:
             # Steps drop rows: read as many more as the share kept so far says (a filter
             # keeping 2 rows in 3 otherwise needed five ever smaller calls per batch)
             need = max(b, -(-need * self.rows_read * 9 // (self.rows_kept * 8)))
@@ -358,8 +358,7 @@ class FusedChunks(ChunkIter):
                 self.finished = True
                 return
             idx = np.ascontiguousarray(rows.columns[0], dtype=np.int64)
-            if b and len(idx) < k and (self.queue.n + k) % b == 0 and \
-                    not any(s.drops for s in self.plan.steps):
+            if b and len(idx) < k and (self.queue.n + k) % b == 0 and not self.stage.compacts:
                 idx = self._whole_batches(idx, k)
             lo, k, chunk = 0, len(idx), None
             values = self.reader.row_values
@@ -453,7 +452,7 @@ class FusedChunks(ChunkIter):
             self._reference(lo, k, row_values)
             return
         self.stats.kernel(k)
-        if self.drops:
+        if stage.compacts:
             self.rows_read += k
             self.rows_kept += int(n)
         self.position += k
