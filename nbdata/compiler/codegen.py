@@ -455,7 +455,8 @@ class KernelText:
     # where the element's columns are: indices into scratch + outputs + passthrough
     results: list
     # (kernel source argument, row spec): result columns the caller gathers from the
-    # source argument's rows lo .. lo+K-1 (kept rows of a source column, unchanged)
+    # source argument at the kept rows' positions (lo + i, or rowidx[i] for an indexed
+    # source): kept rows of a source column, unchanged
     passthrough: list = dataclasses.field(default_factory=list)
 
 
@@ -520,7 +521,7 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list,
             # Array source leaves read in place, by their row view: a result that is one
             # of them unchanged (a filter's kept rows) is gathered by the caller straight
             # from the source column, not copied into an output column first.
-            in_place = {} if indexed or not (last_phase and drops) else {
+            in_place = {} if not (last_phase and drops) else {
                 f"{args[0]}[r]": params.index(args[0]) - 2
                 for kind, *rest in inputs if kind == "source"
                 for args in [rest[1]] if args}

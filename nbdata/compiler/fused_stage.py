@@ -224,6 +224,19 @@ class FusedChunks(ChunkIter):
         self.finished = False if state is None else bool(state["finished"])
         self.indices_ended = False   # the row numbers ended while topping up a chunk
         self.queue = RowQueue([] if state is None else state["pending"])
+        # A stage whose element is kept rows of source columns held in memory (a filter
+        # over arrays, shuffled or not) carries the kept rows' source positions, not the
+        # rows: each batch is gathered from the source once, when it is whole (rows
+        # gathered per kernel call were joined again wherever a batch straddled two
+        # calls), and a saved state holds positions. ``at``: positions not handed out,
+        # after the rows of ``queue`` (one of the two is empty but for a restore).
+        base = len(stage.scratch_specs) + len(stage.out_specs)
+        self.gathers = (not self.stream and self.reader.args is not None and bool(stage.results)
+                        and all(i >= base for i in stage.results))
+        self.gathered = ([stage.passthrough[i - base] for i in stage.results]
+                         if self.gathers else [])
+        self.at = RowQueue([] if state is None else
+                           [Chunk([a], len(a)) for a in self._pending_at(state)])
         self.error: BaseException | None = None
         # A stream of unknown length runs its first ``lazy_rows`` rows on the reference
         # path, counted over all iterations: once that many went through, every later
@@ -289,6 +302,19 @@ class FusedChunks(ChunkIter):
         state_check.row_pieces(state["pending"], tuple(specs[i] for i in self.stage.results),
                                "pending")
 
+    def _pending_at(self, state: dict) -> list:
+        """A restored state's carried source positions (absent: none), each within the
+        source's rows."""
+        from nbdata import state_check
+        at = state.get("pending_at", [])
+        if not isinstance(at, list):
+            raise state_check.StateFieldError("pending_at", at, "expected a list of row positions")
+        if at and not self.gathers:
+            raise state_check.StateFieldError("pending_at", at, "this stage carries rows, "
+                                              "not source positions")
+        most = max(0, len(self.reader.args[0]) - 1) if at else 0
+        return [state_check.int_array(a, f"pending_at[{j}]", 0, most) for j, a in enumerate(at)]
+
     def _first_args(self) -> list:
         reader = self.reader
         args = reader.args if reader.args is not None else reader.chunk(0, min(1, reader.rows or 1))
@@ -309,6 +335,8 @@ class FusedChunks(ChunkIter):
     def save(self) -> dict:
         state = {"pos": self.position, "counters": self.state.copy(), "finished": self.finished,
                  "pending": list(self.queue.pieces), "compiled": self.compiled}
+        if self.at.n:
+            state["pending_at"] = [p.columns[0] for p in self.at.pieces]
         if self.stream:
             state["input"] = self.input.save()
         if self.indexed:
@@ -335,7 +363,7 @@ class FusedChunks(ChunkIter):
     def _run(self, want: int) -> None:
         """Process the next input rows, leaving output rows in ``carry``."""
         b = self.batch_size
-        need = want * b - self.queue.n if b else want
+        need = want * b - self.queue.n - self.at.n if b else want
         if self.stage.compacts and self.rows_kept:
             # Steps drop rows: read as many more as the share kept so far says (a filter
             # keeping 2 rows in 3 otherwise needed five ever smaller calls per batch)
@@ -426,13 +454,15 @@ class FusedChunks(ChunkIter):
                                           self.state)
                 if kernel is not stage.kernel:
                     stage.ran_serial(time.perf_counter() - began)
-                buffers = self.scratch + outs + [
-                    np.asarray(args[a][kernel_lo:kernel_lo + k], spec.dtype)
-                    for a, spec in stage.passthrough]
-                outs = [buffers[i] for i in stage.results]
-                if bad_row < 0 and stage.compacts:
+                at = None
+                if not stage.compacts:   # (no passthrough: a kernel that keeps every row)
+                    outs = [(self.scratch + outs)[i] for i in stage.results]
+                elif bad_row < 0:
                     rows = self.kept[:n]
-                    outs = [compact(o[:k], rows) for o in outs]
+                    # the kept rows' positions in the source arguments
+                    at = args[-1][rows] if self.indexed else rows + kernel_lo
+                    if not self.gathers:
+                        outs = self._compacted(outs, rows, at, args, k)
             reason = None
         except Exception as e:  # noqa: BLE001 - the reference re-run reports it precisely
             bad_row, reason = 0, f"the kernel raised {type(e).__name__}: {e}"
@@ -459,7 +489,27 @@ class FusedChunks(ChunkIter):
         if done:
             self.finished = True
         n = int(n)
-        self._accept(Chunk([o[:n] if n < k else o for o in outs], n))
+        if at is not None and self.gathers:
+            self._accept_at(at)
+        else:
+            self._accept(Chunk([o[:n] if n < k else o for o in outs], n))
+
+    def _compacted(self, outs: list, rows: np.ndarray, at: np.ndarray, args: list,
+                   k: int) -> list:
+        """The element's columns of the kept rows: computed columns compacted, source
+        columns gathered at the kept rows' source positions."""
+        stage = self.stage
+        buffers = self.scratch + outs
+        base = len(buffers)
+        return [compact(buffers[i][:k], rows) if i < base else
+                np.asarray(compact(args[stage.passthrough[i - base][0]], at),
+                           stage.passthrough[i - base][1].dtype)
+                for i in stage.results]
+
+    def _gather(self, at: np.ndarray) -> list:
+        """The element's columns at source positions ``at`` (a gathering stage)."""
+        args = self.reader.args
+        return [np.asarray(compact(args[a], at), spec.dtype) for a, spec in self.gathered]
 
     def _reference(self, lo: int, k: int, row_values) -> None:
         """Run rows ``lo..lo+k`` through the steps' reference behaviour, stopping after
@@ -491,6 +541,7 @@ class FusedChunks(ChunkIter):
     def _fail(self, error: OpError) -> None:
         """An input error: raised after what is complete (a batch terminal drops the rows
         of the batch the failed element belonged to, as tf.data does)."""
+        self._materialize()
         if self.plan.terminal is not None and self.queue.n:
             whole = self.queue.n // self.batch_size * self.batch_size
             kept = self.queue.take(whole) if whole else None
@@ -518,9 +569,25 @@ class FusedChunks(ChunkIter):
 
     # ----------------------------------------------------------- assembly
     def _accept(self, chunk: Chunk) -> None:
+        self._materialize()
         self.queue.add(chunk)
 
+    def _accept_at(self, at: np.ndarray) -> None:
+        if self.queue.n:   # rows wait (a restore, the reference path): keep the order
+            self.queue.add(Chunk(self._gather(at), len(at)))
+        else:
+            self.at.add(Chunk([at], len(at)))
+
+    def _materialize(self) -> None:
+        """Positions still carried become rows at the end of the row queue."""
+        if self.at.n:
+            at = self.at.take(self.at.n).columns[0]
+            self.queue.add(Chunk(self._gather(at), len(at)))
+
     def _from_carry(self, want: int) -> Chunk | None:
+        if self.at.n and not self.queue.n:
+            return self._from_positions(want)
+        self._materialize()
         queue = self.queue
         if queue.n == 0:
             return None
@@ -533,6 +600,22 @@ class FusedChunks(ChunkIter):
         rows = queue.take(count * b)
         return Chunk(self._batches(rows.columns, count), count)
 
+    def _from_positions(self, want: int) -> Chunk | None:
+        """Whole batches (rows without a batch terminal) gathered from the source at
+        the carried positions: those of the first kernel call's piece as a view of its
+        positions, else as many as wanted across pieces (joined positions, 8 bytes a
+        row, then one gather)."""
+        at, b = self.at, self.batch_size
+        if not b:
+            n = min(want, at.n)
+            return Chunk(self._gather(at.take(n).columns[0]), n)
+        if at.n < b or want < 1:
+            return None
+        inside = at.pieces[0].n // b
+        count = min(want, inside if inside else at.n // b)
+        cols = self._gather(at.take(count * b).columns[0])
+        return Chunk(self._batches(cols, count), count)
+
     def _batches(self, columns: list, count: int) -> list:
         term = self.plan.terminal
         if not term.pads:
@@ -542,6 +625,7 @@ class FusedChunks(ChunkIter):
         return [RowList(batch[i] for batch in batches) for i in range(len(columns))]
 
     def _flush(self) -> Chunk | None:
+        self._materialize()
         queue = self.queue
         if queue.n == 0 or not self.batch_size or self.plan.terminal.drop_remainder:
             queue.clear()
