@@ -10,7 +10,7 @@ from nbdata.chunks import Chunk
 from nbdata.errors import OpError
 from nbdata.ops.fusion import ChunkSource, SourceReader
 from nbdata.ops.runtime import ChunkIter
-from nbdata.ops.node import INFINITE, UNKNOWN, Node
+from nbdata.ops.node import INFINITE, UNKNOWN, Node, NotFusable
 from nbdata.spec import flatten, pack_as
 
 
@@ -65,6 +65,9 @@ class Zip(Node):
         """The children's leaves side by side, in the order the element flattens them;
         rows end with the shortest child."""
         sources = [c.fusion_source(planner) for c in self.children]
+        for child, source in zip(self.children, sources):
+            if source.indexed:   # its reader gives rows in place, not at the row numbers
+                raise NotFusable(f"its input {child.op} reads rows at shuffled row numbers")
         order = flatten(self.structure)  # child index at each leaf position
         leaves = [leaf for i in order for leaf in sources[i].leaves]
         counts = [s.rows for s in sources if s.rows not in (None, INFINITE)]

@@ -155,3 +155,25 @@ def test_non_dataset_is_type_error():
         nd.Dataset.zip({"a": nd.Dataset.range(3), "b": 1})
     with pytest.raises(TypeError):
         nd.Dataset.zip(5)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_shuffled_input_keeps_its_order_when_zip_fuses(fused):
+    """zip over a shuffle read at its row numbers: the fused stage read the shuffled
+    input in place (its rows unshuffled, silently) — found by the fused-vs-reference
+    property test (shuffle(3, seed=2) then zip with a range)."""
+    def build():
+        x = np.arange(300, dtype=np.int64) * 7 % 23
+        ds = nd.Dataset.from_tensor_slices(x).shuffle(50, seed=2)
+        return nd.Dataset.zip((ds, nd.Dataset.range(1000))).map(lambda e, r: e + r * 100)
+
+    o = nd.Options()
+    if fused:
+        o.fusion_min_rows = 0
+    else:
+        o.fusion = False
+    got = [int(v) for v in build().with_options(o)]
+    shuffled = [int(v) for v in nd.Dataset.from_tensor_slices(
+        np.arange(300, dtype=np.int64) * 7 % 23).shuffle(50, seed=2)]
+    assert got == [e + r * 100 for r, e in enumerate(shuffled)]
+    assert shuffled != sorted(shuffled)
