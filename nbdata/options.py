@@ -288,7 +288,9 @@ class OptimizationOptions(_OptionGroup):
     decoder as a kernel over record columns), ``decode_vectorization``
     (``map(parse_single_example).batch(n)`` → ``batch(n).map(parse_example)``),
     ``batch_map_fusion`` (``batch(n).map(f)`` with ``f`` position-wise over each row →
-    ``map(f).batch(n)``, fused into the batch's kernel), ``map_fusion``,
+    ``map(f).batch(n)``, fused into the batch's kernel; ``batch(n).map(lambda b:
+    b[mask(b)])`` with a row-wise mask → a filter in the kernel cutting batches where
+    each ``n`` input rows end), ``map_fusion``,
     ``gpu_map_fusion`` (consecutive maps of nd.gpu ops after
     ``prefetch_to_device`` run as one kernel), ``filter_fusion``, ``shuffle_indices``.
 

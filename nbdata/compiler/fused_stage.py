@@ -237,6 +237,15 @@ class FusedChunks(ChunkIter):
                          if self.gathers else [])
         self.at = RowQueue([] if state is None else
                            [Chunk([a], len(a)) for a in self._pending_at(state)])
+        # A terminal whose batches end where each batch_size input rows end (a masked
+        # batch): the input position of each row not handed out (aligned with the rows
+        # of ``queue`` then ``at``), the groups handed out, and the group an error ended
+        # (its rows dropped, raised once the groups before it are out).
+        self.groups = self.plan.terminal is not None and self.plan.terminal.groups
+        self.group_of = RowQueue([] if state is None or not self.groups else
+                                 [Chunk([a], len(a)) for a in self._pending_groups(state)])
+        self.groups_out = 0 if state is None or not self.groups else int(state["groups_out"])
+        self.error_group: int | None = None
         self.error: BaseException | None = None
         # A stream of unknown length runs its first ``lazy_rows`` rows on the reference
         # path, counted over all iterations: once that many went through, every later
@@ -259,7 +268,7 @@ class FusedChunks(ChunkIter):
         self.max_chunk = ctx.options.chunk_rows or max(
             64, min(1 << 17, MAX_OUTPUT_BYTES // row_bytes))
         b = self.batch_size
-        if b and not ctx.options.chunk_rows and not stage.compacts:
+        if b and not ctx.options.chunk_rows and (not stage.compacts or self.groups):
             self.max_chunk = max(b, self.max_chunk // b * b)
         self.scratch: list | None = None
         # Rows the kernel's calls read and kept, where steps drop rows (stage.compacts)
@@ -315,6 +324,24 @@ class FusedChunks(ChunkIter):
         most = max(0, len(self.reader.args[0]) - 1) if at else 0
         return [state_check.int_array(a, f"pending_at[{j}]", 0, most) for j, a in enumerate(at)]
 
+    def _pending_groups(self, state: dict) -> list:
+        """A restored masked batch's input positions of the rows not handed out: one
+        per pending row, increasing, within the source's rows."""
+        from nbdata import state_check
+        state_check.integer(state, "groups_out", 0, state_check.MAX_POSITION)
+        at = state.get("pending_groups")
+        if not isinstance(at, list):
+            raise state_check.StateFieldError("pending_groups", at, "expected a list of row "
+                                              "positions")
+        most = max(0, (self.rows or 1) - 1)
+        out = [state_check.int_array(a, f"pending_groups[{j}]", 0, most) for j, a in enumerate(at)]
+        rows = self.queue.n + self.at.n
+        flat = np.concatenate(out) if out else np.empty(0, np.int64)
+        if len(flat) != rows or np.any(np.diff(flat) <= 0):
+            raise state_check.StateFieldError("pending_groups", at, f"expected {rows} increasing "
+                                              "positions, one per pending row")
+        return out
+
     def _first_args(self) -> list:
         reader = self.reader
         args = reader.args if reader.args is not None else reader.chunk(0, min(1, reader.rows or 1))
@@ -337,6 +364,9 @@ class FusedChunks(ChunkIter):
                  "pending": list(self.queue.pieces), "compiled": self.compiled}
         if self.at.n:
             state["pending_at"] = [p.columns[0] for p in self.at.pieces]
+        if self.groups:
+            state["groups_out"] = self.groups_out
+            state["pending_groups"] = [p.columns[0] for p in self.group_of.pieces]
         if self.stream:
             state["input"] = self.input.save()
         if self.indexed:
@@ -354,6 +384,8 @@ class FusedChunks(ChunkIter):
                 return out
             if self.error is not None:
                 err, self.error = self.error, None
+                if self.error_group is not None:
+                    self.groups_out, self.error_group = self.error_group + 1, None
                 raise err
             if self.finished:
                 return self._flush()
@@ -364,7 +396,9 @@ class FusedChunks(ChunkIter):
         """Process the next input rows, leaving output rows in ``carry``."""
         b = self.batch_size
         need = want * b - self.queue.n - self.at.n if b else want
-        if self.stage.compacts and self.rows_kept:
+        if self.groups:   # the input rows of ``want`` more groups
+            need = max(1, (self.groups_out + want) * b - self.position)
+        elif self.stage.compacts and self.rows_kept:
             # Steps drop rows: read as many more as the share kept so far says (a filter
             # keeping 2 rows in 3 otherwise needed five ever smaller calls per batch)
             need = max(b, -(-need * self.rows_read * 9 // (self.rows_kept * 8)))
@@ -489,6 +523,8 @@ class FusedChunks(ChunkIter):
         if done:
             self.finished = True
         n = int(n)
+        if self.groups:   # input positions (``at`` is relative to a chunk read apart)
+            self.group_of.add(Chunk([self.kept[:n] + lo], n))
         if at is not None and self.gathers:
             self._accept_at(at)
         else:
@@ -515,6 +551,7 @@ class FusedChunks(ChunkIter):
         """Run rows ``lo..lo+k`` through the steps' reference behaviour, stopping after
         the first error (raised once the rows before it are delivered)."""
         elements = []
+        kept = []   # their input positions (a masked batch's groups)
         done = 0
         began = time.perf_counter()
         try:
@@ -525,6 +562,7 @@ class FusedChunks(ChunkIter):
                 element = self._reference_row(pack_as(self.structure, row_values(r)))
                 if element is not DROP:
                     elements.append(element)
+                    kept.append(r)
         except OpError as e:
             error = e
         else:
@@ -534,6 +572,8 @@ class FusedChunks(ChunkIter):
                         time.perf_counter(), {"rows": done})
         specs_of = self.plan.steps[-1].out_spec if self.plan.steps else self.structure
         if elements:
+            if self.groups:
+                self.group_of.add(Chunk([np.asarray(kept, np.int64)], len(kept)))
             self._accept(chunk_from_elements(elements, specs_of))
         if error is not None:
             self._fail(error)
@@ -542,6 +582,24 @@ class FusedChunks(ChunkIter):
         """An input error: raised after what is complete (a batch terminal drops the rows
         of the batch the failed element belonged to, as tf.data does)."""
         self._materialize()
+        if self.groups:
+            # The batch of the row that raised is lost, as where the function runs on
+            # whole batches: its rows are dropped and reading goes on after it.
+            b = self.batch_size
+            g = max(0, self.position - 1) // b
+            pending = self.group_of.take(self.group_of.n).columns[0] if self.group_of.n else \
+                np.empty(0, np.int64)
+            before = int(np.searchsorted(pending, g * b))
+            rows = self.queue.take(before) if before else None
+            self.queue.clear()
+            self.group_of.clear()
+            if rows is not None:
+                self.queue.add(rows)
+                self.group_of.add(Chunk([pending[:before]], before))
+            self.position = max(self.position, (g + 1) * b if self.rows is None
+                                else min(self.rows, (g + 1) * b))
+            self.error, self.error_group = error, g
+            return
         if self.plan.terminal is not None and self.queue.n:
             whole = self.queue.n // self.batch_size * self.batch_size
             kept = self.queue.take(whole) if whole else None
@@ -585,6 +643,8 @@ class FusedChunks(ChunkIter):
             self.queue.add(Chunk(self._gather(at), len(at)))
 
     def _from_carry(self, want: int) -> Chunk | None:
+        if self.groups:
+            return self._from_groups(want)
         if self.at.n and not self.queue.n:
             return self._from_positions(want)
         self._materialize()
@@ -616,6 +676,49 @@ class FusedChunks(ChunkIter):
         cols = self._gather(at.take(count * b).columns[0])
         return Chunk(self._batches(cols, count), count)
 
+    def _from_groups(self, want: int) -> Chunk | None:
+        """The next complete groups' batches (a masked batch): each holds the kept rows
+        of ``batch_size`` input rows, empty where none was kept; the last, partial group
+        once the input ended, unless ``drop_remainder``."""
+        b = self.batch_size
+        last = self.position // b
+        if self.finished and not self.plan.terminal.drop_remainder:
+            last = -(-self.position // b)
+        if self.error_group is not None:
+            last = min(last, self.error_group)
+        g0 = self.groups_out
+        count = min(want, last - g0)
+        if count <= 0:
+            return None
+        end = (g0 + count) * b
+        m = 0
+        for piece in self.group_of.pieces:   # the pending rows of these groups
+            inside = int(np.searchsorted(piece.columns[0], end))
+            m += inside
+            if inside < piece.n:
+                break
+        if m == 0:
+            at = np.empty(0, np.int64)
+            columns = [np.empty((0,) + sp.shape, sp.dtype) for sp in self._result_specs()]
+        else:
+            at = self.group_of.take(m).columns[0]
+            if self.at.n and not self.queue.n:
+                columns = self._gather(self.at.take(m).columns[0])
+            else:
+                self._materialize()
+                columns = self.queue.take(m).columns
+        starts = np.searchsorted(at, (g0 + np.arange(count + 1)) * b)
+        starts[-1] = m
+        bounds = list(zip(starts[:-1].tolist(), starts[1:].tolist()))
+        self.groups_out += count
+        return Chunk([RowList(c[lo:hi] for lo, hi in bounds) for c in columns], count)
+
+    def _result_specs(self) -> list:
+        stage = self.stage
+        specs = (list(stage.scratch_specs) + list(stage.out_specs)
+                 + [spec for _, spec in stage.passthrough])
+        return [specs[i] for i in stage.results]
+
     def _batches(self, columns: list, count: int) -> list:
         term = self.plan.terminal
         if not term.pads:
@@ -625,6 +728,11 @@ class FusedChunks(ChunkIter):
         return [RowList(batch[i] for batch in batches) for i in range(len(columns))]
 
     def _flush(self) -> Chunk | None:
+        if self.groups:   # every group went out in _from_groups (or was dropped)
+            self.queue.clear()
+            self.at.clear()
+            self.group_of.clear()
+            return None
         self._materialize()
         queue = self.queue
         if queue.n == 0 or not self.batch_size or self.plan.terminal.drop_remainder:

@@ -266,8 +266,13 @@ class Planner:
         if fused_nodes == len(chain_nodes) and terminal_node is not None:
             try:
                 terminal = terminal_node.fusion_terminal(self, chain.structure)
+                if terminal.groups:   # its mask is a step of the stage, after the others
+                    why = terminal.refusal(source, steps)
+                    if why is not None:
+                        raise NotFusable(why)
+                    steps += terminal.steps(self, chain)
             except NotFusable as e:
-                stop = (terminal_node, str(e))
+                stop, terminal = (terminal_node, str(e)), None
         if not any(s.kind == "row" for s in steps) and terminal is None:
             if stop is not None:
                 self._note(stop[0], stop[1], "not fused: runs op by op")

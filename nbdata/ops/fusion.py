@@ -362,6 +362,9 @@ class Terminal:
     batch_size: Any
     drop_remainder: bool
     pads: ClassVar[bool] = False        # assemble() changes columns (padded_batch)
+    # batches end where each batch_size input rows end, not every batch_size output rows
+    # (nbdata/ops/masked_batch.py)
+    groups: ClassVar[bool] = False
 
     def assemble(self, columns: list) -> list:
         return columns

@@ -1,0 +1,146 @@
+"""tf.data's vectorized filter, ``batch(B).map(lambda b: b[mask(b)])`` with a row-wise
+mask, fuses: the mask runs as a filter inside the stage's kernel and the batches are cut
+where each B input rows end (the kept rows of each batch, an empty batch where none is
+kept). Same batches as the map on whole batches: values, dtypes, shapes, count."""
+
+import numpy as np
+import pytest
+
+import nbdata as nd
+
+ROWS = 5_000
+
+
+def data():
+    return (np.arange(ROWS * 16, dtype=np.int64).reshape(ROWS, 16) * 7919) % 1000
+
+
+def pair_mask(a, y):
+    m = y > 500
+    return a[m], y[m]
+
+
+def run(ds, fused=True, **opts):
+    o = nd.Options()
+    if fused:
+        o.fusion_min_rows = 0
+        for k, v in opts.items():
+            setattr(o, k, v)
+    else:
+        o.fusion = False
+    return ds.with_options(o)
+
+
+def same(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        for a, b in zip(g if isinstance(g, tuple) else (g,), w if isinstance(w, tuple) else (w,)):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_array_equal(a, b)
+
+
+CASES = {
+    "column of a 2-d row": (lambda: data(), lambda b: b[b[:, 0] % 3 != 0], 128),
+    "scalar rows": (lambda: data()[:, 0].copy(), lambda b: b[b % 3 != 0], 128),
+    "two components, one mask": (lambda: (data(), data()[:, 1].astype(np.float32)), pair_mask, 64),
+    "slice and astype": (lambda: data().astype(np.float32),
+                         lambda b: b[(b[:, 2:4].astype(np.int64) % 2 == 0)[:, 0]], 100),
+    "most batches empty": (lambda: data(), lambda b: b[b[:, 0] > 990], 7),
+}
+
+
+@pytest.mark.parametrize("chunk_rows", [0, 333], ids=["default chunks", "chunks inside batches"])
+@pytest.mark.parametrize("drop_remainder", [False, True])
+@pytest.mark.parametrize("case", list(CASES))
+def test_fused_masked_batches_are_the_map_on_whole_batches(case, drop_remainder, chunk_rows):
+    make, fn, size = CASES[case]
+    ds = nd.Dataset.from_tensor_slices(make()).batch(size, drop_remainder=drop_remainder).map(fn)
+    pipe = run(ds, chunk_rows=chunk_rows).compile()
+    plan = pipe.explain()
+    assert "filter(mask of" in plan and "masked_batch" in plan
+    assert "per element" not in plan
+    want = list(run(ds, fused=False))
+    got = list(pipe)
+    same(got, want)
+    assert len(got) == (ROWS // size if drop_remainder else -(-ROWS // size))
+    if case == "most batches empty":
+        assert sum(len(b) == 0 for b in got) > len(got) // 2
+        assert all(b.shape[1:] == (16,) for b in got)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda b: b[b[:, 0] > b[:, 0].mean()],          # a reduction over the batch
+    lambda b: b[::-1][b[:, 0] % 2 == 0],            # rows reordered
+    lambda b: (b + 1)[b[:, 0] % 2 == 0],            # a computed value indexed
+], ids=["reduction", "reversed", "computed"])
+def test_masks_that_are_not_row_wise_run_on_whole_batches(fn):
+    ds = nd.Dataset.from_tensor_slices(data()).batch(100).map(fn)
+    pipe = run(ds).compile()
+    assert "masked_batch" not in pipe.explain()
+    same(list(pipe), list(run(ds, fused=False)))
+
+
+def test_shuffled_input_runs_the_map_on_whole_batches_with_the_same_rows():
+    """Rows in a shuffled order are not cut by their source positions: the map runs on
+    whole batches (each dataset built anew: a shuffle's epochs count per dataset)."""
+    def build():
+        return nd.Dataset.from_tensor_slices(data()).shuffle(1_000, seed=4).batch(128) \
+            .map(lambda b: b[b[:, 0] % 3 != 0])
+    pipe = run(build()).compile()
+    assert "shuffled order" in pipe.explain()
+    same(list(pipe), list(run(build(), fused=False)))
+
+
+def test_a_state_saved_between_groups_resumes():
+    ds = nd.Dataset.from_tensor_slices(data()).batch(128).map(lambda b: b[b[:, 0] % 3 != 0])
+    pipe = run(ds, chunk_rows=333).compile()
+    for taken in (1, 2, 5, 17):
+        it = iter(pipe)
+        for _ in range(taken):
+            next(it)
+        state = it.save()
+        want = list(it)
+        again = iter(pipe)
+        again.restore(state)
+        same(list(again), want)
+        assert len(want) == -(-ROWS // 128) - taken
+
+
+def test_an_error_in_a_group_loses_that_batch_and_iteration_goes_on(monkeypatch):
+    """A row whose mask raises (on the reference path the kernel sends its chunk to):
+    the batches before its group come out, then the error, then the batches after it,
+    as when the map's function raises on one whole batch."""
+    from nbdata.compiler import fused_stage
+    from nbdata.errors import InvalidArgumentError
+    from nbdata.ops.filter import FilterStep
+    bad = 700    # in group 5 (rows 640..767)
+    real_running = fused_stage.FusedStage.running
+
+    def running(stage):
+        kernel = real_running(stage)
+
+        def call(lo, k, *args):
+            if int(lo) <= bad < int(lo) + int(k):
+                return np.int64(bad - int(lo)), False, np.int64(0)
+            return kernel(lo, k, *args)
+        return call
+
+    real_reference = FilterStep.reference
+
+    def reference(step, element):
+        if int(element[0]) == int(data()[bad, 0]):
+            raise InvalidArgumentError("mask failed", "filter")
+        return real_reference(step, element)
+
+    monkeypatch.setattr(fused_stage.FusedStage, "running", running)
+    monkeypatch.setattr(FilterStep, "reference", reference)
+    fn = lambda b: b[b[:, 0] % 3 != 0]   # noqa: E731
+    ds = nd.Dataset.from_tensor_slices(data()).batch(128).map(fn)
+    want = list(run(ds, fused=False))
+    it = iter(run(ds, chunk_rows=256).compile())
+    got = []
+    with pytest.raises(InvalidArgumentError, match="mask failed"):
+        for b in it:
+            got.append(b)
+    same(got, want[:5])
+    same(list(it), want[6:])
