@@ -238,9 +238,10 @@ class FusedChunks(ChunkIter):
         self.at = RowQueue([] if state is None else
                            [Chunk([a], len(a)) for a in self._pending_at(state)])
         # A terminal whose batches end where each batch_size input rows end (a masked
-        # batch): the input position of each row not handed out (aligned with the rows
-        # of ``queue`` then ``at``), the groups handed out, and the group an error ended
-        # (its rows dropped, raised once the groups before it are out).
+        # batch): the place in the input's order (rows read before it) of each row not
+        # handed out, aligned with the rows of ``queue`` then ``at``; the groups handed
+        # out; the group an error ended (its rows dropped, raised once the groups before
+        # it are out).
         self.groups = self.plan.terminal is not None and self.plan.terminal.groups
         self.group_of = RowQueue([] if state is None or not self.groups else
                                  [Chunk([a], len(a)) for a in self._pending_groups(state)])
@@ -523,8 +524,8 @@ class FusedChunks(ChunkIter):
         if done:
             self.finished = True
         n = int(n)
-        if self.groups:   # input positions (``at`` is relative to a chunk read apart)
-            self.group_of.add(Chunk([self.kept[:n] + lo], n))
+        if self.groups:   # places in the input's order (``position`` counts rows read)
+            self.group_of.add(Chunk([self.kept[:n] + start], n))
         if at is not None and self.gathers:
             self._accept_at(at)
         else:
@@ -562,7 +563,7 @@ class FusedChunks(ChunkIter):
                 element = self._reference_row(pack_as(self.structure, row_values(r)))
                 if element is not DROP:
                     elements.append(element)
-                    kept.append(r)
+                    kept.append(self.position + r - lo)
         except OpError as e:
             error = e
         else:

@@ -93,12 +93,11 @@ class GroupTerminal(Terminal):
     def refusal(source, steps: list) -> str | None:
         """Why a stage over ``source`` with ``steps`` before this terminal cannot cut
         batches by input rows (None: it can). The kept rows' places in the input are
-        their positions in the source: an array source read in order, with no step
-        before that drops rows or makes new values."""
+        the rows the stage read before them: arrays read in place (in order or at a
+        shuffle's row numbers), with no step before that drops rows or makes new
+        values."""
         if source.stream is not None:
             return "its input is a stream of chunks, not arrays read in place"
-        if source.indexed:
-            return "its input rows come in a shuffled order"
         if steps:
             return "ops before the batch run in the same stage"
         return None

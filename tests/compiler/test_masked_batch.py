@@ -80,15 +80,32 @@ def test_masks_that_are_not_row_wise_run_on_whole_batches(fn):
     same(list(pipe), list(run(ds, fused=False)))
 
 
-def test_shuffled_input_runs_the_map_on_whole_batches_with_the_same_rows():
-    """Rows in a shuffled order are not cut by their source positions: the map runs on
-    whole batches (each dataset built anew: a shuffle's epochs count per dataset)."""
+@pytest.mark.parametrize("chunk_rows", [0, 333], ids=["default chunks", "chunks inside batches"])
+def test_a_shuffled_input_fuses_and_is_cut_in_its_shuffled_order(chunk_rows):
+    """Batches end where each B rows of the shuffled order end (each dataset built
+    anew: a shuffle's epochs count per dataset)."""
     def build():
         return nd.Dataset.from_tensor_slices(data()).shuffle(1_000, seed=4).batch(128) \
             .map(lambda b: b[b[:, 0] % 3 != 0])
-    pipe = run(build()).compile()
-    assert "shuffled order" in pipe.explain()
+    pipe = run(build(), chunk_rows=chunk_rows).compile()
+    assert "masked_batch" in pipe.explain() and "row numbers" in pipe.explain()
     same(list(pipe), list(run(build(), fused=False)))
+    it = iter(pipe)
+    for _ in range(9):
+        next(it)
+    state = it.save()
+    want = list(it)
+    again = iter(pipe)
+    again.restore(state)
+    same(list(again), want)
+
+
+def test_ops_before_the_batch_run_it_as_written():
+    ds = nd.Dataset.from_tensor_slices(data()).map(lambda r: r + 1).batch(128) \
+        .map(lambda b: b[b[:, 0] % 3 != 0])
+    pipe = run(ds).compile()
+    assert "ops before the batch run in the same stage" in pipe.explain()
+    same(list(pipe), list(run(ds, fused=False)))
 
 
 def test_a_state_saved_between_groups_resumes():
