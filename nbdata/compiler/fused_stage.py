@@ -24,12 +24,12 @@ from nbdata.compiler.kernel_cache import compile_kernel, load_kernel
 from nbdata.kernels.threads import KernelThreadTuner, kernel_section
 from nbdata.kernels.tiers import arg_types, promote
 from nbdata.errors import InvalidArgumentError, OpError
-from nbdata.kernels.compact import compact
+from nbdata.kernels.compact import RowGather, compact
 from nbdata.kernels.batching import batch_columns
 from nbdata.ops.batch import batch_size_of
 from nbdata.ops.fusion import DROP, RaggedLeaf, counter_slots, pack_ragged
 from nbdata.compiler.lowering import StageNode
-from nbdata.ops.runtime import ChunkIter, RowQueue
+from nbdata.ops.runtime import ChunkIter, IndexQueue, RowQueue
 from nbdata.spec import pack_as
 
 
@@ -235,16 +235,16 @@ class FusedChunks(ChunkIter):
                         and all(i >= base for i in stage.results))
         self.gathered = ([stage.passthrough[i - base] for i in stage.results]
                          if self.gathers else [])
-        self.at = RowQueue([] if state is None else
-                           [Chunk([a], len(a)) for a in self._pending_at(state)])
+        self.at = IndexQueue([] if state is None else self._pending_at(state))
+        self.gatherers: list | None = None   # a RowGather per gathered source column
         # A terminal whose batches end where each batch_size input rows end (a masked
         # batch): the place in the input's order (rows read before it) of each row not
         # handed out, aligned with the rows of ``queue`` then ``at``; the groups handed
         # out; the group an error ended (its rows dropped, raised once the groups before
         # it are out).
         self.groups = self.plan.terminal is not None and self.plan.terminal.groups
-        self.group_of = RowQueue([] if state is None or not self.groups else
-                                 [Chunk([a], len(a)) for a in self._pending_groups(state)])
+        self.group_of = IndexQueue([] if state is None or not self.groups else
+                                   self._pending_groups(state))
         self.groups_out = 0 if state is None or not self.groups else int(state["groups_out"])
         self.error_group: int | None = None
         self.error: BaseException | None = None
@@ -364,10 +364,10 @@ class FusedChunks(ChunkIter):
         state = {"pos": self.position, "counters": self.state.copy(), "finished": self.finished,
                  "pending": list(self.queue.pieces), "compiled": self.compiled}
         if self.at.n:
-            state["pending_at"] = [p.columns[0] for p in self.at.pieces]
+            state["pending_at"] = list(self.at.pieces)
         if self.groups:
             state["groups_out"] = self.groups_out
-            state["pending_groups"] = [p.columns[0] for p in self.group_of.pieces]
+            state["pending_groups"] = list(self.group_of.pieces)
         if self.stream:
             state["input"] = self.input.save()
         if self.indexed:
@@ -525,7 +525,7 @@ class FusedChunks(ChunkIter):
             self.finished = True
         n = int(n)
         if self.groups:   # places in the input's order (``position`` counts rows read)
-            self.group_of.add(Chunk([self.kept[:n] + start], n))
+            self.group_of.add(self.kept[:n] + start)
         if at is not None and self.gathers:
             self._accept_at(at)
         else:
@@ -545,8 +545,10 @@ class FusedChunks(ChunkIter):
 
     def _gather(self, at: np.ndarray) -> list:
         """The element's columns at source positions ``at`` (a gathering stage)."""
-        args = self.reader.args
-        return [np.asarray(compact(args[a], at), spec.dtype) for a, spec in self.gathered]
+        if self.gatherers is None:
+            args = self.reader.args
+            self.gatherers = [(RowGather(args[a]), spec.dtype) for a, spec in self.gathered]
+        return [np.asarray(gather(at), dtype) for gather, dtype in self.gatherers]
 
     def _reference(self, lo: int, k: int, row_values) -> None:
         """Run rows ``lo..lo+k`` through the steps' reference behaviour, stopping after
@@ -574,7 +576,7 @@ class FusedChunks(ChunkIter):
         specs_of = self.plan.steps[-1].out_spec if self.plan.steps else self.structure
         if elements:
             if self.groups:
-                self.group_of.add(Chunk([np.asarray(kept, np.int64)], len(kept)))
+                self.group_of.add(np.asarray(kept, np.int64))
             self._accept(chunk_from_elements(elements, specs_of))
         if error is not None:
             self._fail(error)
@@ -588,7 +590,7 @@ class FusedChunks(ChunkIter):
             # whole batches: its rows are dropped and reading goes on after it.
             b = self.batch_size
             g = max(0, self.position - 1) // b
-            pending = self.group_of.take(self.group_of.n).columns[0] if self.group_of.n else \
+            pending = self.group_of.take(self.group_of.n) if self.group_of.n else \
                 np.empty(0, np.int64)
             before = int(np.searchsorted(pending, g * b))
             rows = self.queue.take(before) if before else None
@@ -596,7 +598,7 @@ class FusedChunks(ChunkIter):
             self.group_of.clear()
             if rows is not None:
                 self.queue.add(rows)
-                self.group_of.add(Chunk([pending[:before]], before))
+                self.group_of.add(pending[:before])
             self.position = max(self.position, (g + 1) * b if self.rows is None
                                 else min(self.rows, (g + 1) * b))
             self.error, self.error_group = error, g
@@ -635,12 +637,12 @@ class FusedChunks(ChunkIter):
         if self.queue.n:   # rows wait (a restore, the reference path): keep the order
             self.queue.add(Chunk(self._gather(at), len(at)))
         else:
-            self.at.add(Chunk([at], len(at)))
+            self.at.add(at)
 
     def _materialize(self) -> None:
         """Positions still carried become rows at the end of the row queue."""
         if self.at.n:
-            at = self.at.take(self.at.n).columns[0]
+            at = self.at.take(self.at.n)
             self.queue.add(Chunk(self._gather(at), len(at)))
 
     def _from_carry(self, want: int) -> Chunk | None:
@@ -669,12 +671,12 @@ class FusedChunks(ChunkIter):
         at, b = self.at, self.batch_size
         if not b:
             n = min(want, at.n)
-            return Chunk(self._gather(at.take(n).columns[0]), n)
+            return Chunk(self._gather(at.take(n)), n)
         if at.n < b or want < 1:
             return None
-        inside = at.pieces[0].n // b
+        inside = at.first() // b
         count = min(want, inside if inside else at.n // b)
-        cols = self._gather(at.take(count * b).columns[0])
+        cols = self._gather(at.take(count * b))
         return Chunk(self._batches(cols, count), count)
 
     def _from_groups(self, want: int) -> Chunk | None:
@@ -694,17 +696,17 @@ class FusedChunks(ChunkIter):
         end = (g0 + count) * b
         m = 0
         for piece in self.group_of.pieces:   # the pending rows of these groups
-            inside = int(np.searchsorted(piece.columns[0], end))
+            inside = int(np.searchsorted(piece, end))
             m += inside
-            if inside < piece.n:
+            if inside < len(piece):
                 break
         if m == 0:
             at = np.empty(0, np.int64)
             columns = [np.empty((0,) + sp.shape, sp.dtype) for sp in self._result_specs()]
         else:
-            at = self.group_of.take(m).columns[0]
+            at = self.group_of.take(m)
             if self.at.n and not self.queue.n:
-                columns = self._gather(self.at.take(m).columns[0])
+                columns = self._gather(self.at.take(m))
             else:
                 self._materialize()
                 columns = self.queue.take(m).columns

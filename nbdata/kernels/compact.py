@@ -5,6 +5,8 @@ generated kernels need no compaction code."""
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 
@@ -51,7 +53,7 @@ def compact(column: np.ndarray, rows: np.ndarray, flat: np.ndarray | None = None
     >>> compact(np.arange(10).reshape(5, 2), np.array([0, 3])).tolist()
     [[0, 1], [6, 7]]
     """
-    width = int(np.prod(column.shape[1:]))
+    width = math.prod(column.shape[1:])
     words = None
     if not column.dtype.hasobject and len(rows) and width * column.itemsize:
         words = _words(column.reshape(len(column), width) if flat is None else flat)
@@ -60,6 +62,28 @@ def compact(column: np.ndarray, rows: np.ndarray, flat: np.ndarray | None = None
     out = np.empty((len(rows),) + column.shape[1:], column.dtype)
     gather_rows(read_only(words), rows, _words(out.reshape(len(rows), width)))  # one signature
     return out
+
+
+class RowGather:
+    """:func:`compact` of one column again and again (a fused stage gathering kept rows
+    from its source column at every pull): the column's word view is made once, so a
+    call costs an allocation and the kernel's."""
+
+    def __init__(self, column: np.ndarray):
+        self.column = column
+        self.shape = column.shape[1:]
+        self.width = math.prod(self.shape)
+        self.words = None
+        if not column.dtype.hasobject and self.width * column.itemsize:
+            words = _words(column.reshape(len(column), self.width))
+            self.words = None if words is None else read_only(words)
+
+    def __call__(self, rows: np.ndarray) -> np.ndarray:
+        if self.words is None or not len(rows):
+            return compact(self.column, rows)
+        out = np.empty((len(rows),) + self.shape, self.column.dtype)
+        gather_rows(self.words, rows, _words(out.reshape(len(rows), self.width)))
+        return out
 
 
 @numba.njit(nogil=True, cache=True)

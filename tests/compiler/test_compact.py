@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import nbdata as nd
-from nbdata.kernels.compact import compact, gather_rows
+from nbdata.kernels.compact import RowGather, compact, gather_rows
 
 DTYPES = [np.float32, np.int64, np.uint8, np.float16, np.complex128, np.bool_, "S3", "U2",
           "M8[s]", np.int16, object]
@@ -29,10 +29,11 @@ def test_compact_matches_numpy_indexing(dtype, shape):
         unaligned[...] = a
         views.append(unaligned)
     for view in views:
-        got = compact(view, rows)
-        assert got.dtype == view.dtype and got.shape == view[rows].shape
-        np.testing.assert_array_equal(got, view[rows])
-        assert not np.shares_memory(got, view)
+        gather = RowGather(view)   # a fused stage's repeated gathers from one column
+        for got in (compact(view, rows), gather(rows), gather(rows[::-1].copy())[::-1]):
+            assert got.dtype == view.dtype and got.shape == view[rows].shape
+            np.testing.assert_array_equal(got, view[rows])
+            assert not np.shares_memory(got, view)
 
 
 def test_one_word_kernel_serves_different_dtypes():
@@ -96,14 +97,14 @@ def test_rows_gathered_from_the_source_count_toward_the_chunk_bound(monkeypatch)
     by demand alone, up to 131,072 rows)."""
     from nbdata.compiler import fused_stage
     gathered = []
-    real = fused_stage.compact
 
-    def spy(column, rows, flat=None):
-        out = real(column, rows, flat)
-        gathered.append(out.nbytes)
-        return out
+    class Spy(fused_stage.RowGather):
+        def __call__(self, rows):
+            out = super().__call__(rows)
+            gathered.append(out.nbytes)
+            return out
 
-    monkeypatch.setattr(fused_stage, "compact", spy)
+    monkeypatch.setattr(fused_stage, "RowGather", Spy)
     x = np.random.default_rng(2).integers(0, 100, (6_000, 4096)).astype(np.uint8)
     o = nd.Options()
     o.fusion_min_rows = 0

@@ -35,14 +35,14 @@ def build(x, shuffled, fused=True, batch=64):
 def test_each_batch_is_one_gather_from_the_source(shuffled, monkeypatch):
     from nbdata.compiler import fused_stage
     gathered = []
-    real = fused_stage.compact
 
-    def spy(column, rows, flat=None):
-        out = real(column, rows, flat)
-        gathered.append(out)
-        return out
+    class Spy(fused_stage.RowGather):
+        def __call__(self, rows):
+            out = super().__call__(rows)
+            gathered.append(out)
+            return out
 
-    monkeypatch.setattr(fused_stage, "compact", spy)
+    monkeypatch.setattr(fused_stage, "RowGather", Spy)
     x = data()
     want = list(build(x, shuffled, fused=False))
     got = list(build(x, shuffled).compile())
