@@ -106,8 +106,13 @@ class RowEmitter:
 
     def _renderer(self, env: list[Leaf], depth: int) -> ExprRenderer:
         renderer = ExprRenderer(lambda line: self.emit(line, depth), self.ks.fresh,
-                                self.ks.dtype_name, lambda k: self.at(env[k]))
+                                self.ks.dtype_name, lambda k: self.at(env[k]),
+                                element_text=self._element_text(env))
         return renderer
+
+    def _element_text(self, env: list[Leaf]):
+        """Input ``k``'s value at flat position ``j`` (``row[0]`` lifted)."""
+        return lambda k, j: self._flat_at(env[k], str(j)) if env[k].is_array else self.at(env[k])
 
     def _bind_helpers(self, renderer: ExprRenderer) -> None:
         from nbdata import random as nd_random
@@ -262,7 +267,8 @@ class RowEmitter:
                 return self._flat_at(base_leaf, window_text(k))
 
             renderer = ExprRenderer(lambda line, d=inner: self.emit(line, d), self.ks.fresh,
-                                    self.ks.dtype_name, lambda k: self.at(env[k]), position)
+                                    self.ks.dtype_name, lambda k: self.at(env[k]), position,
+                                    self._element_text(env))
             for dest, leaf in items:
                 text = renderer.value(leaf.expr, leaf.spec.dtype)
                 self.emit(f"{dest} = {text}", inner)
@@ -297,6 +303,9 @@ class RowEmitter:
         memo: dict = {}
         for k in _window_bases(lifted):   # windows read their image in place: compute it first
             if leaves[k].expr is not None:
+                self.value(leaves[k])
+        for k in _element_bases(lifted):  # one element of an image window: compute it first
+            if leaves[k].expr is not None and positional([leaves[k].expr]):
                 self.value(leaves[k])
         for leaf in leaves:
             if leaf.expr is None:
@@ -375,6 +384,12 @@ class RowEmitter:
         self.emit(f"if not {test}:")
         self.emit("status[i] = 0", 1)
         self.emit("continue", 1)
+
+
+def _element_bases(lifted: Any) -> list[int]:
+    """The inputs that element reads (``row[0]``) in a lifted function index."""
+    return sorted({int(e.args[0].name) for e in nodes(flatten(lifted))
+                   if e.kind == "element" and e.args[0].kind == "input"})
 
 
 def _window_bases(lifted: Any) -> list[int]:

@@ -67,12 +67,15 @@ class ExprRenderer:
     helper functions the text calls (``floordiv_int64``).
     """
 
-    def __init__(self, emit, fresh, dtype_name, input_text, position_text=None):
+    def __init__(self, emit, fresh, dtype_name, input_text, position_text=None,
+                 element_text=None):
         self.emit = emit
         self.fresh = fresh
         self.dtype_name = dtype_name
         self.input_text = input_text
         self.position_text = position_text   # window / channel node -> text at this position
+        # (input k, flat position j) -> input k's value at j (a scalar input: its value)
+        self.element_text = element_text
         self.memo: dict[int, str] = {}
         self.helpers: set[str] = set()
 
@@ -97,6 +100,19 @@ class ExprRenderer:
             return text
         if e.kind in ("window", "channel"):
             text = self.position_text(e, self)
+            self.memo[key] = text
+            return text
+        if e.kind == "element":
+            # An array's value at one flat position: an input read there, a computed
+            # (position-wise) array rendered with its array inputs read there.
+            (inner,), j = e.args, e.value
+            if inner.kind == "input":
+                text = self.element_text(int(inner.name), j)
+            else:
+                at = ExprRenderer(self.emit, self.fresh, self.dtype_name,
+                                  lambda k: self.element_text(k, j), None, self.element_text)
+                text = at.value(inner)
+                self.helpers |= at.helpers
             self.memo[key] = text
             return text
         if e.kind == "draw":

@@ -68,6 +68,13 @@ register(np.invert, lift=_lift_invert)
 register(np.where, lift=_lift_where)
 register(np.stack, lift=_lift_stack)
 register(astype, "astype", lift=_lift_astype)
-register(getitem, "getitem")
+def _lift_getitem(x, key, **kwargs):
+    """``row[0]``, ``row[1, 2]``: one element of an array at constant indices."""
+    if kwargs:
+        raise NotElementwise("indexing with options")
+    return expr.element(x, key)
+
+
+register(getitem, "getitem", lift=_lift_getitem)
 
 __all__: list = []

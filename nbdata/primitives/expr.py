@@ -31,7 +31,8 @@ class NotElementwise(Exception):
 @dataclasses.dataclass(frozen=True)
 class Expr:
     kind: str               # "input", "const", "op", "cast", "where", "window", "draw", "channel",
-                            # "stack" (a vector of scalar expressions)
+                            # "stack" (a vector of scalar expressions), "element" (an
+                            # array's value at flat position ``value``)
     dtype: np.dtype
     is_array: bool
     args: tuple = ()
@@ -264,6 +265,28 @@ def literal(value: Any) -> str:
 
 
 
+def element(x, index) -> Expr:
+    """``x[index]`` of an array expression at a constant full index (``row[0]``,
+    ``img[1, 2, 0]``): a scalar read at one flat position. Indices wrap from the end as
+    NumPy's do; one out of range (NumPy raises IndexError on every row), a partial
+    index (a sub-array) or an image window does not lift."""
+    if not isinstance(x, Expr) or not x.is_array or x.dtype is None:
+        raise NotElementwise("indexing of other than an array")
+    if positional([x]):
+        raise NotElementwise("indexing of an image window")
+    key = index if isinstance(index, tuple) else (index,)
+    if len(key) != len(x.shape) or not all(
+            isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)) for k in key):
+        raise NotElementwise("indexing other than one element by constant integers")
+    flat = 0
+    for k, dim in zip(key, x.shape):
+        k = int(k)
+        if not -dim <= k < dim:
+            raise NotElementwise("an index out of range")
+        flat = flat * dim + (k % dim)
+    return Expr("element", x.dtype, False, (x,), value=flat)
+
+
 def cast(x, dtype) -> Expr:
     """``x.astype(dtype)`` of an expression (numeric targets only)."""
     dt = np.dtype(dtype)
@@ -274,5 +297,5 @@ def cast(x, dtype) -> Expr:
 
 
 __all__ = ["BINARY", "Expr", "NotElementwise", "UNARY", "apply_ufunc", "as_expr", "cast",
-           "channel_constant", "draw", "flipped", "literal", "node_count", "output_specs",
+           "channel_constant", "draw", "element", "flipped", "literal", "node_count", "output_specs",
            "positional", "stack", "substitute", "where", "window"]
