@@ -16,6 +16,7 @@ element values (what the user sees) and back.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numba
@@ -443,7 +444,7 @@ def row_bytes(spec) -> int:
     total = 0
     for s in flatten(spec):
         if isinstance(s, TensorSpec) and s.dtype is not string and s.shape is not None:
-            total += int(np.prod([d if d is not None else 16 for d in s.shape])) * s.dtype.itemsize
+            total += math.prod(d if d is not None else 16 for d in s.shape) * s.dtype.itemsize
         else:
             total += 64
     return max(total, 1)

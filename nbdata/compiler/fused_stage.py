@@ -181,7 +181,7 @@ def stream_args(chunk: Chunk, leaves: list) -> list:
         c = read_only(np.ascontiguousarray(c))
         args.append(c)
         if leaf.spec.shape:
-            args.append(c.reshape(len(c), int(np.prod(leaf.spec.shape))))
+            args.append(c.reshape(len(c), math.prod(leaf.spec.shape)))
     return args
 
 
@@ -259,7 +259,7 @@ class FusedChunks(ChunkIter):
         if ctx.options.chunk_rows < 0:
             raise InvalidArgumentError(f"Options().chunk_rows must be >= 0, got "
                                        f"{ctx.options.chunk_rows}")
-        row_bytes = sum(max(1, int(np.prod(s.shape))) * np.dtype(s.dtype).itemsize
+        row_bytes = sum(max(1, math.prod(s.shape)) * np.dtype(s.dtype).itemsize
                         for s in list(stage.out_specs) + [s for _, s in stage.passthrough]) or 1
         # Rows per kernel call: outputs (rows gathered straight from the source included)
         # of at most MAX_OUTPUT_BYTES, so that malloc reuses freed chunks instead of

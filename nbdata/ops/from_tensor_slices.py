@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import weakref
 from typing import Any
 
@@ -52,7 +53,7 @@ def check_sliceable(value: Any, op: str) -> int | None:
 def flat_rows(column: np.ndarray) -> np.ndarray | None:
     """A (rows, size) view of ``column`` with each row's elements in order, or None when
     a row's elements are not evenly spaced in memory (then only a copy could give it)."""
-    size = int(np.prod(column.shape[1:]))
+    size = math.prod(column.shape[1:])
     if column.size == 0:
         return np.empty((len(column), size), column.dtype)
     expected = column.itemsize
@@ -184,7 +185,7 @@ class FromTensorSlices(Node):
                 part = c[lo:lo + k]
                 if c.ndim > 1 and f is None:  # only these rows are copied, never the column
                     part = np.ascontiguousarray(part)
-                    out += [part, part.reshape(len(part), int(np.prod(c.shape[1:])))]
+                    out += [part, part.reshape(len(part), math.prod(c.shape[1:]))]
                 else:
                     out += args_of(part, None if f is None else f[lo:lo + k])
             return out

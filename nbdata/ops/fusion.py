@@ -11,6 +11,7 @@ modules do not import the compiler.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, ClassVar
 
 import numba
@@ -239,7 +240,7 @@ def pack_ragged(column, spec: TensorSpec) -> list:
     if isinstance(column, np.ndarray) and column.dtype != object:
         n = len(column)
         data = np.ascontiguousarray(column, dtype).reshape(-1)
-        size = int(np.prod(column.shape[1:], dtype=np.int64))
+        size = math.prod(column.shape[1:])
         offsets = np.arange(n + 1, dtype=np.int64) * size
         shapes = np.empty((n, ndim), np.int64)
         shapes[:] = column.shape[1:]
