@@ -259,15 +259,21 @@ class FusedChunks(ChunkIter):
         if ctx.options.chunk_rows < 0:
             raise InvalidArgumentError(f"Options().chunk_rows must be >= 0, got "
                                        f"{ctx.options.chunk_rows}")
-        row_bytes = sum(max(1, math.prod(s.shape)) * np.dtype(s.dtype).itemsize
-                        for s in list(stage.out_specs) + [s for _, s in stage.passthrough]) or 1
+        def size(specs) -> int:
+            return sum(max(1, math.prod(s.shape)) * np.dtype(s.dtype).itemsize for s in specs)
+        gathered_bytes = size(s for _, s in stage.passthrough) or 1
         # Rows per kernel call: outputs (rows gathered straight from the source included)
         # of at most MAX_OUTPUT_BYTES, so that malloc reuses freed chunks instead of
         # mapping (and zeroing) fresh pages each time and a chunk's batches are still in
         # the cache when the consumer reads them; a multiple of the batch size when no
-        # step drops rows, so that batches never straddle calls.
+        # step drops rows, so that batches never straddle calls. A stage that carries
+        # positions gathers its rows per pull, at most MAX_OUTPUT_BYTES of them
+        # (``gather_rows``); its kernel calls write only the kept rows' positions.
+        row_bytes = (size(stage.out_specs) if self.gathers else
+                     size(list(stage.out_specs) + [s for _, s in stage.passthrough])) or 1
         self.max_chunk = ctx.options.chunk_rows or max(
             64, min(1 << 17, MAX_OUTPUT_BYTES // row_bytes))
+        self.gather_rows = max(1, MAX_OUTPUT_BYTES // gathered_bytes)
         b = self.batch_size
         if b and not ctx.options.chunk_rows and (not stage.compacts or self.groups):
             self.max_chunk = max(b, self.max_chunk // b * b)
@@ -670,12 +676,12 @@ class FusedChunks(ChunkIter):
         row, then one gather)."""
         at, b = self.at, self.batch_size
         if not b:
-            n = min(want, at.n)
+            n = min(want, at.n, self.gather_rows)
             return Chunk(self._gather(at.take(n)), n)
         if at.n < b or want < 1:
             return None
         inside = at.first() // b
-        count = min(want, inside if inside else at.n // b)
+        count = min(want, inside if inside else at.n // b, max(1, self.gather_rows // b))
         cols = self._gather(at.take(count * b))
         return Chunk(self._batches(cols, count), count)
 

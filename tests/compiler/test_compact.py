@@ -91,10 +91,9 @@ def test_kept_source_rows_are_gathered_from_the_source_not_copied_twice(after):
 
 
 def test_rows_gathered_from_the_source_count_toward_the_chunk_bound(monkeypatch):
-    """A kernel call's outputs stay within 8 MiB, rows gathered straight from the source
-    included: a filter over wide rows gathers its kept rows a bounded chunk at a time
-    (counting only the kernel's own output columns, such a stage's chunks were bounded
-    by demand alone, up to 131,072 rows)."""
+    """Rows gathered straight from the source stay within MAX_OUTPUT_BYTES a pull (at
+    least one batch): a filter over wide rows gathers its kept rows a bounded chunk at
+    a time, however far its kernel calls read ahead (they write only positions)."""
     from nbdata.compiler import fused_stage
     gathered = []
 
@@ -111,7 +110,7 @@ def test_rows_gathered_from_the_source_count_toward_the_chunk_bound(monkeypatch)
     ds = nd.Dataset.from_tensor_slices(x).filter(lambda v: v[0] % 5 != 0).batch(512)
     got = np.concatenate(list(ds.with_options(o)))
     np.testing.assert_array_equal(got, x[x[:, 0] % 5 != 0])
-    assert gathered and max(gathered) <= 8 << 20, max(gathered)
+    assert gathered and max(gathered) <= fused_stage.MAX_OUTPUT_BYTES, max(gathered)
 
 
 def test_read_only_and_writable_inputs_share_one_compiled_gather():
