@@ -232,7 +232,11 @@ class FusedChunks(ChunkIter):
         # after the rows of ``queue`` (one of the two is empty but for a restore).
         base = len(stage.scratch_specs) + len(stage.out_specs)
         self.gathers = (not self.stream and self.reader.args is not None and bool(stage.results)
-                        and all(i >= base for i in stage.results))
+                        and all(i >= base for i in stage.results)
+                        # positions index the source columns: a row for every source row
+                        and isinstance(self.reader.rows, int) and self.reader.rows >= 0 and all(
+                            len(self.reader.args[stage.passthrough[i - base][0]])
+                            >= self.reader.rows for i in stage.results))
         self.gathered = ([stage.passthrough[i - base] for i in stage.results]
                          if self.gathers else [])
         self.at = IndexQueue([] if state is None else self._pending_at(state))

@@ -112,3 +112,42 @@ def test_rows_of_the_reference_path_and_carried_positions_keep_their_order():
     assert len(got) == len(want) == (666 + 67) // 64
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+SOURCES = {
+    "repeat": lambda x: nd.Dataset.from_tensor_slices(x).repeat(3),
+    "endless repeat": lambda x: nd.Dataset.from_tensor_slices(x).repeat(),
+    "a constant repeated": lambda x: nd.Dataset.from_tensors(x[1:4]).repeat(),
+    "zip": lambda x: nd.Dataset.zip((nd.Dataset.from_tensor_slices(x),
+                                     nd.Dataset.from_tensor_slices(x[:, 1].copy()))),
+    "skip and take": lambda x: nd.Dataset.from_tensor_slices(x).skip(7).take(200),
+    "shard": lambda x: nd.Dataset.from_tensor_slices(x).shard(3, 1),
+}
+
+
+@pytest.mark.parametrize("source", list(SOURCES))
+def test_filters_over_other_sources_give_the_plain_batches(source):
+    """Positions index the source's columns only where every source row has one there:
+    a repeat (finite or endless), a constant, a zip, counted steps."""
+    x = ((np.arange(300 * 8, dtype=np.int64).reshape(300, 8) * 7919) % 1000)
+    assert x[1, 0] % 3 != 0   # the constant's rows are kept (an endless filter ends)
+
+    def keep(*e):
+        v = e[0]
+        return v[(0,) * v.ndim] % 3 != 0
+
+    def build(fused):
+        o = nd.Options()
+        if fused:
+            o.fusion_min_rows = 0
+            o.chunk_rows = 64
+        else:
+            o.fusion = False
+        return SOURCES[source](x).filter(keep).batch(32).take(30).with_options(o)
+
+    want, got = list(build(False)), list(build(True))
+    assert len(got) == len(want) > 0
+    for g, w in zip(got, want):
+        for a, b in zip(g if isinstance(g, tuple) else (g,), w if isinstance(w, tuple) else (w,)):
+            assert a.shape == b.shape
+            np.testing.assert_array_equal(a, b)
