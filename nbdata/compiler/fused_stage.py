@@ -251,6 +251,10 @@ class FusedChunks(ChunkIter):
                                    self._pending_groups(state))
         self.groups_out = 0 if state is None or not self.groups else int(state["groups_out"])
         self.error_group: int | None = None
+        # A stream's chunk or a shuffle's row numbers being run, and what is left of
+        # them after a row that raised (run before the input is read again)
+        self.current = None
+        self.leftover = None if state is None else self._leftover(state)
         self.error: BaseException | None = None
         # A stream of unknown length runs its first ``lazy_rows`` rows on the reference
         # path, counted over all iterations: once that many went through, every later
@@ -335,6 +339,20 @@ class FusedChunks(ChunkIter):
         most = max(0, len(self.reader.args[0]) - 1) if at else 0
         return [state_check.int_array(a, f"pending_at[{j}]", 0, most) for j, a in enumerate(at)]
 
+    def _leftover(self, state: dict):
+        """A restored state's rows still to run after a row that raised: a stream's
+        rows (of its input's spec) or a shuffle's row numbers; None when absent."""
+        from nbdata import state_check
+        left = state.get("leftover")
+        if left is None:
+            return None
+        if self.stream:
+            return state_check.rows(left, self.plan.source.stream.spec, "leftover")
+        if self.indexed:
+            return state_check.int_array(left, "leftover", 0, max(0, (self.rows or 1) - 1))
+        raise state_check.StateFieldError("leftover", left, "this stage reads its rows in "
+                                          "place")
+
     def _pending_groups(self, state: dict) -> list:
         """A restored masked batch's input positions of the rows not handed out: one
         per pending row, increasing, within the source's rows."""
@@ -375,6 +393,8 @@ class FusedChunks(ChunkIter):
                  "pending": list(self.queue.pieces), "compiled": self.compiled}
         if self.at.n:
             state["pending_at"] = list(self.at.pieces)
+        if self.leftover is not None:
+            state["leftover"] = self.leftover
         if self.groups:
             state["groups_out"] = self.groups_out
             state["pending_groups"] = list(self.group_of.pieces)
@@ -414,26 +434,35 @@ class FusedChunks(ChunkIter):
             # keeping 2 rows in 3 otherwise needed five ever smaller calls per batch)
             need = max(b, -(-need * self.rows_read * 9 // (self.rows_kept * 8)))
         k = max(1, min(self.max_chunk, need))
+        left, self.leftover = self.leftover, None
         if self.stream:
-            try:
-                chunk = self.input.next(k)
-            except OpError as e:
-                self._fail(e)
-                return
-            if chunk is None:
-                self.finished = True
-                return
+            if left is not None:   # the rows after a row that raised, still to run
+                chunk = left
+            else:
+                try:
+                    chunk = self.input.next(k)
+                except OpError as e:
+                    self._fail(e)
+                    return
+                if chunk is None:
+                    self.finished = True
+                    return
             lo, k = 0, chunk.n
+            self.current = chunk
             row_values = (lambda cols: lambda r: [col_row(c, r) for c in cols])(chunk.columns)
         elif self.indexed:
-            rows = None if self.indices_ended else self.indices.next(k)
-            if rows is None:
-                self.finished = True
-                return
-            idx = np.ascontiguousarray(rows.columns[0], dtype=np.int64)
+            if left is not None:
+                idx = left
+            else:
+                rows = None if self.indices_ended else self.indices.next(k)
+                if rows is None:
+                    self.finished = True
+                    return
+                idx = np.ascontiguousarray(rows.columns[0], dtype=np.int64)
             if b and len(idx) < k and (self.queue.n + k) % b == 0 and not self.stage.compacts:
                 idx = self._whole_batches(idx, k)
             lo, k, chunk = 0, len(idx), None
+            self.current = idx
             values = self.reader.row_values
             row_values = (lambda idx: lambda r: values(int(idx[r])))(idx)
         else:
@@ -447,6 +476,7 @@ class FusedChunks(ChunkIter):
             self.seen += k
             self.stage.timing["seen"] = self.stage.timing.get("seen", 0) + k
             self._reference(lo, k, row_values)
+            self.current = None   # (not held past its run: the next chunk's memory)
             if self.stage.timing["seen"] >= self.stage.lazy_rows:
                 self.compiled = True
                 self.stats.chosen["compiled after rows"] = self.seen
@@ -464,6 +494,7 @@ class FusedChunks(ChunkIter):
         if self.stream or reader.args is None:
             self.stage.signature(args)
         self._kernel(kernel_lo, k, args, lo, row_values)
+        self.current = None
 
     def _whole_batches(self, idx: np.ndarray, k: int) -> np.ndarray:
         """Row numbers topped up to ``k`` (while the shuffle has more): the kernel's rows
@@ -581,6 +612,12 @@ class FusedChunks(ChunkIter):
         else:
             error = None
         self.position += done if error is not None else k
+        if error is not None and done < k and (self.stream or self.indexed):
+            # The rows after the one that raised run next (an in-place source's rows
+            # are read again from ``position``): a stream's rest of the chunk, a
+            # shuffle's rest of the row numbers, both already taken from the input.
+            current = self.current
+            self.leftover = current.slice(done, current.n) if self.stream else current[done:]
         profiler.slice_(f"python (reference path): {self.stats.title}", "python", began,
                         time.perf_counter(), {"rows": done})
         specs_of = self.plan.steps[-1].out_spec if self.plan.steps else self.structure
@@ -609,8 +646,20 @@ class FusedChunks(ChunkIter):
             if rows is not None:
                 self.queue.add(rows)
                 self.group_of.add(pending[:before])
-            self.position = max(self.position, (g + 1) * b if self.rows is None
-                                else min(self.rows, (g + 1) * b))
+            target = (g + 1) * b if self.rows is None else min(self.rows, (g + 1) * b)
+            if self.indexed:   # the group's other row numbers are dropped with it
+                skip = target - self.position
+                left, self.leftover = self.leftover, None
+                if left is not None:
+                    if len(left) > skip:
+                        self.leftover = left[skip:]
+                    skip -= min(skip, len(left))
+                while skip > 0:
+                    more = self.indices.next(skip)
+                    if more is None or more.n == 0:
+                        break
+                    skip -= more.n
+            self.position = max(self.position, target)
             self.error, self.error_group = error, g
             return
         if self.plan.terminal is not None and self.queue.n:
