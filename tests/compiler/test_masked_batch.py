@@ -161,3 +161,54 @@ def test_an_error_in_a_group_loses_that_batch_and_iteration_goes_on(monkeypatch)
             got.append(b)
     same(got, want[:5])
     same(list(it), want[6:])
+
+
+def test_an_error_over_a_shuffle_loses_its_batch_and_the_rest_of_its_rows(monkeypatch):
+    """As above over a shuffle read at row numbers: the failing group's other row numbers
+    are dropped with it (already taken from the shuffle or still to come), and the next
+    batch is the next group's."""
+    from nbdata.compiler import fused_stage
+    from nbdata.errors import InvalidArgumentError
+    from nbdata.ops.filter import FilterStep
+    bad = 700
+    triggered = []
+    real_running = fused_stage.FusedStage.running
+
+    def running(stage):
+        kernel = real_running(stage)
+
+        def call(lo, k, *args):
+            idx = args[2]   # from_tensor_slices' two arguments, then the row numbers
+            assert idx.ndim == 1 and idx.dtype == np.int64
+            hit = np.flatnonzero(idx[:int(k)] == bad)
+            if len(hit):
+                triggered.append(int(hit[0]))
+                return np.int64(hit[0]), False, np.int64(0)
+            return kernel(lo, k, *args)
+        return call
+
+    real_reference = FilterStep.reference
+
+    def reference(step, element):
+        if int(element[0]) == int(data()[bad, 0]):
+            raise InvalidArgumentError("mask failed", "filter")
+        return real_reference(step, element)
+
+    def build():
+        return nd.Dataset.from_tensor_slices(data()).shuffle(1_000, seed=4).batch(128) \
+            .map(lambda b: b[b[:, 0] % 3 != 0])
+
+    order = np.concatenate(list(run(nd.Dataset.from_tensor_slices(np.arange(ROWS))
+                                    .shuffle(1_000, seed=4).batch(500), fused=False)))
+    group = int(np.flatnonzero(order == bad)[0]) // 128
+    want = list(run(build(), fused=False))
+    monkeypatch.setattr(fused_stage.FusedStage, "running", running)
+    monkeypatch.setattr(FilterStep, "reference", reference)
+    it = iter(run(build(), chunk_rows=200).compile())
+    got = []
+    with pytest.raises(InvalidArgumentError, match="mask failed"):
+        for b in it:
+            got.append(b)
+    same(got, want[:group])
+    same(list(it), want[group + 1:])
+    assert triggered   # the kernel sent the row's chunk to the reference path
