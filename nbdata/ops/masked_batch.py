@@ -94,12 +94,12 @@ class GroupTerminal(Terminal):
         """Why a stage over ``source`` with ``steps`` before this terminal cannot cut
         batches by input rows (None: it can). The kept rows' places in the input are
         the rows the stage read before them: arrays read in place (in order or at a
-        shuffle's row numbers), with no step before that drops rows or makes new
-        values."""
+        shuffle's row numbers), with only maps before (no step that drops rows or
+        counts them)."""
         if source.stream is not None:
             return "its input is a stream of chunks, not arrays read in place"
-        if steps:
-            return "ops before the batch run in the same stage"
+        if any(step.kind != "row" or step.drops for step in steps):
+            return "an op before the batch in the same stage drops or counts rows"
         return None
 
 

@@ -100,16 +100,44 @@ def test_a_shuffled_input_fuses_and_is_cut_in_its_shuffled_order(chunk_rows):
     same(list(again), want)
 
 
-def test_ops_before_the_batch_run_it_as_written():
-    ds = nd.Dataset.from_tensor_slices(data()).map(lambda r: r + 1).batch(128) \
-        .map(lambda b: b[b[:, 0] % 3 != 0])
-    pipe = run(ds).compile()
-    assert "ops before the batch run in the same stage" in pipe.explain()
-    same(list(pipe), list(run(ds, fused=False)))
+@pytest.mark.parametrize("shuffled", [False, True], ids=["in order", "shuffled"])
+@pytest.mark.parametrize("chunk_rows", [0, 333], ids=["default chunks", "chunks inside batches"])
+def test_maps_before_the_batch_fuse_with_it(shuffled, chunk_rows):
+    """The mask reads the map's values; the kept rows are the map's outputs (computed
+    columns, not source rows)."""
+    def build():
+        ds = nd.Dataset.from_tensor_slices(data())
+        if shuffled:
+            ds = ds.shuffle(700, seed=2)
+        return ds.map(lambda r: r.astype(np.float32) / 7).batch(100) \
+            .map(lambda b: b[b[:, 3] > 70])
+    pipe = run(build(), chunk_rows=chunk_rows).compile()
+    assert "masked_batch" in pipe.explain() and "per element" not in pipe.explain()
+    same(list(pipe), list(run(build(), fused=False)))
 
 
-def test_a_state_saved_between_groups_resumes():
-    ds = nd.Dataset.from_tensor_slices(data()).batch(128).map(lambda b: b[b[:, 0] % 3 != 0])
+@pytest.mark.parametrize("op", ["filter", "skip", "enumerate"])
+def test_ops_that_drop_or_count_rows_before_the_batch_run_it_as_written(op):
+    def build():
+        ds = nd.Dataset.from_tensor_slices(data())
+        if op == "filter":
+            ds = ds.filter(lambda r: r[1] % 2 == 0)
+        elif op == "skip":
+            ds = ds.skip(9)
+        else:
+            ds = ds.enumerate().map(lambda i, r: r + i)
+        return ds.batch(128).map(lambda b: b[b[:, 0] % 3 != 0])
+    pipe = run(build()).compile()
+    assert "drops or counts rows" in pipe.explain()
+    same(list(pipe), list(run(build(), fused=False)))
+
+
+@pytest.mark.parametrize("mapped", [False, True], ids=["source rows", "a map's rows"])
+def test_a_state_saved_between_groups_resumes(mapped):
+    ds = nd.Dataset.from_tensor_slices(data())
+    if mapped:   # kept rows are computed columns, queued as rows, not as positions
+        ds = ds.map(lambda r: r * 2 + 1)
+    ds = ds.batch(128).map(lambda b: b[b[:, 0] % 3 != 0])
     pipe = run(ds, chunk_rows=333).compile()
     for taken in (1, 2, 5, 17):
         it = iter(pipe)
