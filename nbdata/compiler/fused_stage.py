@@ -336,7 +336,7 @@ class FusedChunks(ChunkIter):
         if at and not self.gathers:
             raise state_check.StateFieldError("pending_at", at, "this stage carries rows, "
                                               "not source positions")
-        most = max(0, len(self.reader.args[0]) - 1) if at else 0
+        most = max(0, self.reader.rows - 1) if at else 0   # (gathers: rows is known)
         return [state_check.int_array(a, f"pending_at[{j}]", 0, most) for j, a in enumerate(at)]
 
     def _leftover(self, state: dict):
