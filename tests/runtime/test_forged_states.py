@@ -99,6 +99,13 @@ def pipelines(tmp) -> dict:
         return x
 
     feats = {"x": nd.io.FixedLenFeature([], np.int64)}
+    # Fused stages whose states hold carried source positions (pending_at), masked
+    # batches' groups (groups_out, pending_groups) and the rows after an error (leftover).
+    small_chunks = nd.Options()
+    small_chunks.fusion_min_rows = 0
+    small_chunks.chunk_rows = 7
+    rows = (np.arange(120 * 3, dtype=np.int64).reshape(120, 3) * 7919) % 1000
+    table = np.arange(35, dtype=np.int64)
 
     return {
         "range": lambda: r(50),
@@ -151,6 +158,12 @@ def pipelines(tmp) -> dict:
             lambda b: nd.io.parse_example(b, feats)),
         "fixed_length": lambda: nd.FixedLengthRecordDataset(files["fixed"], 6, header_bytes=4,
                                                             footer_bytes=2),
+        "fused_positions": lambda: nd.Dataset.from_tensor_slices(rows).filter(
+            lambda v: v[0] % 3 != 0).batch(5).with_options(small_chunks),
+        "masked_batch": lambda: nd.Dataset.from_tensor_slices(rows).shuffle(30, seed=6).batch(
+            6).map(lambda b: b[b[:, 0] % 3 != 0]).with_options(small_chunks),
+        "fused_leftover": lambda: r(60).shuffle(20, seed=7).map(
+            lambda x: table[x % 36]).ignore_errors().with_options(small_chunks),
     }
 
 
