@@ -427,9 +427,13 @@ class PerElement(ChunkIter):
             if not self.ready and (self.chunk is None or self.done >= self.chunk.n):
                 self.before = self.it.save()
                 if self.chunk is not None:
+                    # counted once: the input's next() may raise, and the next call
+                    # comes back here (it counted the chunk again: a row's index, and
+                    # so random_map's draws, moved past an input error)
                     self.index += self.chunk.n
-                self.chunk = self.it.next(want)
+                    self.chunk = None
                 self.done = 0
+                self.chunk = self.it.next(want)
                 if self.chunk is None:
                     return None
                 if self.skip:

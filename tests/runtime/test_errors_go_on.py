@@ -72,3 +72,26 @@ def test_a_state_saved_after_the_error_resumes_with_the_rest(source):
     again.restore(state)
     assert outcomes(again) == want
     assert len(seen) + 1 + len(want) == 200 * (2 if source == "repeat" else 1)
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["plain", "fused"])
+def test_an_input_error_does_not_move_the_indices_of_the_rows_after_it(fused):
+    """random_map draws by the row's index in its input: the rows after an input error
+    get the indices that follow the rows before it (a row-by-row op counted its input
+    chunk twice after its input raised, moving every later draw)."""
+    o = nd.Options()
+    if fused:
+        o.fusion_min_rows = 0
+    else:
+        o.fusion = False
+
+    def draws(values, raising):
+        ds = nd.Dataset.from_tensor_slices(np.array(values, np.int64)).batch(2).unbatch()
+        ds = ds.map(lambda v: TABLE[v] if raising else TABLE[v % 100])
+        ds = ds.random_map(lambda v, rng: v * 0 + rng.integers(0, 1 << 40), seed=11)
+        return outcomes(iter(ds.with_options(o)))
+
+    got = draws([0, 1, 2, 150, 4, 5, 6], raising=True)     # row 150 raises
+    want = draws([0, 1, 2, 4, 5, 6], raising=False)
+    assert got[3] == "InvalidArgumentError"
+    assert got[:3] + got[4:] == want
