@@ -233,3 +233,10 @@ def row_pieces(value: Any, spec, field: str) -> list:
     if not isinstance(value, list):
         raise StateFieldError(field, value, "expected a list of rows")
     return [rows(v, spec, f"{field}[{j}]") for j, v in enumerate(value)]
+
+
+def int_pieces(value: Any, field: str, lo: int, hi: int) -> list:
+    """A list of 1-d integer arrays (row positions) with every entry in ``[lo, hi]``."""
+    if not isinstance(value, list):
+        raise StateFieldError(field, value, "expected a list of row positions")
+    return [int_array(v, f"{field}[{j}]", lo, hi) for j, v in enumerate(value)]

@@ -301,10 +301,12 @@ class RowEmitter:
 
         inputs = []
         memo: dict = {}
-        for k in _window_bases(lifted):   # windows read their image in place: compute it first
+        # windows read their image in place, and so does one element of an image
+        # window: compute the image first
+        for k in _read_bases(lifted, "window"):
             if leaves[k].expr is not None:
                 self.value(leaves[k])
-        for k in _element_bases(lifted):  # one element of an image window: compute it first
+        for k in _read_bases(lifted, "element"):
             if leaves[k].expr is not None and positional([leaves[k].expr]):
                 self.value(leaves[k])
         for leaf in leaves:
@@ -386,16 +388,11 @@ class RowEmitter:
         self.emit("continue", 1)
 
 
-def _element_bases(lifted: Any) -> list[int]:
-    """The inputs that element reads (``row[0]``) in a lifted function index."""
+def _read_bases(lifted: Any, kind: str) -> list[int]:
+    """The inputs that a lifted function's nodes of ``kind`` read: image windows
+    ("window") or single elements ("element", ``row[0]``)."""
     return sorted({int(e.args[0].name) for e in nodes(flatten(lifted))
-                   if e.kind == "element" and e.args[0].kind == "input"})
-
-
-def _window_bases(lifted: Any) -> list[int]:
-    """The inputs that image windows in a lifted function read."""
-    return sorted({int(e.args[0].name) for e in nodes(flatten(lifted))
-                   if e.kind == "window" and e.args[0].kind == "input"})
+                   if e.kind == kind and e.args[0].kind == "input"})
 
 
 class CounterEmitter:

@@ -331,13 +331,11 @@ class FusedChunks(ChunkIter):
         source's rows."""
         from nbdata import state_check
         at = state.get("pending_at", [])
-        if not isinstance(at, list):
-            raise state_check.StateFieldError("pending_at", at, "expected a list of row positions")
         if at and not self.gathers:
             raise state_check.StateFieldError("pending_at", at, "this stage carries rows, "
                                               "not source positions")
         most = max(0, self.reader.rows - 1) if at else 0   # (gathers: rows is known)
-        return [state_check.int_array(a, f"pending_at[{j}]", 0, most) for j, a in enumerate(at)]
+        return state_check.int_pieces(at, "pending_at", 0, most)
 
     def _leftover(self, state: dict):
         """A restored state's rows still to run after a row that raised: a stream's
@@ -359,11 +357,7 @@ class FusedChunks(ChunkIter):
         from nbdata import state_check
         state_check.integer(state, "groups_out", 0, state_check.MAX_POSITION)
         at = state.get("pending_groups")
-        if not isinstance(at, list):
-            raise state_check.StateFieldError("pending_groups", at, "expected a list of row "
-                                              "positions")
-        most = max(0, (self.rows or 1) - 1)
-        out = [state_check.int_array(a, f"pending_groups[{j}]", 0, most) for j, a in enumerate(at)]
+        out = state_check.int_pieces(at, "pending_groups", 0, max(0, (self.rows or 1) - 1))
         rows = self.queue.n + self.at.n
         flat = np.concatenate(out) if out else np.empty(0, np.int64)
         if len(flat) != rows or np.any(np.diff(flat) <= 0):
@@ -535,10 +529,10 @@ class FusedChunks(ChunkIter):
                     outs = [(self.scratch + outs)[i] for i in stage.results]
                 elif bad_row < 0:
                     rows = self.kept[:n]
-                    # the kept rows' positions in the source arguments
-                    at = args[-1][rows] if self.indexed else rows + kernel_lo
-                    if not self.gathers:
-                        outs = self._compacted(outs, rows, at, args, k)
+                    if self.gathers:   # carried as positions, gathered per pull
+                        at = self._source_positions(rows, args, kernel_lo)
+                    else:
+                        outs = self._compacted(outs, rows, args, kernel_lo, k)
             reason = None
         except Exception as e:  # noqa: BLE001 - the reference re-run reports it precisely
             bad_row, reason = 0, f"the kernel raised {type(e).__name__}: {e}"
@@ -567,18 +561,23 @@ class FusedChunks(ChunkIter):
         n = int(n)
         if self.groups:   # places in the input's order (``position`` counts rows read)
             self.group_of.add(self.kept[:n] + start)
-        if at is not None and self.gathers:
+        if at is not None:
             self._accept_at(at)
         else:
             self._accept(Chunk([o[:n] if n < k else o for o in outs], n))
 
-    def _compacted(self, outs: list, rows: np.ndarray, at: np.ndarray, args: list,
+    def _source_positions(self, rows: np.ndarray, args: list, kernel_lo: int) -> np.ndarray:
+        """The positions in the source arguments of the call's kept rows ``rows``."""
+        return args[-1][rows] if self.indexed else rows + kernel_lo
+
+    def _compacted(self, outs: list, rows: np.ndarray, args: list, kernel_lo: int,
                    k: int) -> list:
         """The element's columns of the kept rows: computed columns compacted, source
         columns gathered at the kept rows' source positions."""
         stage = self.stage
         buffers = self.scratch + outs
         base = len(buffers)
+        at = self._source_positions(rows, args, kernel_lo) if stage.passthrough else None
         return [compact(buffers[i][:k], rows) if i < base else
                 np.asarray(compact(args[stage.passthrough[i - base][0]], at),
                            stage.passthrough[i - base][1].dtype)

@@ -45,45 +45,39 @@ def gather_rows(src, rows, out):
             out[j, q] = src[r, q]
 
 
-def compact(column: np.ndarray, rows: np.ndarray, flat: np.ndarray | None = None) -> np.ndarray:
-    """A fresh array of ``column``'s rows at ``rows`` (``flat``: the column's (rows, size)
-    view, when the caller has one; object columns and rows not contiguous in memory
-    are gathered by NumPy).
-
-    >>> compact(np.arange(10).reshape(5, 2), np.array([0, 3])).tolist()
-    [[0, 1], [6, 7]]
-    """
-    width = math.prod(column.shape[1:])
-    words = None
-    if not column.dtype.hasobject and len(rows) and width * column.itemsize:
-        words = _words(column.reshape(len(column), width) if flat is None else flat)
-    if words is None:
-        return column[rows]
-    out = np.empty((len(rows),) + column.shape[1:], column.dtype)
-    gather_rows(read_only(words), rows, _words(out.reshape(len(rows), width)))  # one signature
-    return out
-
-
 class RowGather:
-    """:func:`compact` of one column again and again (a fused stage gathering kept rows
-    from its source column at every pull): the column's word view is made once, so a
-    call costs an allocation and the kernel's."""
+    """Rows of one column gathered into fresh arrays, as :func:`compact` gathers them,
+    for a caller that gathers from the same column again and again (a fused stage
+    taking kept rows from its source column at every pull): the column's word view is
+    made once, so a call costs an allocation and the kernel's. ``flat``: the column's
+    (rows, size) view, when the caller has one; object columns and rows not contiguous
+    in memory are gathered by NumPy."""
 
-    def __init__(self, column: np.ndarray):
+    def __init__(self, column: np.ndarray, flat: np.ndarray | None = None):
         self.column = column
         self.shape = column.shape[1:]
         self.width = math.prod(self.shape)
         self.words = None
         if not column.dtype.hasobject and self.width * column.itemsize:
-            words = _words(column.reshape(len(column), self.width))
+            words = _words(column.reshape(len(column), self.width) if flat is None else flat)
             self.words = None if words is None else read_only(words)
 
     def __call__(self, rows: np.ndarray) -> np.ndarray:
         if self.words is None or not len(rows):
-            return compact(self.column, rows)
+            return self.column[rows]
         out = np.empty((len(rows),) + self.shape, self.column.dtype)
+        # one signature per word type, whatever the dtypes
         gather_rows(self.words, rows, _words(out.reshape(len(rows), self.width)))
         return out
+
+
+def compact(column: np.ndarray, rows: np.ndarray, flat: np.ndarray | None = None) -> np.ndarray:
+    """A fresh array of ``column``'s rows at ``rows`` (one :class:`RowGather` call).
+
+    >>> compact(np.arange(10).reshape(5, 2), np.array([0, 3])).tolist()
+    [[0, 1], [6, 7]]
+    """
+    return RowGather(column, flat)(rows)
 
 
 @numba.njit(nogil=True, cache=True)

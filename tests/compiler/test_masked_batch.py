@@ -151,22 +151,24 @@ def test_a_state_saved_between_groups_resumes(mapped):
         assert len(want) == -(-ROWS // 128) - taken
 
 
-def test_an_error_in_a_group_loses_that_batch_and_iteration_goes_on(monkeypatch):
-    """A row whose mask raises (on the reference path the kernel sends its chunk to):
-    the batches before its group come out, then the error, then the batches after it,
-    as when the map's function raises on one whole batch."""
+def fail_source_row(monkeypatch, bad, place):
+    """The kernel sends the call that reads source row ``bad`` to the reference path,
+    where its mask raises. ``place(lo, k, args)``: where that row is in the call, or
+    None. Returns the places it did so at."""
     from nbdata.compiler import fused_stage
     from nbdata.errors import InvalidArgumentError
     from nbdata.ops.filter import FilterStep
-    bad = 700    # in group 5 (rows 640..767)
+    triggered = []
     real_running = fused_stage.FusedStage.running
 
     def running(stage):
         kernel = real_running(stage)
 
         def call(lo, k, *args):
-            if int(lo) <= bad < int(lo) + int(k):
-                return np.int64(bad - int(lo)), False, np.int64(0)
+            at = place(int(lo), int(k), args)
+            if at is not None:
+                triggered.append(at)
+                return np.int64(at), False, np.int64(0)
             return kernel(lo, k, *args)
         return call
 
@@ -179,48 +181,45 @@ def test_an_error_in_a_group_loses_that_batch_and_iteration_goes_on(monkeypatch)
 
     monkeypatch.setattr(fused_stage.FusedStage, "running", running)
     monkeypatch.setattr(FilterStep, "reference", reference)
+    return triggered
+
+
+def until_error(it) -> list:
+    """The batches before the iterator raises the mask's error."""
+    got = []
+    with pytest.raises(nd.errors.InvalidArgumentError, match="mask failed"):
+        for b in it:
+            got.append(b)
+    return got
+
+
+def test_an_error_in_a_group_loses_that_batch_and_iteration_goes_on(monkeypatch):
+    """A row whose mask raises (on the reference path the kernel sends its chunk to):
+    the batches before its group come out, then the error, then the batches after it,
+    as when the map's function raises on one whole batch."""
+    bad = 700    # in group 5 (rows 640..767)
     fn = lambda b: b[b[:, 0] % 3 != 0]   # noqa: E731
     ds = nd.Dataset.from_tensor_slices(data()).batch(128).map(fn)
     want = list(run(ds, fused=False))
+    triggered = fail_source_row(monkeypatch, bad,
+                                lambda lo, k, args: bad - lo if lo <= bad < lo + k else None)
     it = iter(run(ds, chunk_rows=256).compile())
-    got = []
-    with pytest.raises(InvalidArgumentError, match="mask failed"):
-        for b in it:
-            got.append(b)
-    same(got, want[:5])
+    same(until_error(it), want[:5])
     same(list(it), want[6:])
+    assert triggered   # the kernel sent the row's chunk to the reference path
 
 
 def test_an_error_over_a_shuffle_loses_its_batch_and_the_rest_of_its_rows(monkeypatch):
     """As above over a shuffle read at row numbers: the failing group's other row numbers
     are dropped with it (already taken from the shuffle or still to come), and the next
     batch is the next group's."""
-    from nbdata.compiler import fused_stage
-    from nbdata.errors import InvalidArgumentError
-    from nbdata.ops.filter import FilterStep
     bad = 700
-    triggered = []
-    real_running = fused_stage.FusedStage.running
 
-    def running(stage):
-        kernel = real_running(stage)
-
-        def call(lo, k, *args):
-            idx = args[2]   # from_tensor_slices' two arguments, then the row numbers
-            assert idx.ndim == 1 and idx.dtype == np.int64
-            hit = np.flatnonzero(idx[:int(k)] == bad)
-            if len(hit):
-                triggered.append(int(hit[0]))
-                return np.int64(hit[0]), False, np.int64(0)
-            return kernel(lo, k, *args)
-        return call
-
-    real_reference = FilterStep.reference
-
-    def reference(step, element):
-        if int(element[0]) == int(data()[bad, 0]):
-            raise InvalidArgumentError("mask failed", "filter")
-        return real_reference(step, element)
+    def place(lo, k, args):
+        idx = args[2]   # from_tensor_slices' two arguments, then the row numbers
+        assert idx.ndim == 1 and idx.dtype == np.int64
+        hit = np.flatnonzero(idx[:k] == bad)
+        return int(hit[0]) if len(hit) else None
 
     def build():
         return nd.Dataset.from_tensor_slices(data()).shuffle(1_000, seed=4).batch(128) \
@@ -230,13 +229,8 @@ def test_an_error_over_a_shuffle_loses_its_batch_and_the_rest_of_its_rows(monkey
                                     .shuffle(1_000, seed=4).batch(500), fused=False)))
     group = int(np.flatnonzero(order == bad)[0]) // 128
     want = list(run(build(), fused=False))
-    monkeypatch.setattr(fused_stage.FusedStage, "running", running)
-    monkeypatch.setattr(FilterStep, "reference", reference)
+    triggered = fail_source_row(monkeypatch, bad, place)
     it = iter(run(build(), chunk_rows=200).compile())
-    got = []
-    with pytest.raises(InvalidArgumentError, match="mask failed"):
-        for b in it:
-            got.append(b)
-    same(got, want[:group])
+    same(until_error(it), want[:group])
     same(list(it), want[group + 1:])
     assert triggered   # the kernel sent the row's chunk to the reference path

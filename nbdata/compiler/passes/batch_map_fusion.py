@@ -83,6 +83,35 @@ def _same_constant(a: Any, b: Any) -> bool:
         return False
 
 
+def _check_rowwise(op, aligned: set, indexing: bool = False) -> None:
+    """``op`` computes row ``i`` of its outputs from row ``i`` of its operands in
+    ``aligned`` alone: a position-wise op (each tensor operand of the output's rank,
+    each constant of a smaller one) or, with ``indexing``, indexing that keeps the batch
+    axis whole; _Refused otherwise. Its outputs join ``aligned``."""
+    fn = op.call[0] if op.call is not None and op.kind == "pure" else None
+    if not (fn in POSITIONWISE or (indexing and fn is getitem)):
+        raise _Refused(f"{op.type} is not position-wise")
+    _, args, kwargs = op.call
+    if kwargs:
+        raise _Refused(f"{op.type} with keyword arguments")
+    ranks = [_rank(t) for t in op.outputs]
+    if len(set(ranks)) != 1 or ranks[0] < 1:
+        raise _Refused(f"{op.type}'s output has no batch axis")
+    if fn is getitem:
+        x, key = args
+        if not isinstance(x, Tensor) or id(x) not in aligned or isinstance(key, Tensor):
+            raise _Refused("indexing by a value the function computes")
+        _row_key(key)
+    else:
+        for a in args:
+            if isinstance(a, Tensor):
+                if id(a) not in aligned or _rank(a) != ranks[0]:
+                    raise _Refused(f"{op.type} broadcasts an operand across rows")
+            elif _rank(a) >= ranks[0]:
+                raise _Refused(f"{op.type} has a constant spanning rows")
+    aligned.update(id(t) for t in op.outputs)
+
+
 def _check_batched(graph: FunctionGraph) -> None:
     """Every op position-wise along the leading (batch) axis; _Refused otherwise."""
     aligned = {id(t) for t in graph.inputs}
@@ -90,21 +119,7 @@ def _check_batched(graph: FunctionGraph) -> None:
         if not isinstance(spec, TensorSpec) or spec.shape is None or not spec.shape:
             raise _Refused("an input that is not a batch of arrays")
     for op in graph.operations():
-        if op.call is None or op.kind != "pure" or op.call[0] not in POSITIONWISE:
-            raise _Refused(f"{op.type} is not position-wise")
-        _, args, kwargs = op.call
-        if kwargs:
-            raise _Refused(f"{op.type} with keyword arguments")
-        ranks = [_rank(t) for t in op.outputs]
-        if len(set(ranks)) != 1 or ranks[0] < 1:
-            raise _Refused(f"{op.type}'s output has no batch axis")
-        for a in args:
-            if isinstance(a, Tensor):
-                if id(a) not in aligned or _rank(a) != ranks[0]:
-                    raise _Refused(f"{op.type} broadcasts an operand across rows")
-            elif _rank(a) >= ranks[0]:
-                raise _Refused(f"{op.type} has a constant spanning rows")
-        aligned.update(id(t) for t in op.outputs)
+        _check_rowwise(op, aligned)
     for leaf in graph.output_leaves:
         if not isinstance(leaf, Tensor) or id(leaf) not in aligned:
             raise _Refused("an output that is not computed row by row")
@@ -189,34 +204,11 @@ def _masked(graph: FunctionGraph) -> tuple[list, Tensor]:
                 or _rank(key) != 1 or (mask is not None and key is not mask):
             raise _Refused("an output that is not its component indexed by the one mask")
         mask = key
-    needed = {id(t) for t in graph.inputs}
-    order = [op for op in ops if all(id(t) not in {id(o) for o in graph.output_leaves}
-                                     for t in op.outputs)]
-    aligned = set(needed)
+    outputs = {id(t) for t in graph.output_leaves}
+    order = [op for op in ops if not any(id(t) in outputs for t in op.outputs)]
+    aligned = {id(t) for t in inputs}
     for op in order:
-        if op.call is None or op.kind != "pure":
-            raise _Refused(f"{op.type} is not position-wise")
-        fn, args, kwargs = op.call
-        if kwargs:
-            raise _Refused(f"{op.type} with keyword arguments")
-        ranks = [_rank(t) for t in op.outputs]
-        if len(set(ranks)) != 1 or ranks[0] < 1:
-            raise _Refused(f"{op.type}'s output has no batch axis")
-        if fn is getitem:
-            x, key = args
-            if not isinstance(x, Tensor) or id(x) not in aligned or isinstance(key, Tensor):
-                raise _Refused("indexing by a value the function computes")
-            _row_key(key)
-        elif fn in POSITIONWISE:
-            for a in args:
-                if isinstance(a, Tensor):
-                    if id(a) not in aligned or _rank(a) != ranks[0]:
-                        raise _Refused(f"{op.type} broadcasts an operand across rows")
-                elif _rank(a) >= ranks[0]:
-                    raise _Refused(f"{op.type} has a constant spanning rows")
-        else:
-            raise _Refused(f"{op.type} is not position-wise")
-        aligned.update(id(t) for t in op.outputs)
+        _check_rowwise(op, aligned, indexing=True)
     if id(mask) not in aligned:
         raise _Refused("a mask that is not computed row by row")
     return order, mask
