@@ -518,17 +518,42 @@ def next_demand(want: int, took: float, limit: int) -> int:
     return min(want * max(2, grow), limit)
 
 
+class Pace:
+    """What a compiled pipeline's iterations learn of its speed: the seconds per element
+    of the largest pull of the last one. A later iteration's first pull asks for about
+    PULL_TARGET_S of work at that speed (a whole kernel chunk of a fast fused stage),
+    not one element: the few small pulls and kernel calls of a ramp from one element
+    cost a fifth of a short in-memory epoch. Kept only for plans that read ahead
+    without side effects (``Node.reads_ahead_freely``)."""
+
+    __slots__ = ("seconds_per_element",)
+
+    def __init__(self):
+        self.seconds_per_element: float | None = None
+
+    def first_demand(self, limit: int) -> int:
+        per = self.seconds_per_element
+        if per is None:
+            return 1
+        return max(1, min(limit, int(PULL_TARGET_S / max(per, 1e-9))))
+
+
 class ChunkedRun:
     """The top-level iterator: elements one at a time from the root's chunks.
 
     It asks for one element first and grows its demand as iteration goes on
     (:func:`next_demand`), so that a consumer that stops early does not pay for (or
-    run the side effects of) a whole chunk. Its state is the root's state before the
+    run the side effects of) a whole chunk; a later iteration of a pipeline without
+    such side effects starts at about PULL_TARGET_S of work instead (:class:`Pace`).
+    Its state is the root's state before the
     current chunk and the number of rows already handed out since that state.
     """
 
-    def __init__(self, ctx: ExecContext, root, spec, state: dict | None = None):
+    def __init__(self, ctx: ExecContext, root, spec, state: dict | None = None,
+                 pace: Pace | None = None):
         self.ctx = ctx
+        self.pace = pace
+        self.largest = 0   # elements of this run's largest pull so far (for the pace)
         self.root = root
         self.consumer = ctx.consumer_stats()
         self.started: float | None = None   # the first pull of this iteration
@@ -543,7 +568,7 @@ class ChunkedRun:
         self.leaf_only = self.single and spec is not None and not is_custom_nest(spec)
         self.flat_tuple = self.pack is tuple
         self.limit = ctx.max_rows(spec)
-        self.want = 1
+        self.want = 1 if pace is None else pace.first_demand(self.limit)
         self.lock = threading.RLock()   # taken to read a chunk and to save, not per row
         self.interrupted: dict | None = None   # the state to resume from after Ctrl-C
         self.progress = None   # Options().progress: its bar (nbdata/progress.py)
@@ -656,6 +681,9 @@ class ChunkedRun:
             return False
         if self.progress is not None:
             self.progress.update(chunk.n)
+        if self.pace is not None and 0 < chunk.n >= self.largest:
+            self.largest = chunk.n
+            self.pace.seconds_per_element = (ended - began) / chunk.n
         self._hand_out(chunk)
         return True
 

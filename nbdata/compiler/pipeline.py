@@ -8,7 +8,7 @@ from typing import Any, Callable
 from nbdata import checkpoint, progress
 from nbdata.compiler.backend_cpu import CpuTyper, compile_stages
 from nbdata.compiler.backend_gpu import kernel_source
-from nbdata.compiler.executor import (ChunkedRun, ExecContext, RunState, StageStats,
+from nbdata.compiler.executor import (ChunkedRun, ExecContext, Pace, RunState, StageStats,
                                      element_unit)
 from nbdata.compiler.drawing import plan_graph, plot_stats
 from nbdata.compiler.lowering import plan
@@ -115,6 +115,11 @@ class Pipeline:
         for n in seeded:
             self.op_index.setdefault(n.resource_key, len(self.op_index))
         self.draws_seed = any(n.seed is None for n in seeded)
+        # Later iterations start at the demand the last one settled on (Pace), where no
+        # node runs user Python per element or writes files: reading ahead there has no
+        # side effect a consumer that stops early could see.
+        self._pace = Pace() if all(n.reads_ahead_freely() for n in _walk(self.physical)) \
+            else None
 
     @functools.cached_property
     def identity(self) -> tuple[str, list, list]:
@@ -170,7 +175,7 @@ class Pipeline:
         """
         ctx = self._context(self._feed(feed_dict), None if state is None else state["epochs"])
         run = ChunkedRun(ctx, self.physical, self.element_spec,
-                         None if state is None else state["run"])
+                         None if state is None else state["run"], pace=self._pace)
         if self.options.progress:
             run.progress = self._progress_bar()
         return run

@@ -51,6 +51,9 @@ class Cache(UnaryNode):
     resource_key: int = dataclasses.field(default_factory=new_resource_key, compare=False)
     op = "cache"
 
+    def reads_ahead_freely(self) -> bool:
+        return not self.filename and self.input.reads_ahead_freely()
+
     def random_access(self) -> str | None:
         # The cached elements are the input's: row i is the input's row i.
         return self.input.random_access()

@@ -132,6 +132,12 @@ class Node:
         time in Python (None: it works on whole chunks)."""
         return None
 
+    def reads_ahead_freely(self) -> bool:
+        """Whether reading rows before the consumer asks for them has no effect it could
+        see: no user Python per element, no files written. A pipeline of such nodes
+        starts later iterations at a whole pull's demand (``executor.Pace``)."""
+        return self.per_element() is None
+
     def open_chunks(self, ctx, state: dict | None = None) -> Any:
         """The chunk iterator (``nbdata/ops/runtime.py``), resumed from ``state``."""
         raise NotImplementedError(f"{self.op} has no chunk iterator")

@@ -98,6 +98,9 @@ class Snapshot(UnaryNode):
     resumable: bool = False   # save(checkpoint_args=...): SaveWriterChunks
     op = "snapshot"
 
+    def reads_ahead_freely(self) -> bool:
+        return False   # it writes the rows it reads
+
     def describe(self) -> str:
         return f"{self.label}({self.directory!r})"
 
