@@ -133,6 +133,12 @@ def _parse_float(data, lo, hi, single):
         exp10 += -e if eneg else e
     if i != hi:
         return 2, 0.0     # trailing characters (hex floats, "1.5x"): Python decides
+    return _float_value(mant, exp10, neg, single)
+
+
+@_helper
+def _float_value(mant, exp10, neg, single):
+    """(status, value) of ``±mant * 10**exp10``: status 0 exact, 2 leave to Python."""
     if mant == 0:
         return 0, -0.0 if neg else 0.0
     if single:
@@ -160,6 +166,82 @@ def _parse_float(data, lo, hi, single):
         v = m * _POW10[exp10] if exp10 >= 0 else m / _POW10[-exp10]
         return 0, -v if neg else v
     return 2, 0.0
+
+
+def _fast_row(data, lo, hi, r, delim, kinds, ints, floats, floats32):
+    """Row ``r`` in one pass when it is plain numbers, one per column, between single
+    delimiters: optional sign, digits, for float columns an optional fraction, and
+    nothing else (no blanks, quotes, exponents or empty fields). Writes the values and
+    returns True; returns False, having written nothing the general path does not
+    overwrite, for any other row. Only for :func:`fast_rows_apply` configurations."""
+    nout = len(kinds)
+    i = lo
+    for j in range(nout):
+        neg = False
+        if i < hi and (data[i] == 45 or data[i] == 43):
+            neg = data[i] == 45
+            i += 1
+        kind = kinds[j]
+        mant = np.uint64(0)
+        digits = 0     # significant digits (leading zeros skipped), as _parse_float
+        exp10 = 0
+        seen = 0
+        while i < hi:
+            d = np.uint64(data[i]) - np.uint64(48)   # wraps for bytes below '0'
+            if d > np.uint64(9):
+                break
+            if digits < 19:
+                mant = mant * np.uint64(10) + d
+                digits += mant != 0
+            else:
+                exp10 += 1
+            seen += 1
+            i += 1
+        if kind == KIND_INT32 or kind == KIND_INT64:
+            if seen == 0 or digits >= 19:
+                return False
+            if kind == KIND_INT32 and mant > (np.uint64(2147483648) if neg else
+                                              np.uint64(2147483647)):
+                return False
+            ints[j, r] = -np.int64(mant) if neg else np.int64(mant)
+        else:
+            if i < hi and data[i] == 46:
+                i += 1
+                while i < hi:
+                    d = np.uint64(data[i]) - np.uint64(48)
+                    if d > np.uint64(9):
+                        break
+                    if digits < 19:
+                        mant = mant * np.uint64(10) + d
+                        digits += mant != 0
+                        exp10 -= 1
+                    seen += 1
+                    i += 1
+            if seen == 0:
+                return False
+            st, v = _float_value(mant, exp10, neg, kind == KIND_FLOAT32)
+            if st != 0:
+                return False
+            if kind == KIND_FLOAT32:
+                floats32[j, r] = np.float32(v)
+            else:
+                floats[j, r] = v
+        if j + 1 < nout:
+            if i >= hi or data[i] != delim:
+                return False
+            i += 1
+        elif i != hi:
+            return False
+    return True
+
+
+def fast_rows_apply(delim: int, ncols: int, kinds, use_na: bool) -> bool:
+    """Whether :func:`_fast_row` may take rows first: every column a number, fields and
+    columns one to one (no ``select_cols``/``exclude_cols``), no ``na_value`` (a field
+    equal to it is a default, not a number) and a delimiter no number contains."""
+    return (not use_na and ncols == len(kinds) and ncols > 0
+            and all(int(kd) != KIND_STRING for kd in kinds)
+            and bytes([delim]) not in b"0123456789+-.eE \t\v\f\r\n\"")
 
 
 @_helper
@@ -282,6 +364,7 @@ def _row(data, lo, hi, r, delim, quote, ncols, select, kinds, has_default, na, u
 # The kernel has the row function's IR inlined into its parallel loop, where Numba marks
 # the arrays as not aliasing each other (a quarter faster than a call there).
 _row_inlined = numba.njit(nogil=True, inline="always")(_row)
+_fast_row_inlined = numba.njit(nogil=True, inline="always")(_fast_row)
 
 
 @tiered(nogil=True, cache=True, no_cfunc_wrapper=True)
@@ -296,6 +379,35 @@ def decode_rows_parallel(data, offsets, n, delim, quote, ncols, select, kinds, h
         fstart = np.empty(nout, np.int64)
         fend = np.empty(nout, np.int64)
         for r in range(b * size, min(n, (b + 1) * size)):
+            code, col, extra = _row_inlined(data, offsets[r], offsets[r + 1], r, delim, quote,
+                                            ncols, select, kinds, has_default, na, use_na, ints,
+                                            floats, floats32, starts, ends, escaped, state,
+                                            fstart, fend)
+            codes[r] = code
+            cols[r] = col
+            extras[r] = extra
+
+
+@tiered(nogil=True, cache=True, no_cfunc_wrapper=True)
+def decode_plain_rows_parallel(data, offsets, n, delim, quote, ncols, select, kinds,
+                               has_default, na, use_na, ints, floats, floats32, starts, ends,
+                               escaped, state, codes, cols, extras, blocks):
+    """:func:`decode_rows_parallel` with each row tried by the one-pass parser first, for
+    the configurations :func:`fast_rows_apply` accepts (``state`` and ``escaped`` start
+    zeroed, which its rows keep): 1.8x the speed on plain numeric records. Its serial
+    twin is never compiled: until this kernel takes over, ``decode_rows_parallel``'s
+    twin runs the calls (``TieredKernel.call_or``), so a process's first CSV pipeline
+    compiles no more than without it."""
+    nout = len(kinds)
+    size = (n + blocks - 1) // blocks
+    for b in numba.prange(blocks):
+        fstart = np.empty(nout, np.int64)
+        fend = np.empty(nout, np.int64)
+        for r in range(b * size, min(n, (b + 1) * size)):
+            if _fast_row_inlined(data, offsets[r], offsets[r + 1], r, delim, kinds, ints,
+                                 floats, floats32):
+                codes[r] = OK
+                continue
             code, col, extra = _row_inlined(data, offsets[r], offsets[r + 1], r, delim, quote,
                                             ncols, select, kinds, has_default, na, use_na, ints,
                                             floats, floats32, starts, ends, escaped, state,

@@ -99,6 +99,7 @@ class CsvConfig:
         self.kinds = np.array([k.KIND_STRING if d is string else _KINDS[d] for d in self.dtypes],
                               np.int64)
         self.has_default = np.array([v is not None for v in self.defaults], np.bool_)
+        self.fast = False   # (set below, once ncols is known)
         n = len(columns)
         self.max_fields = None
         if exclude_cols is not None:
@@ -123,6 +124,7 @@ class CsvConfig:
             self.select = np.full((cols[-1] + 1) if cols else 0, -1, np.int64)
             for j, c in enumerate(cols):
                 self.select[c] = j
+        self.fast = k.fast_rows_apply(self.delim, self.ncols, self.kinds, self.use_na)
 
     @property
     def spec(self) -> tuple:
@@ -155,10 +157,13 @@ class CsvConfig:
         extras = np.empty(n, np.int64)
         blocks = max(1, min(4 * threads, n // 2048))
         full = args + (codes, cols, extras, blocks)
-        kernel = k.decode_rows_parallel
+        # Plain numeric records: the one-pass parser's parallel kernel, with the general
+        # kernel's serial twin until it takes over (nbdata/kernels/csv.py).
+        kernel = k.decode_plain_rows_parallel if self.fast else k.decode_rows_parallel
+        serial = k.decode_rows_parallel.serial
         # One block (a short call) gains nothing from the parallel kernel: its time does
         # not count toward compiling it (PARALLEL_AFTER, nbdata/kernels/tiers.py).
-        kernel.call_or(full, lambda: kernel.serial(*full), kernel.serial, counts=blocks > 1)
+        kernel.call_or(full, lambda: serial(*full), serial, counts=blocks > 1)
         bad = np.flatnonzero(codes)
         if len(bad):
             r = int(bad[0])
