@@ -210,19 +210,25 @@ def _library_inputs(tmp_path) -> tuple:
     csv_path = str(tmp_path / "rows.csv")
     with open(csv_path, "wb") as f:
         f.write(b"".join(b'%d,"q,%d",%d.5,\n' % (i, i, i) for i in range(3000)))
+    plain_path = str(tmp_path / "numbers.csv")   # mostly plain numbers: the one-pass kernel
+    with open(plain_path, "wb") as f:
+        f.write(b"".join((b' %d,"%d.25",\n' if i % 7 == 0 else b"%d,%d.25,-%d\n") % (
+            (i, i) if i % 7 == 0 else (i, i, i)) for i in range(3000)))
     tfr_path = str(tmp_path / "rows.tfrecord")
     with nd.io.TFRecordWriter(tfr_path) as writer:
         for i in range(4100):
             writer.write(nd.io.encode_example({"label": i, "v": np.arange(i % 5) + i}))
-    return csv_path, tfr_path
+    return csv_path, tfr_path, plain_path
 
 
-def _library_pipelines(csv_path, tfr_path) -> list:
+def _library_pipelines(csv_path, tfr_path, plain_path) -> list:
     """One pipeline per tiered library kernel, on inputs that give each thread of the
     parallel tier many rows: CSV decoding, record parsing with VarLen values (a batch of
     4,096 records or more is parsed in parallel), compaction, shuffle draws, packing."""
     csv = nd.TextLineDataset(csv_path).batch(512).map(
         lambda b: nd.io.decode_csv(b, [np.int64(0), [""], np.float64(0), np.int64(-1)]))
+    plain = nd.TextLineDataset(plain_path).batch(512).map(
+        lambda b: nd.io.decode_csv(b, [np.int64(0), np.float32(0), np.int32(7)]))
     features = {"label": nd.io.FixedLenFeature([], np.int64),
                 "v": nd.io.VarLenFeature(np.int64)}
     records = nd.TFRecordDataset(tfr_path).batch(4100).map(
@@ -238,7 +244,7 @@ def _library_pipelines(csv_path, tfr_path) -> list:
     packed = nd.Dataset.from_generator(
         lambda: iter(seqs), output_signature=nd.TensorSpec((None,), np.int32)).apply(
         nd.experimental.pack(64)).batch(64)
-    return [csv, records, compaction, shuffled, packed]
+    return [csv, plain, records, compaction, shuffled, packed]
 
 
 def _flat_values(e):
@@ -351,6 +357,9 @@ def test_short_csv_decodes_do_not_count_toward_compiling_the_parallel_decoder(mo
     from nbdata.kernels import csv as kc, tiers
     fresh = tiers.TieredKernel(kc.decode_rows_parallel.py_func, {"nogil": True})
     monkeypatch.setattr(kc, "decode_rows_parallel", fresh)
+    # (numeric records: the one-pass kernel, with the general kernel's twin until then)
+    monkeypatch.setattr(kc, "decode_plain_rows_parallel", tiers.TieredKernel(
+        kc.decode_plain_rows_parallel.py_func, {"nogil": True}))
     promoted = []
     monkeypatch.setattr(tiers, "PARALLEL_AFTER", 1e-9)
     monkeypatch.setattr(tiers.TieredKernel, "_promote",
@@ -363,7 +372,12 @@ def test_short_csv_decodes_do_not_count_toward_compiling_the_parallel_decoder(mo
     for _ in range(2):
         ints, halves = nd.io.decode_csv(lines, [[0], [0.0]])
     np.testing.assert_array_equal(halves, np.arange(5000, dtype=np.float32) / 4)
-    assert set(promoted) == {"decode_rows_parallel"}
+    assert set(promoted) == {"decode_plain_rows_parallel"}
+    promoted.clear()   # a string column: the general kernel's own parallel tier
+    words = np.array([f"{i},w{i}".encode() for i in range(5000)], dtype=object)
+    for _ in range(2):
+        ints, text = nd.io.decode_csv(words, [[0], [""]])
+    assert set(promoted) == {"decode_rows_parallel"} and text[4999] == b"w4999"
     with pytest.raises(nd.errors.InvalidArgumentError, match="4321"):
         bad = lines.copy()
         bad[4321] = b"1,x"
