@@ -4,6 +4,8 @@ rounding, int32 limits) and every error, for rows it takes and rows it leaves.""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -38,6 +40,8 @@ FLOATS = st.one_of(
 ODD = st.sampled_from(["", " 1", "1 ", "1e5", "2E-3", '"3"', '"4', "+", "-", ".", "1.2.3",
                        "0x10", "nan", "inf", "-inf", "1_0", "12a", "--1", "+-1", "\t7",
                        '""', '"1,5"', "NA", "1.5"])
+# NBDATA_HYPOTHESIS_EXAMPLES=2000 runs more (150 here: about 3 s).
+EXAMPLES = max(150, int(os.environ.get("NBDATA_HYPOTHESIS_EXAMPLES", "150")))
 KIND = st.sampled_from([np.int32, np.int64, np.float32, np.float64])
 
 
@@ -71,7 +75,7 @@ def _decode(lines, defaults, fast: bool, monkeypatch, **kw):
             else list(c) for c in cols]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(st.data())
 def test_one_pass_rows_match_the_general_parser(data):
     kinds = data.draw(st.lists(KIND, min_size=1, max_size=5))
