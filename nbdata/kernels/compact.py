@@ -35,6 +35,15 @@ def _words(rows: np.ndarray) -> np.ndarray | None:
     return rows.view(word)
 
 
+def _flat(words: np.ndarray) -> np.ndarray | None:
+    """A (rows, 1) word view as a 1-D array, None for wider rows or rows apart in
+    memory. Rows of one word (scalar columns) are gathered by the 1-D kernels: indexing
+    a 2-D view per row made those gathers take twice as long."""
+    if words.shape[1] == 1 and words.strides[0] == words.itemsize:
+        return words.reshape(-1)
+    return None
+
+
 @tiered(nogil=True, cache=True)
 def gather_rows(src, rows, out):
     """``out[j] = src[rows[j]]`` for (rows, size) views, rows in parallel."""
@@ -43,6 +52,13 @@ def gather_rows(src, rows, out):
         r = rows[j]
         for q in range(width):
             out[j, q] = src[r, q]
+
+
+@tiered(nogil=True, cache=True)
+def gather_words(src, rows, out):
+    """``out[j] = src[rows[j]]`` for rows of one word (1-D views), rows in parallel."""
+    for j in numba.prange(len(rows)):
+        out[j] = src[rows[j]]
 
 
 class RowGather:
@@ -60,14 +76,20 @@ class RowGather:
         self.words = None
         if not column.dtype.hasobject and self.width * column.itemsize:
             words = _words(column.reshape(len(column), self.width) if flat is None else flat)
-            self.words = None if words is None else read_only(words)
+            if words is not None:
+                one = _flat(words)
+                self.words = read_only(words if one is None else one)
 
     def __call__(self, rows: np.ndarray) -> np.ndarray:
         if self.words is None or not len(rows):
             return self.column[rows]
         out = np.empty((len(rows),) + self.shape, self.column.dtype)
-        # one signature per word type, whatever the dtypes
-        gather_rows(self.words, rows, _words(out.reshape(len(rows), self.width)))
+        # one signature per word type (and 1-D or 2-D), whatever the dtypes
+        words = _words(out.reshape(len(rows), self.width))
+        if self.words.ndim == 1:
+            gather_words(self.words, rows, words.reshape(-1))
+        else:
+            gather_rows(self.words, rows, words)
         return out
 
 
@@ -89,6 +111,13 @@ def _put_rows(out, src, at, rows):
             out[o, j] = src[r, j]
 
 
+@numba.njit(nogil=True, cache=True)
+def _put_words(out, src, at, rows):
+    """_put_rows for rows of one word (1-D views)."""
+    for i in range(len(at)):
+        out[at[i]] = src[rows[i]]
+
+
 def gather_units(columns: list, picked: list, local: list) -> np.ndarray | None:
     """One column of several decoded blocks (arrays of one dtype and row shape):
     ``result[picked[u]] = columns[u][local[u]]`` for each block ``u``, written in place
@@ -104,9 +133,14 @@ def gather_units(columns: list, picked: list, local: list) -> np.ndarray | None:
     if any(s is None or s.dtype != words.dtype or s.shape[1] != words.shape[1]
            for s, p in zip(sources, picked) if len(p)):
         return None
+    flat_out = _flat(words)
     for s, p, r in zip(sources, picked, local):
         if len(p):
-            _put_rows(words, s, p, r)
+            flat_src = _flat(s) if flat_out is not None else None
+            if flat_src is not None:
+                _put_words(flat_out, flat_src, p, r)
+            else:
+                _put_rows(words, s, p, r)
     return out
 
 

@@ -130,5 +130,6 @@ def test_read_only_and_writable_inputs_share_one_compiled_gather():
         assert kc.compact(source, np.array([4, 1])).tolist() == [[8, 9], [2, 3]]
     for sig in chunks._gather_rows.signatures:
         assert not sig[0].mutable and not sig[1].mutable, sig
-    gathers = kc.gather_rows.serial.signatures + kc.gather_rows.parallel.signatures
+    gathers = [sig for k in (kc.gather_rows, kc.gather_words)
+               for sig in k.serial.signatures + k.parallel.signatures]
     assert gathers and not any(sig[0].mutable for sig in gathers), gathers
