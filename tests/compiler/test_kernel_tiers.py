@@ -236,6 +236,8 @@ def _library_pipelines(csv_path, tfr_path, plain_path) -> list:
     x = np.arange(60_000, dtype=np.int64).reshape(20_000, 3)
     compaction = nd.Dataset.from_tensor_slices(x).map(lambda v: v * 2).filter(
         lambda v: v[0] % 9 != 0).batch(1000)
+    scalars = nd.Dataset.from_tensor_slices(x[:, 1].copy()).filter(   # rows of one word
+        lambda v: v % 9 != 0).batch(1000)
     pairs = nd.Dataset.from_generator(   # rows of two columns: slots drawn, then rows swapped
         lambda: ((i, -i) for i in range(8000)),
         output_signature=(nd.TensorSpec((), np.int64), nd.TensorSpec((), np.int64)))
@@ -244,7 +246,7 @@ def _library_pipelines(csv_path, tfr_path, plain_path) -> list:
     packed = nd.Dataset.from_generator(
         lambda: iter(seqs), output_signature=nd.TensorSpec((None,), np.int32)).apply(
         nd.experimental.pack(64)).batch(64)
-    return [csv, plain, records, compaction, shuffled, packed]
+    return [csv, plain, records, compaction, scalars, shuffled, packed]
 
 
 def _flat_values(e):
