@@ -41,7 +41,7 @@ from nbdata import state_check
 from nbdata.chunks import Chunk, PackedRows, StringColumn, col_concat, col_slice, col_take
 from nbdata.errors import (DataLossError, FailedPreconditionError, InvalidArgumentError, NotFoundError,
                            UnimplementedError)
-from nbdata.kernels.compact import gather_units
+from nbdata.kernels.compact import gather_units, group_by_unit
 from nbdata.kernels.threads import shared_pool
 from nbdata.ops.fusion import ChunkSource, OpaqueLeaf, SourceReader, numba_dtype
 from nbdata.ops.from_tensor_slices import ColumnLeaf
@@ -631,27 +631,33 @@ class ArrowSource(Node):
         run's memory budget (``Options().memory_budget``; at least UNIT_CACHE_BYTES):
         a global shuffle over files whose chosen columns fit that decodes each row
         group once, as reading the whole table would, instead of once per chunk."""
-        rows = np.asarray(rows, np.int64)
+        rows = np.ascontiguousarray(rows, np.int64)
         starts = self.rows_from.unit_starts()
-        units = np.searchsorted(starts, rows, side="right") - 1
+        # one compiled pass: each row's unit, and the rows grouped by unit (in order)
+        bad, offsets, order, local = group_by_unit(rows, starts)
+        if bad >= 0:
+            raise InvalidArgumentError(f"{self.label}: row {int(rows[bad])} is outside its "
+                                       f"{int(starts[-1])} rows", self.op)
         memory = getattr(ctx, "memory", None)
         keep = max(UNIT_CACHE_BYTES, memory.limit // 4 if memory is not None else 0)
         n = len(rows)
-        local = rows - starts[units]
-        present = np.flatnonzero(np.bincount(units, minlength=len(starts) - 1))
+        present = np.flatnonzero(np.diff(offsets))
         if len(present) == 0:
             return Chunk([c[:0] for c in self._empty_columns()], 0)
+        # (chunk positions, rows within the unit) of each present unit's rows
+        picked = [order[offsets[u]:offsets[u + 1]] for u in present]
+        locals_ = [local[offsets[u]:offsets[u + 1]] for u in present]
         blocks = []
-        for u in present:
+        for u, p, r in zip(present, picked, locals_):
             block = self.rows_from.unit_block(int(u), self.rules, self.order, self.op, keep)
             if block.nulls.rows:
-                picked = np.flatnonzero(units == u)
-                bad = block.nulls.among(local[picked])
+                bad = block.nulls.among(r)
                 if bad is not None:
-                    raise self.null_error(int(rows[picked[bad[0]]]), bad[1])
+                    raise self.null_error(int(rows[p[bad[0]]]), bad[1])
             blocks.append(block)
-        if len(blocks) == 1:   # its rows, taken directly
+        if len(blocks) == 1:   # its rows, taken directly (one unit: already in order)
             whole = blocks[0].columns
+            local = locals_[0]
 
             def array_of(k):
                 return np.take(whole[k], local, 0)
@@ -659,11 +665,6 @@ class ArrowSource(Node):
             def taker(k):
                 return functools.partial(col_take, whole[k], local)
         else:                  # each block's rows, then put in the chunk's order
-            picked = [np.flatnonzero(units == u) for u in present] if len(present) <= 16 else \
-                np.split(np.argsort(units, kind="stable"),
-                         np.cumsum(np.bincount(units)[present])[:-1])
-            locals_ = [local[p] for p in picked]
-
             def array_of(k):
                 return gather_units([b.columns[k] for b in blocks], picked, locals_)
 

@@ -154,3 +154,24 @@ def test_gather_units_matches_numpy(dtype, shape):
         return
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("sizes", [[5], [3, 0, 4, 0, 0, 9], [1] * 40, [0, 7], [100, 1, 1, 2, 500]],
+                         ids=str)
+def test_group_by_unit_matches_numpy(sizes):
+    """A chunk's rows grouped by the unit (row group, record batch) holding them, in
+    order: what searchsorted and a stable argsort give, empty units included."""
+    from nbdata.kernels.compact import group_by_unit
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    rows = np.random.default_rng(len(sizes)).integers(0, starts[-1], 300).astype(np.int64)
+    bad, offsets, order, local = group_by_unit(rows, starts)
+    units = np.searchsorted(starts, rows, side="right") - 1
+    want = np.argsort(units, kind="stable")
+    assert bad == -1
+    np.testing.assert_array_equal(order, want)
+    np.testing.assert_array_equal(local, (rows - starts[units])[want])
+    np.testing.assert_array_equal(np.diff(offsets), np.bincount(units, minlength=len(sizes)))
+    for outside in (-1, int(starts[-1])):
+        bad, *_ = group_by_unit(np.array([0, outside, 0], np.int64), starts)
+        assert bad == 1
+    assert group_by_unit(np.zeros(0, np.int64), starts)[0] == -1
