@@ -130,3 +130,23 @@ def test_values_match_the_plain_path_on_every_iteration(threads):
     expected = np.concatenate(list(plain))
     for _ in range(3):
         np.testing.assert_array_equal(np.concatenate(list(fused)), expected)
+
+
+def test_epochs_are_the_same_whatever_each_one_first_asks_for(monkeypatch):
+    """A reshuffling shuffle and a filter over three epochs: the same batches whether
+    later iterations start at a whole pull (Pace) or at one element."""
+    def epochs(first_demand):
+        with monkeypatch.context() as m:
+            if first_demand is not None:
+                m.setattr(Pace, "first_demand", lambda self, limit: first_demand)
+            ds = nd.Dataset.from_tensor_slices(np.arange(40_000, dtype=np.int64)) \
+                .shuffle(3000, seed=9).map(lambda x: x * 3).filter(lambda x: x % 7 != 2) \
+                .batch(96).with_options(_options())
+            pipe = ds.compile()
+            return [np.concatenate(list(pipe)) for _ in range(3)]
+
+    from nbdata.compiler.executor import Pace
+    paced, plain = epochs(None), epochs(1)
+    assert not np.array_equal(paced[0], paced[1])   # a new order each epoch
+    for a, b in zip(paced, plain):
+        np.testing.assert_array_equal(a, b)
