@@ -52,7 +52,7 @@ class Cache(UnaryNode):
     op = "cache"
 
     def reads_ahead_freely(self) -> bool:
-        return not self.filename and self.input.reads_ahead_freely()
+        return not self.filename   # a file cache writes the rows it reads
 
     def random_access(self) -> str | None:
         # The cached elements are the input's: row i is the input's row i.
