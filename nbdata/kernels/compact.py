@@ -112,8 +112,9 @@ def group_by_unit(rows, starts):
     position of a row outside ``[0, starts[-1])`` (then the arrays are empty).
 
     A row's unit is looked up in a table of the unit at each of ``4 * units`` even
-    steps of the rows, then stepped forward to the row (a binary search, a chain of
-    dependent loads, cost 20 ns a row)."""
+    steps of the rows, then stepped forward to the row: a binary search (a chain of
+    dependent loads) cost 20 ns a row. Where ``row * steps`` could overflow, the
+    binary search it is."""
     n = len(rows)
     units = len(starts) - 1
     total = starts[units] if units >= 1 else 0

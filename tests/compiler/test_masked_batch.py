@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import nbdata as nd
+from equivalence import either_path
 
 ROWS = 5_000
 
@@ -20,15 +21,20 @@ def pair_mask(a, y):
     return a[m], y[m]
 
 
-def run(ds, fused=True, **opts):
-    o = nd.Options()
-    if fused:
-        o.fusion_min_rows = 0
-        for k, v in opts.items():
-            setattr(o, k, v)
-    else:
-        o.fusion = False
-    return ds.with_options(o)
+def run(ds, fused=True, **options):
+    return either_path(ds, fused, **options)
+
+
+def resumed(pipe, taken):
+    """(the rest after ``taken`` elements, what an iterator restored there gives)."""
+    it = iter(pipe)
+    for _ in range(taken):
+        next(it)
+    state = it.save()
+    want = list(it)
+    again = iter(pipe)
+    again.restore(state)
+    return want, list(again)
 
 
 def same(got, want):
@@ -90,14 +96,8 @@ def test_a_shuffled_input_fuses_and_is_cut_in_its_shuffled_order(chunk_rows):
     pipe = run(build(), chunk_rows=chunk_rows).compile()
     assert "masked_batch" in pipe.explain() and "row numbers" in pipe.explain()
     same(list(pipe), list(run(build(), fused=False)))
-    it = iter(pipe)
-    for _ in range(9):
-        next(it)
-    state = it.save()
-    want = list(it)
-    again = iter(pipe)
-    again.restore(state)
-    same(list(again), want)
+    want, got = resumed(pipe, 9)
+    same(got, want)
 
 
 @pytest.mark.parametrize("shuffled", [False, True], ids=["in order", "shuffled"])
@@ -140,14 +140,8 @@ def test_a_state_saved_between_groups_resumes(mapped):
     ds = ds.batch(128).map(lambda b: b[b[:, 0] % 3 != 0])
     pipe = run(ds, chunk_rows=333).compile()
     for taken in (1, 2, 5, 17):
-        it = iter(pipe)
-        for _ in range(taken):
-            next(it)
-        state = it.save()
-        want = list(it)
-        again = iter(pipe)
-        again.restore(state)
-        same(list(again), want)
+        want, got = resumed(pipe, taken)
+        same(got, want)
         assert len(want) == -(-ROWS // 128) - taken
 
 

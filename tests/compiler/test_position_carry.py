@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import nbdata as nd
+from equivalence import either_path
 
 ROWS, WIDTH = 3_000, 2_048   # 4 KiB rows (int16)
 
@@ -19,16 +20,11 @@ def data():
 
 
 def build(x, shuffled, fused=True, batch=64):
-    o = nd.Options()
-    if fused:
-        o.fusion_min_rows = 0
-        o.chunk_rows = 333           # kernel calls end inside batches
-    else:
-        o.fusion = False
     ds = nd.Dataset.from_tensor_slices(x)
     if shuffled:
         ds = ds.shuffle(1_000, seed=5)
-    return ds.filter(lambda v: v[0] % 3 != 0).batch(batch).with_options(o)
+    # (chunk_rows: kernel calls end inside batches)
+    return either_path(ds.filter(lambda v: v[0] % 3 != 0).batch(batch), fused, chunk_rows=333)
 
 
 @pytest.mark.parametrize("shuffled", [False, True], ids=["in order", "shuffled"])
@@ -95,15 +91,10 @@ def test_rows_of_the_reference_path_and_carried_positions_keep_their_order():
         return table[v[0]] % 3 != 0
 
     def run(fused):
-        o = nd.Options()
-        o.fusion = fused
-        if fused:
-            o.fusion_min_rows = 0
-            o.chunk_rows = 333
         ds = nd.Dataset.from_tensor_slices(x[:1_150]).filter(keep).batch(64)
         out = []
         with pytest.raises(nd.errors.InvalidArgumentError, match="IndexError: index 1100") as e:
-            for b in ds.with_options(o):
+            for b in either_path(ds, fused, chunk_rows=333):
                 out.append(b)
         return out, str(e.value)
 
@@ -137,13 +128,8 @@ def test_filters_over_other_sources_give_the_plain_batches(source):
         return v[(0,) * v.ndim] % 3 != 0
 
     def build(fused):
-        o = nd.Options()
-        if fused:
-            o.fusion_min_rows = 0
-            o.chunk_rows = 64
-        else:
-            o.fusion = False
-        return SOURCES[source](x).filter(keep).batch(32).take(30).with_options(o)
+        return either_path(SOURCES[source](x).filter(keep).batch(32).take(30), fused,
+                           chunk_rows=64)
 
     want, got = list(build(False)), list(build(True))
     assert len(got) == len(want) > 0

@@ -1,8 +1,8 @@
 """Helpers shared by the per-op tests: the reference and forced-fusion paths of a
 dataset, and exact comparison of their elements.
 
-The test files import these as ``from equivalence import ...`` (pytest puts this
-folder on ``sys.path``, since ``tests/`` has no ``__init__.py``).
+The test files import these as ``from equivalence import ...`` (pyproject's pytest
+``pythonpath`` puts this folder on ``sys.path`` for every test folder).
 """
 
 import numpy as np
@@ -21,13 +21,22 @@ def reference(ds):
     return ds.with_options(opts)
 
 
-def fusing(ds):
+def fusing(ds, **options):
     """``ds`` with fusion forced on tiny data (``fusion_min_rows = 0``): every eligible
-    chain runs as a compiled fused kernel. For tests of errors and partial runs; tests
-    of values use :func:`fused`, which also checks that fusion really happened."""
+    chain runs as a compiled fused kernel; ``options`` sets more Options fields (a
+    ``chunk_rows`` that ends kernel calls inside batches). For tests of errors and
+    partial runs; tests of values use :func:`fused`, which also checks that fusion
+    really happened."""
     opts = nd.Options()
     opts.fusion_min_rows = 0
+    for name, value in options.items():
+        setattr(opts, name, value)
     return ds.with_options(opts)
+
+
+def either_path(ds, fused: bool, **options):
+    """``fusing(ds, **options)`` or, unless ``fused``, ``reference(ds)``."""
+    return fusing(ds, **options) if fused else reference(ds)
 
 
 def fused(ds) -> list:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import nbdata as nd
+from equivalence import either_path
 
 TABLE = np.arange(100, dtype=np.int64)
 SOURCES = {
@@ -22,17 +23,11 @@ SOURCES = {
 
 
 def build(source, fused, batch):
-    o = nd.Options()
-    if fused:
-        o.fusion_min_rows = 0
-        o.chunk_rows = 32
-    else:
-        o.fusion = False
     ds = SOURCES[source](nd.Dataset.from_tensor_slices(np.arange(200, dtype=np.int64)))
     ds = ds.map(lambda v: TABLE[v % 101])   # row 100 indexes out of range
     if batch:
         ds = ds.batch(8)
-    return ds.with_options(o)
+    return either_path(ds, fused, chunk_rows=32)
 
 
 def outcomes(it, limit=1_000):
@@ -79,17 +74,11 @@ def test_an_input_error_does_not_move_the_indices_of_the_rows_after_it(fused):
     """random_map draws by the row's index in its input: the rows after an input error
     get the indices that follow the rows before it (a row-by-row op counted its input
     chunk twice after its input raised, moving every later draw)."""
-    o = nd.Options()
-    if fused:
-        o.fusion_min_rows = 0
-    else:
-        o.fusion = False
-
     def draws(values, raising):
         ds = nd.Dataset.from_tensor_slices(np.array(values, np.int64)).batch(2).unbatch()
         ds = ds.map(lambda v: TABLE[v] if raising else TABLE[v % 100])
         ds = ds.random_map(lambda v, rng: v * 0 + rng.integers(0, 1 << 40), seed=11)
-        return outcomes(iter(ds.with_options(o)))
+        return outcomes(iter(either_path(ds, fused)))
 
     got = draws([0, 1, 2, 150, 4, 5, 6], raising=True)     # row 150 raises
     want = draws([0, 1, 2, 4, 5, 6], raising=False)
