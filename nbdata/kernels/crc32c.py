@@ -23,6 +23,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from nbdata.kernels import HELPER
+from nbdata.kernels.python_tier import python_equivalent
 
 _POLY = 0x82F63B78
 _MASK_DELTA = 0xA282EAD8
@@ -220,6 +221,26 @@ if HARDWARE:
         length): one ``crc32`` instruction, for the record scanner."""
         c = _crc32_u64(np.uint64(0xFFFFFFFF), _load_u64(data, start))
         return mask(np.uint32(c) ^ np.uint32(0xFFFFFFFF))
+
+    # What the intrinsics do, for the kernels' Python source (nbdata/kernels/python_tier.py):
+    # the instruction is the table's byte step, its register the operand's low 32 bits.
+    def _crc32_bytes(c: int, value: int, nbytes: int) -> int:
+        table = _T[0]
+        for k in range(nbytes):
+            c = int(table[(c ^ (value >> (8 * k))) & 0xFF]) ^ (c >> 8)
+        return c
+
+    python_equivalent(_crc32_u64, lambda crc, value: np.uint64(
+        _crc32_bytes(int(crc) & 0xFFFFFFFF, int(value), 8)))
+    python_equivalent(_crc32_u8, lambda crc, value: np.uint32(
+        _crc32_bytes(int(crc), int(value), 1)))
+    python_equivalent(_load_u64, lambda data, index: np.uint64(
+        int.from_bytes(bytes(data[index:index + 8]), "little")))
+
+    def _store_u64_python(data, index, value) -> None:
+        data[index:index + 8] = int(value).to_bytes(8, "little")
+
+    python_equivalent(_store_u64, _store_u64_python)
 else:
     crc32c_update = crc32c_update_table
 

@@ -415,3 +415,4 @@ def decode_plain_rows_parallel(data, offsets, n, delim, quote, ncols, select, ki
             codes[r] = code
             cols[r] = col
             extras[r] = extra
+

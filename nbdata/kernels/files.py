@@ -501,15 +501,15 @@ class TFRecordReader(FormatReader):
 
     def next(self, want: int):
         from nbdata.kernels.records import (BAD_DATA_CRC, BAD_LENGTH_CRC, FRAME_HEADER,
-                                            scan_tfrecords)
+                                            scan_tfrecords_cold)
         w = self.window
         need = FRAME_HEADER
         while True:
             if w.hi - w.lo >= need:
                 out = np.empty(w.hi - w.lo, np.uint8)
                 offsets = np.empty(want + 1, np.int64)
-                n, pos, status, need = scan_tfrecords(w.buf, w.lo, w.hi, want, MAX_CHUNK_BYTES,
-                                                      out, offsets, True)
+                n, pos, status, need = scan_tfrecords_cold.call(
+                    (w.buf, w.lo, w.hi, want, MAX_CHUNK_BYTES, out, offsets, True), want)
                 if n:
                     # Before a bad frame, the good records first; the next call meets it again.
                     w.lo = pos
@@ -571,15 +571,16 @@ class TextLineReader(FormatReader):
         self.window = Blocks(self.stream, self.block)
 
     def next(self, want: int):
-        from nbdata.kernels.records import scan_lines
+        from nbdata.kernels.records import scan_lines_cold
         w = self.window
         while True:
             if w.hi > w.lo or w.eof:
                 out = np.empty(w.hi - w.lo, np.uint8)
                 offsets = np.empty(want + 1, np.int64)
                 # Before a stream error the last, unfinished line is no line (as in TF).
-                n, pos = scan_lines(w.buf, w.lo, w.hi, w.eof and w.error is None, want,
-                                    MAX_CHUNK_BYTES, out, offsets, self.one_cr)
+                n, pos = scan_lines_cold.call(
+                    (w.buf, w.lo, w.hi, w.eof and w.error is None, want, MAX_CHUNK_BYTES, out,
+                     offsets, self.one_cr), want)
                 if n:
                     w.lo = pos
                     return StringColumn(out[:offsets[n]], offsets[:n + 1])

@@ -82,6 +82,7 @@ import numpy as np
 from numba import prange
 
 from nbdata.kernels import HELPER
+from nbdata.kernels.python_tier import ColdStart
 from nbdata.kernels.tiers import tiered
 
 # Feature kinds (the number in ``Feature.kind``'s oneof, minus one).
@@ -558,3 +559,9 @@ def fill_varlen_parallel(data, layout, out, vstart, vu32, vi64, vspos, vslen, nc
     for c in prange(nchunks):
         fill_varlen_range(data, c * nrows // nchunks, (c + 1) * nrows // nchunks, layout,
                           out, vstart, vu32, vi64, vspos, vslen)
+
+
+# Tier 0 (nbdata/kernels/python_tier.py): a first pipeline's first records are parsed by
+# the Python source while Numba compiles the parser. Work: bytes of the records.
+parse_range_cold = ColdStart(parse_range, first_work=128 << 10)
+fill_varlen_range_cold = ColdStart(fill_varlen_range, first_work=128 << 10)

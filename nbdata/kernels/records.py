@@ -17,6 +17,7 @@ from nbdata.kernels import HELPER
 from nbdata.kernels.crc32c import (HARDWARE, masked_crc32c_bytes, masked_crc32c_copy,
                                    masked_crc32c_u64)
 from nbdata.kernels.protobuf import _le32
+from nbdata.kernels.python_tier import ColdStart
 
 # Unaligned 8-byte loads and stores (x86-64) let scan_lines copy a word at a time.
 WORDS = HARDWARE
@@ -162,3 +163,9 @@ def frame_tfrecord(payload: bytes) -> bytes:
     header = len(payload).to_bytes(8, "little")
     return b"".join((header, masked_crc32c_bytes(header).to_bytes(4, "little"), payload,
                      masked_crc32c_bytes(payload).to_bytes(4, "little")))
+
+
+# Tier 0 (nbdata/kernels/python_tier.py): a first reader's first records are framed by
+# the scanners' Python source while Numba compiles them. Work: records wanted.
+scan_tfrecords_cold = ColdStart(scan_tfrecords, first_work=1024)
+scan_lines_cold = ColdStart(scan_lines, first_work=2048)

@@ -15,6 +15,9 @@ serial kernel into parallel parts (the Example parser's) is called through
 :meth:`TieredKernel.call_or` with that serial kernel in the twin's place, so that a first
 pipeline compiles no twin at all.
 
+Below the twin, a first pipeline's record kernels have a tier 0: their Python source,
+run while Numba compiles the twin (:mod:`nbdata.kernels.python_tier`).
+
 ``NBDATA_PARALLEL_KERNEL_AFTER`` sets :data:`PARALLEL_AFTER` for the process (seconds;
 ``0``: parallel kernels from the first call, ``inf``: serial twins only), and the default
 of ``Options().parallel_kernel_after``, which a pipeline's fused stages follow.
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import threading
 import time
 import types as pytypes
@@ -36,6 +40,10 @@ from nbdata.options import parallel_kernel_after_default
 
 
 PARALLEL_AFTER = parallel_kernel_after_default()
+
+# ``LAST_CALL.python``: whether this thread's last call through a ColdStart kernel ran its
+# Python source (nbdata/kernels/python_tier.py), whose time is no measure of the work.
+LAST_CALL = threading.local()
 
 try:   # Numba's C fingerprint of a value's type (its dispatchers key their type cache by it)
     from numba._dispatcher import compute_fingerprint as _fingerprint
@@ -97,9 +105,14 @@ class TieredKernel:
                 if tier is None:
                     after = PARALLEL_AFTER
                     ready = after == 0 or (after != math.inf
-                                           and load_compiled(self.parallel, sig))
-                    tier = self._tiers[sig] = {"parallel": ready, "seconds": 0.0,
-                                               "promoting": None}
+                                           and load_if_free(self.parallel, sig))
+                    tier = {"parallel": bool(ready), "seconds": 0.0, "promoting": None}
+                    if ready is None:
+                        # Another thread is compiling (a first pipeline's other kernels,
+                        # nbdata/kernels/python_tier.py): this call runs the serial tier
+                        # and a later one looks in the disk cache again.
+                        return tier
+                    self._tiers[sig] = tier
         return tier
 
     def __call__(self, *args):
@@ -120,13 +133,15 @@ class TieredKernel:
             return self.parallel(*args)
         known = len(compiled_by.overloads)
         began = time.perf_counter()
+        LAST_CALL.python = False
         result = run_serial()
-        if not counts or len(compiled_by.overloads) != known:
+        if not counts or len(compiled_by.overloads) != known or LAST_CALL.python:
             # Not counted: work the caller says parallel parts cannot speed up, or a call
             # that compiled the serial kernel (or loaded it from the disk cache), whose
             # time is no measure of the work; counting it promoted every kernel whose
             # twin takes over PARALLEL_AFTER to compile at its first call, doubling a cold
-            # start's compiling for work that may take milliseconds.
+            # start's compiling for work that may take milliseconds. (A call the serial
+            # kernel's Python source ran, while it compiles, is no measure either.)
             return result
         tier["seconds"] += time.perf_counter() - began
         if tier["seconds"] >= PARALLEL_AFTER and tier["promoting"] is None:
@@ -160,6 +175,56 @@ def load_compiled(kernel, signature: tuple) -> bool:
     return True
 
 
+def load_if_free(kernel, signature: tuple) -> bool | None:
+    """:func:`load_compiled`, or None without waiting when another thread holds Numba's
+    compiler lock (compiling: looking in the disk cache would wait for it to finish)."""
+    args, _ = sigutils.normalize_signature(signature)
+    if tuple(args) in kernel.overloads:
+        return True
+    lock = getattr(global_compiler_lock, "_lock", None)
+    if lock is None or not lock.acquire(blocking=False):
+        return None
+    try:
+        return load_compiled(kernel, signature)
+    finally:
+        lock.release()
+
+
+_COMPILING: set = set()   # background compile threads still running
+_COMPILING_LOCK = threading.Lock()
+
+
+def compile_thread(target, daemon: bool) -> threading.Thread:
+    """Start ``target()`` (a background compile) on a thread of its own. A fork() waits
+    for every such thread first: the child of a fork taken mid-compile inherits Numba's
+    compiler lock held by a thread it does not have, and its first compile would wait
+    for it forever."""
+    def run():
+        try:
+            target()
+        finally:
+            with _COMPILING_LOCK:
+                _COMPILING.discard(thread)
+
+    thread = threading.Thread(target=run, name="nbdata-kernel-compile", daemon=daemon)
+    with _COMPILING_LOCK:
+        _COMPILING.add(thread)
+    thread.start()
+    return thread
+
+
+def _finish_compiles() -> None:
+    with _COMPILING_LOCK:
+        running = list(_COMPILING)
+    for thread in running:
+        if thread is not threading.current_thread():
+            thread.join()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_finish_compiles)
+
+
 def promote(tier: dict, compile_parallel) -> None:
     """Start ``compile_parallel()`` on a background thread (``tier["promoting"]``); once
     it returns the parallel kernel takes over (``tier["parallel"]``). If it raises, the
@@ -171,8 +236,7 @@ def promote(tier: dict, compile_parallel) -> None:
             return
         tier["parallel"] = True
 
-    tier["promoting"] = threading.Thread(target=run, name="nbdata-kernel-compile", daemon=True)
-    tier["promoting"].start()
+    tier["promoting"] = compile_thread(run, daemon=True)
 
 
 def tiered(**options):

@@ -26,6 +26,7 @@ from nbdata.chunks import StringColumn, read_only, string_column_of
 from nbdata.primitives.decoder import Decoder, RowError, for_records
 from nbdata.errors import InvalidArgumentError
 from nbdata.kernels import csv as k
+from nbdata.kernels.python_tier import cold_start
 from nbdata.spec import TensorSpec, as_dtype, string
 from nbdata.primitives.table import define
 
@@ -33,6 +34,9 @@ _KINDS = {np.dtype(np.int32): k.KIND_INT32, np.dtype(np.int64): k.KIND_INT64,
           np.dtype(np.float32): k.KIND_FLOAT32, np.dtype(np.float64): k.KIND_FLOAT64}
 _TYPE_NAMES = {k.KIND_INT32: "int32", k.KIND_INT64: "int64", k.KIND_FLOAT32: "float",
                k.KIND_FLOAT64: "double", k.KIND_STRING: "string"}
+
+# Bytes of lines the CSV decoder's Python source may take at a first call (tier 0).
+CSV_FIRST_WORK = 64 << 10
 
 
 def _column_default(value: Any, i: int):
@@ -163,7 +167,11 @@ class CsvConfig:
         serial = k.decode_rows_parallel.serial
         # One block (a short call) gains nothing from the parallel kernel: its time does
         # not count toward compiling it (PARALLEL_AFTER, nbdata/kernels/tiers.py).
-        kernel.call_or(full, lambda: serial(*full), serial, counts=blocks > 1)
+        # (tier 0: the serial twin's Python source while Numba compiles the twin, for
+        # the first lines of a first pipeline; work in bytes)
+        cold = cold_start(serial, CSV_FIRST_WORK)
+        work = int(offsets[n] - offsets[0]) if n else 0
+        kernel.call_or(full, lambda: cold.call(full, work), serial, counts=blocks > 1)
         bad = np.flatnonzero(codes)
         if len(bad):
             r = int(bad[0])

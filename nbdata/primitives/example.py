@@ -332,18 +332,18 @@ class ExamplePlan:
         n = len(src.offsets) - 1
         out = self.outputs(n)
         nchunks = _chunks(n)
+        # (tier 0: the parser's Python source, while Numba compiles it; work in bytes)
+        serial = (src.data, src.offsets, 0, n, self.layout, out, single)
+        work = int(src.offsets[-1] - src.offsets[0]) if n else 0
         if nchunks > 1:
             # Until the parallel kernel takes over, one parse_range call does the work its
             # chunks would (a first pipeline compiles no serial twin of parse_parallel).
             with kernel_section(numba.get_num_threads()):
                 row, code, f, extra = pb.parse_parallel.call_or(
                     (src.data, src.offsets, self.layout, out, single, nchunks),
-                    lambda: pb.parse_range(src.data, src.offsets, 0, n, self.layout, out,
-                                           single),
-                    pb.parse_range)
+                    lambda: pb.parse_range_cold.call(serial, work), pb.parse_range)
         else:
-            row, code, f, extra = pb.parse_range(src.data, src.offsets, 0, n, self.layout, out,
-                                                 single)
+            row, code, f, extra = pb.parse_range_cold.call(serial, work)
         if row >= 0:
             raise self.error(src.data, src.offsets, single, int(row), int(code), int(f),
                              int(extra), names)
@@ -381,15 +381,16 @@ class ExamplePlan:
             vi64 = np.empty(base[pb.KIND_INT64], np.int64)
             vspos = np.empty(base[pb.KIND_BYTES], np.int64)
             vslen = np.empty(base[pb.KIND_BYTES], np.int64)
+            serial = (src.data, 0, n, layout, out, vstart, vu32, vi64, vspos, vslen)
+            work = len(src.data)
             if nchunks > 1:
                 with kernel_section(numba.get_num_threads()):
                     pb.fill_varlen_parallel.call_or(
                         (src.data, layout, out, vstart, vu32, vi64, vspos, vslen, nchunks),
-                        lambda: pb.fill_varlen_range(src.data, 0, n, layout, out, vstart, vu32,
-                                                     vi64, vspos, vslen),
+                        lambda: pb.fill_varlen_range_cold.call(serial, work),
                         pb.fill_varlen_range)
             else:
-                pb.fill_varlen_range(src.data, 0, n, layout, out, vstart, vu32, vi64, vspos, vslen)
+                pb.fill_varlen_range_cold.call(serial, work)
             vf32 = vu32.view(np.float32)
             for f, (v, k, b, total) in slots.items():
                 if k == pb.KIND_FLOAT:

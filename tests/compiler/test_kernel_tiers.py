@@ -356,7 +356,10 @@ def test_a_large_example_parse_runs_parse_range_until_the_parallel_kernel_takes_
 def test_short_csv_decodes_do_not_count_toward_compiling_the_parallel_decoder(monkeypatch):
     """CSV decode runs one kernel at every size; a call of one block (under 4,096 rows on
     two threads) gains nothing from the parallel tier, so only longer calls count."""
-    from nbdata.kernels import csv as kc, tiers
+    from nbdata.kernels import csv as kc, python_tier, tiers
+    # (tier 0 off: the twin compiles at its first call, as where the disk cache has it;
+    # tests/io/test_python_tier.py checks that tier 0's calls do not count either)
+    monkeypatch.setattr(python_tier, "ENABLED", False)
     fresh = tiers.TieredKernel(kc.decode_rows_parallel.py_func, {"nogil": True})
     monkeypatch.setattr(kc, "decode_rows_parallel", fresh)
     # (numeric records: the one-pass kernel, with the general kernel's twin until then)
