@@ -383,10 +383,17 @@ class Iterator:
     def __next__(self) -> Any:
         run = self._run
         if run is not None:
-            try:   # the common case in one step; the end and the rest go through get_next
+            try:   # the common case in one step
                 return next(run.elements)
             except StopIteration:
                 pass
+            if run is self._raw and not self._finished:
+                try:   # the run's next chunk (get_next's path, without its frames)
+                    return next(run)
+                except StopIteration:
+                    if run is self._raw:   # (else restarted meanwhile: get_next goes on)
+                        self._finished = True
+                        raise
         try:
             return self.get_next()
         except OutOfRangeError:

@@ -334,6 +334,9 @@ class TimedChunks:
         self.it.close()
 
 
+_EVENT_LOCK = threading.Lock()
+
+
 class ExecContext:
     """What iterators need while they run.
 
@@ -357,7 +360,8 @@ class ExecContext:
         self.memory = memory if memory is not None else MemoryBudget(options.memory_budget)
         # Set when the run is interrupted (Ctrl-C): background producers and per-element
         # Python calls of this run stop at the next element instead of finishing a chunk.
-        self.cancelled = cancelled if cancelled is not None else threading.Event()
+        # (Made at its first use: most runs never look.)
+        self._cancelled = cancelled
         # Allocates the host arrays fused stages write their outputs into (np.empty, or
         # pinned memory below prefetch_to_device, so batches are copied to the GPU as
         # they are).
@@ -370,6 +374,16 @@ class ExecContext:
         self.op_index = op_index or {}
         self.epochs = epochs or {}
         self.path = path
+
+    @property
+    def cancelled(self) -> threading.Event:
+        event = self._cancelled
+        if event is None:
+            with _EVENT_LOCK:
+                if self._cancelled is None:
+                    self._cancelled = threading.Event()
+                event = self._cancelled
+        return event
 
     def with_path(self, epoch: int) -> "ExecContext":
         """This context for epoch ``epoch`` of a ``repeat`` (random ops below it draw anew)."""
@@ -538,6 +552,24 @@ class Pace:
         return max(1, min(limit, int(PULL_TARGET_S / max(per, 1e-9))))
 
 
+class RunShape:
+    """How a run of a pipeline hands out elements of ``spec`` (the same for each of its
+    iterations): the packing of a row's leaves, whether an element is its one leaf or a
+    flat tuple of them, and the most rows a pull asks for."""
+
+    __slots__ = ("pack", "single", "leaf_only", "flat_tuple", "limit")
+
+    def __init__(self, spec, options):
+        self.pack = packer(spec)
+        self.single = not isinstance(spec, (tuple, Mapping))   # an element is its one leaf
+        # How a chunk of plain arrays is handed out without Python per element: an element
+        # that is its one leaf is the column's row (the column's own iterator gives them),
+        # a flat tuple the tuple of the columns' rows (zip gives them).
+        self.leaf_only = self.single and spec is not None and not is_custom_nest(spec)
+        self.flat_tuple = self.pack is tuple
+        self.limit = options.chunk_rows or max_chunk_rows(spec)
+
+
 class ChunkedRun:
     """The top-level iterator: elements one at a time from the root's chunks.
 
@@ -550,7 +582,7 @@ class ChunkedRun:
     """
 
     def __init__(self, ctx: ExecContext, root, spec, state: dict | None = None,
-                 pace: Pace | None = None):
+                 pace: Pace | None = None, shape: RunShape | None = None):
         self.ctx = ctx
         self.pace = pace
         self.largest = 0   # elements of this run's largest pull so far (for the pace)
@@ -560,14 +592,9 @@ class ChunkedRun:
         self.last_pull: float | None = None
         if ctx.options.profile:
             profiler.record_to(ctx.options.profile)
-        self.pack = packer(spec)
-        self.single = not isinstance(spec, (tuple, Mapping))   # an element is its one leaf
-        # How a chunk of plain arrays is handed out without Python per element: an element
-        # that is its one leaf is the column's row (the column's own iterator gives them),
-        # a flat tuple the tuple of the columns' rows (zip gives them).
-        self.leaf_only = self.single and spec is not None and not is_custom_nest(spec)
-        self.flat_tuple = self.pack is tuple
-        self.limit = ctx.max_rows(spec)
+        shape = shape if shape is not None else RunShape(spec, ctx.options)
+        self.pack, self.single, self.leaf_only = shape.pack, shape.single, shape.leaf_only
+        self.flat_tuple, self.limit = shape.flat_tuple, shape.limit
         self.want = 1 if pace is None else pace.first_demand(self.limit)
         self.lock = threading.RLock()   # taken to read a chunk and to save, not per row
         self.interrupted: dict | None = None   # the state to resume from after Ctrl-C

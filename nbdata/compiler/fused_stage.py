@@ -10,6 +10,7 @@ batching terminal.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from typing import Any
@@ -86,6 +87,16 @@ class FusedStage(StageNode):
     passthrough: tuple = ()
     # the parallel kernel's thread count, tuned from its measured speed (default options)
     tuner: KernelThreadTuner = dataclasses.field(default_factory=KernelThreadTuner)
+
+    @functools.cached_property
+    def row_sizes(self) -> tuple[int, int, int]:
+        """Bytes of a row: of the columns gathered straight from the source, of the
+        kernel's outputs, and of both (each at least 1)."""
+        def size(specs) -> int:
+            return sum(max(1, math.prod(s.shape)) * np.dtype(s.dtype).itemsize for s in specs)
+        passed = [s for _, s in self.passthrough]
+        return (size(passed) or 1, size(self.out_specs) or 1,
+                size(list(self.out_specs) + passed) or 1)
 
     @property
     def compile_seconds(self) -> float:
@@ -217,8 +228,8 @@ class FusedChunks(ChunkIter):
             self._check_state(state)
         self.position = 0 if state is None else int(state["pos"])
         self.state = np.array(stage.counters if state is None else state["counters"], np.int64)
-        if state is None:   # the counter steps' run values (a keyed map's key this epoch)
-            for step, slot in counter_slots(self.plan.steps):
+        if state is None and stage.counters:   # the counter steps' run values (a keyed
+            for step, slot in counter_slots(self.plan.steps):   # map's key this epoch)
                 if step.run_slots:
                     self.state[slot + 1:slot + 1 + step.run_slots] = step.run_values(ctx)
         self.finished = False if state is None else bool(state["finished"])
@@ -267,9 +278,7 @@ class FusedChunks(ChunkIter):
         if ctx.options.chunk_rows < 0:
             raise InvalidArgumentError(f"Options().chunk_rows must be >= 0, got "
                                        f"{ctx.options.chunk_rows}")
-        def size(specs) -> int:
-            return sum(max(1, math.prod(s.shape)) * np.dtype(s.dtype).itemsize for s in specs)
-        gathered_bytes = size(s for _, s in stage.passthrough) or 1
+        gathered_bytes, out_bytes, all_bytes = stage.row_sizes
         # Rows per kernel call: outputs (rows gathered straight from the source included)
         # of at most MAX_OUTPUT_BYTES, so that malloc reuses freed chunks instead of
         # mapping (and zeroing) fresh pages each time and a chunk's batches are still in
@@ -277,19 +286,26 @@ class FusedChunks(ChunkIter):
         # step drops rows, so that batches never straddle calls. A stage that carries
         # positions gathers its rows per pull, at most MAX_OUTPUT_BYTES of them
         # (``gather_rows``); its kernel calls write only the kept rows' positions.
-        row_bytes = (size(stage.out_specs) if self.gathers else
-                     size(list(stage.out_specs) + [s for _, s in stage.passthrough])) or 1
+        row_bytes = out_bytes if self.gathers else all_bytes
         self.max_chunk = ctx.options.chunk_rows or max(
             64, min(1 << 17, MAX_OUTPUT_BYTES // row_bytes))
         self.gather_rows = max(1, MAX_OUTPUT_BYTES // gathered_bytes)
         b = self.batch_size
         if b and not ctx.options.chunk_rows and (not stage.compacts or self.groups):
-            self.max_chunk = max(b, self.max_chunk // b * b)
+            # (the nearest multiple: 12 KB rows in 128-row batches are 384 rows a call,
+            # 4.5 MB, not 256 rows in a third more calls)
+            self.max_chunk = max(b, (self.max_chunk + b // 2) // b * b)
         self.scratch: list | None = None
         # Rows the kernel's calls read and kept, where steps drop rows (stage.compacts)
         self.rows_read = self.rows_kept = 0
         if self.compiled and not self.stream:
-            stage.signature(self._first_args())
+            # (the arrays of the last iteration's reader: their types are known)
+            seen = stage.tier.get("source args")
+            args = self.reader.args
+            if (args is None or seen is None or len(seen) != len(args)
+                    or any(a is not b for a, b in zip(args, seen))):
+                stage.signature(self._first_args())
+                stage.tier["source args"] = args
 
     def _check_state(self, state: dict) -> None:
         """A restored state's fields fit this stage (``nbdata/state_check.py``): the
@@ -506,7 +522,7 @@ class FusedChunks(ChunkIter):
 
     def _kernel(self, kernel_lo: int, k: int, args: list, lo: int, row_values) -> None:
         stage = self.stage
-        saved = self.state.copy()
+        saved = self.state.copy() if len(self.state) else None   # (restored on a fallback)
         outs = ([o[:k] for o in self.row_outputs] if stage.compacts else
                 [self.ctx.host_empty((k,) + sp.shape, sp.dtype) for sp in stage.out_specs])
         start = self.position
@@ -526,7 +542,8 @@ class FusedChunks(ChunkIter):
                     stage.ran_serial(time.perf_counter() - began)
                 at = None
                 if not stage.compacts:   # (no passthrough: a kernel that keeps every row)
-                    outs = [(self.scratch + outs)[i] for i in stage.results]
+                    buffers = self.scratch + outs
+                    outs = [buffers[i] for i in stage.results]
                 elif bad_row < 0:
                     rows = self.kept[:n]
                     if self.gathers:   # carried as positions, gathered per pull
@@ -547,7 +564,8 @@ class FusedChunks(ChunkIter):
             if reason is None:
                 reason = (f"row {start + int(bad_row)}: a function raised inside the kernel "
                           f"or returned a value that does not fit its column")
-            self.state[:] = saved
+            if saved is not None:
+                self.state[:] = saved
             self.stats.fallback(k, reason)
             self._reference(lo, k, row_values)
             return

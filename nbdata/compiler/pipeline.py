@@ -8,8 +8,8 @@ from typing import Any, Callable
 from nbdata import checkpoint, progress
 from nbdata.compiler.backend_cpu import CpuTyper, compile_stages
 from nbdata.compiler.backend_gpu import kernel_source
-from nbdata.compiler.executor import (ChunkedRun, ExecContext, Pace, RunState, StageStats,
-                                     element_unit)
+from nbdata.compiler.executor import (ChunkedRun, ExecContext, Pace, RunShape, RunState,
+                                      StageStats, element_unit)
 from nbdata.compiler.drawing import plan_graph, plot_stats
 from nbdata.compiler.lowering import plan
 from nbdata.compiler.passes import run_passes
@@ -94,6 +94,11 @@ class Pipeline:
 
     def __init__(self, logical: Node, options: Options, state: RunState | None = None,
                  make_dataset: Callable | None = None):
+        if not options.__dict__.get("_frozen"):
+            # A frozen copy: its values are fixed for the pipeline's life, and a frozen
+            # Options reads each value as a plain attribute after its first read (an
+            # unfrozen one resolves defaults per read, 1-2 us, many times per iteration).
+            options = options.merge(type(options)())._freeze()
         self.options = options
         self.logical = logical
         self.state = state if state is not None else RunState()
@@ -120,6 +125,12 @@ class Pipeline:
         # side effect a consumer that stops early could see.
         self._pace = Pace() if all(n.reads_ahead_freely() for n in _walk(self.physical)) \
             else None
+        # One thread budget for every iteration of the pipeline (two iterations running
+        # at once share the cores: each sees the other's busy threads), and how the top
+        # iterator hands out elements: both made once, not per iteration (an iteration
+        # of a short in-memory epoch spent a fifth of its time opening).
+        self._budget = ThreadBudget(options)
+        self._shape = RunShape(self.element_spec, options)
 
     @functools.cached_property
     def identity(self) -> tuple[str, list, list]:
@@ -147,8 +158,9 @@ class Pipeline:
             bases = {by_index[int(i)]: int(e) for i, e in epochs.items() if int(i) in by_index}
         if "sched" not in self._stats:
             self._stats["sched"] = sched_sample()   # summary(): waits for a CPU since
+        self._budget.refresh()
         return ExecContext(self.options, feed, self.state, self._stats, self._make_dataset,
-                           ThreadBudget(self.options), self.op_index, bases, cancelled=cancelled,
+                           self._budget, self.op_index, bases, cancelled=cancelled,
                            memory=self.memory)
 
     def _epochs_by_index(self, ctx: ExecContext) -> dict:
@@ -175,7 +187,8 @@ class Pipeline:
         """
         ctx = self._context(self._feed(feed_dict), None if state is None else state["epochs"])
         run = ChunkedRun(ctx, self.physical, self.element_spec,
-                         None if state is None else state["run"], pace=self._pace)
+                         None if state is None else state["run"], pace=self._pace,
+                         shape=self._shape)
         if self.options.progress:
             run.progress = self._progress_bar()
         return run

@@ -389,7 +389,17 @@ class ThreadBudget:
     (:class:`KernelThreadTuner`)."""
 
     def __init__(self, options):
+        self.options = options
+        self._busy = 0
+        self._lock = threading.Lock()
+        self._local = _Working()
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Size the budget from the CPUs the process may use now (a pipeline's budget is
+        refreshed as each of its iterations starts)."""
         check_fork_safe()
+        options = self.options
         total = options.threading.private_threadpool_size or core_count()
         if options.autotune.cpu_budget:
             total = min(total, options.autotune.cpu_budget)
@@ -401,9 +411,6 @@ class ThreadBudget:
                       and not options.threading.private_threadpool_size
                       and not options.threading.max_intra_op_parallelism
                       and "NUMBA_NUM_THREADS" not in os.environ)
-        self._busy = 0
-        self._lock = threading.Lock()
-        self._local = _Working()
 
     @contextlib.contextmanager
     def worker(self):

@@ -51,6 +51,16 @@ except ImportError:  # pragma: no cover - an unfamiliar Numba: numba.typeof ever
     _fingerprint = None
 
 
+def _fingerprints(args) -> tuple | None:
+    """The arguments' Numba type fingerprints (None where one has none)."""
+    if _fingerprint is None:
+        return None
+    try:
+        return tuple(map(_fingerprint, args))
+    except Exception:  # noqa: BLE001 - a value Numba cannot fingerprint
+        return None
+
+
 def arg_types(args, cache: dict) -> tuple:
     """``tuple(numba.typeof(a) for a in args)``, memoized in ``cache`` by the arguments'
     type fingerprints: ``numba.typeof`` costs about 20 us an array in Python, a
@@ -91,6 +101,8 @@ class TieredKernel:
         # signature -> {"parallel": bool, "seconds": serial time, "promoting": thread}
         self._tiers: dict = {}
         self._types: dict = {}   # argument fingerprints -> signature (arg_types)
+        # (the tiers it indexes, argument fingerprints -> tier): call_or's lookup
+        self._by_key: tuple = (self._tiers, {})
 
     @property
     def signatures(self) -> list:
@@ -127,8 +139,18 @@ class TieredKernel:
         promotion as the twin's do, except for a call that grew ``compiled_by``'s
         overloads (the Numba dispatcher ``run_serial`` calls) and where ``counts`` is
         False (work too small for parallel parts to speed up)."""
-        sig = arg_types(args, self._types)
-        tier = self._tier(sig)
+        # (the tier by the arguments' type fingerprints, ints: a tuple of Numba types
+        # hashes each type in Python at every lookup)
+        key = _fingerprints(args)
+        by_key = self._by_key
+        if by_key[0] is not self._tiers:   # (the tiers were reset: start over)
+            by_key = self._by_key = (self._tiers, {})
+        tier = by_key[1].get(key) if key is not None else None
+        if tier is None:
+            sig = arg_types(args, self._types)
+            tier = self._tier(sig)
+            if key is not None and self._tiers.get(sig) is tier:
+                by_key[1][key] = tier
         if tier["parallel"]:
             return self.parallel(*args)
         known = len(compiled_by.overloads)
@@ -145,7 +167,7 @@ class TieredKernel:
             return result
         tier["seconds"] += time.perf_counter() - began
         if tier["seconds"] >= PARALLEL_AFTER and tier["promoting"] is None:
-            self._promote(sig, tier)
+            self._promote(arg_types(args, self._types), tier)
         return result
 
     def _promote(self, sig: tuple, tier: dict) -> None:
