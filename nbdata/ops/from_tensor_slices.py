@@ -92,6 +92,10 @@ class FromTensorSlices(Node):
         return pack_as(self.value, [sliced(v) for v in flatten(self.value)])
 
     def cardinality(self) -> int:
+        return self._rows
+
+    @functools.cached_property
+    def _rows(self) -> int:   # (as spec: read per iteration, by a shuffle over it too)
         n = check_sliceable(self.value, self.op)
         return UNKNOWN if n is None else n
 

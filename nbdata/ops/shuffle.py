@@ -97,7 +97,7 @@ class Shuffle(UnaryNode):
         held = ctx.resource((self.resource_key, "order"), dict)   # {epoch key: order}, the last
         order = held.get(key)
         if order is None:
-            it = ShuffleChunks(self, ctx, None, TensorSpec((), np.int64),
+            it = ShuffleChunks(self, ctx, None, ROW_NUMBERS,
                                lambda s: RangeChunks(0, 1, n, np.dtype(np.int64), s))
             parts = []
             try:
@@ -247,6 +247,27 @@ def _as_store(column, kind: str) -> np.ndarray:
     return out
 
 
+# The element of a shuffle of row numbers.
+ROW_NUMBERS = TensorSpec((), np.int64)
+
+
+def _layout(node, spec) -> tuple:
+    """(leaf specs, their store kinds, bytes of a row or None unless every leaf is dense)
+    of a shuffle buffer's elements, ``spec``'s or else the node's: made once per node for
+    its own spec and for ROW_NUMBERS."""
+    cached = spec is None or spec is ROW_NUMBERS
+    found = node.__dict__.get("_layouts", {}).get(spec is None) if cached else None
+    if found is None:
+        specs = list(flatten(node.spec if spec is None else spec))
+        kinds = [_store_kind(s) if isinstance(s, TensorSpec) else "object" for s in specs]
+        size = (row_bytes(node.spec if spec is None else spec)
+                if all(k == "dense" for k in kinds) else None)
+        found = (specs, kinds, size)
+        if cached:
+            node.__dict__.setdefault("_layouts", {})[spec is None] = found
+    return found
+
+
 class ShuffleChunks(InputChunks):
     """tf.data's buffer shuffle on chunks: the same draws, and so the same order, as the
     element iterator, computed a chunk at a time as row plans (``kernels/shuffle.py``)
@@ -261,8 +282,7 @@ class ShuffleChunks(InputChunks):
     def __init__(self, node, ctx, state, spec=None, open_input=None):
         self.ctx = ctx
         self.size = node._size(ctx)
-        self.specs = [s for s in flatten(node.spec if spec is None else spec)]
-        self.kinds = [_store_kind(s) if isinstance(s, TensorSpec) else "object" for s in self.specs]
+        self.specs, self.kinds, row_size = _layout(node, spec)
         self.packed = {k: PackedStore(s) for k, (s, kind) in enumerate(zip(self.specs, self.kinds))
                        if kind == "packed"}
         if state is not None:
@@ -287,18 +307,22 @@ class ShuffleChunks(InputChunks):
                 state = self._fetch(node, ctx, state)
         saved = state if state is not None else {"filled": 0, "draws": 0, "ended": False,
                                                  "store": None, "order": None}
-        self.filled = state_check.integer(saved, "filled")   # within the size: _check_state
-        self.draws = state_check.integer(saved, "draws")
-        self.ended = state_check.flag(saved, "ended")
+        if state is None:
+            self.filled = self.draws = 0
+            self.ended = False
+        else:
+            self.filled = state_check.integer(saved, "filled")   # within the size: _check_state
+            self.draws = state_check.integer(saved, "draws")
+            self.ended = state_check.flag(saved, "ended")
         self.store: list | None = None   # per leaf: array of capacity ``size``
         # The buffer's bytes in the pipeline's memory budget: all ``size`` rows at the
         # start when they have a fixed size (ResourceExhaustedError when they cannot fit),
         # else as it fills.
         self.memory, self.stats, self.label = ctx.memory, ctx.stats(node), node.label
         self.held = 0
-        fixed = all(k == "dense" for k in self.kinds)
+        fixed = row_size is not None
         if fixed:
-            need = self.size * row_bytes(node.spec if spec is None else spec)
+            need = self.size * row_size
             self.memory.need(node.op, node.label, need, f"a buffer of {self.size:,} rows")
             self._hold(need)
         self.fixed = fixed
@@ -529,7 +553,7 @@ class IndexShuffleChunks(ChunkIter):
         store = None if not isinstance(state, dict) else state.get("store")
         if isinstance(store, list) and len(store) == 1:   # the buffer holds row numbers
             state_check.int_array(store[0], "store", 0, n - 1)
-        self.order = ShuffleChunks(node, ctx, state, TensorSpec((), np.int64),
+        self.order = ShuffleChunks(node, ctx, state, ROW_NUMBERS,
                                    lambda s: RangeChunks(0, 1, n, np.dtype(np.int64), s))
 
     def next(self, want: int):
