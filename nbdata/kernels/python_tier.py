@@ -149,6 +149,7 @@ class ColdStart:
         self._lock = threading.Lock()
         self._types: dict = {}       # argument fingerprints -> signature (arg_types)
         self._ready: set = set()     # signatures with machine code
+        self._ready_keys: set = set()   # their arguments' type fingerprints
         self._compiling: dict = {}   # signature -> background thread
         self._source = None          # the Python source (False: none)
         self.seconds_per_work: float | None = None
@@ -158,9 +159,14 @@ class ColdStart:
     def call(self, args: tuple, work: int):
         """``kernel(*args)``; ``work``: the call's size in the kernel's unit of work
         (bytes, records), which predicts its time in Python."""
-        sig = arg_types(args, self._types)
+        key = tiers._fingerprints(args)   # (ints: a signature hashes its types in Python)
         tiers.LAST_CALL.python = False
+        if key is not None and key in self._ready_keys:
+            return self.kernel(*args)
+        sig = arg_types(args, self._types)
         if sig in self._ready:
+            if key is not None:
+                self._ready_keys.add(key)
             return self.kernel(*args)
         thread = self._compiling.get(sig)
         if thread is None:
