@@ -235,7 +235,8 @@ def compile_thread(target, daemon: bool) -> threading.Thread:
     return thread
 
 
-def _finish_compiles() -> None:
+def finish_compiles() -> None:
+    """Wait for every background compile (tier 0's, promotions) to end."""
     with _COMPILING_LOCK:
         running = list(_COMPILING)
     for thread in running:
@@ -244,7 +245,7 @@ def _finish_compiles() -> None:
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_finish_compiles)
+    os.register_at_fork(before=finish_compiles)
 
 
 def promote(tier: dict, compile_parallel) -> None:
