@@ -129,6 +129,15 @@ def _in_python(name: str, value, func, memo: dict):
     return value
 
 
+def _has_cache_index(kernel) -> bool:
+    """Whether Numba's disk cache has an index file for ``kernel`` (some signature of
+    it was saved: loading, not compiling, is what a call most likely waits for)."""
+    try:
+        return os.path.exists(kernel._cache._cache_file._index_path)
+    except (AttributeError, OSError):
+        return False
+
+
 def _for_python(arg):
     """An argument as the Python source takes it: an array of integers narrower than 64
     bits (or of booleans) as a memoryview, whose items are Python ints."""
@@ -171,8 +180,10 @@ class ColdStart:
         thread = self._compiling.get(sig)
         if thread is None:
             # (the disk cache is looked in here unless another thread is compiling; then
+            # the call waits for it only where the cache has an entry for the kernel, else
             # the background compile looks there itself, and this call does not wait)
-            if not ENABLED or load_if_free(self.kernel, sig):
+            loaded = load_if_free(self.kernel, sig) if ENABLED else True
+            if loaded or (loaded is None and _has_cache_index(self.kernel)):
                 self._ready.add(sig)
                 return self.kernel(*args)
             thread = self._start(sig)
