@@ -15,7 +15,8 @@ arithmetic; so that the interpreter does too, arguments that are arrays of such 
 (bytes of records and lines above all) are handed to the Python source as memoryviews,
 whose items are Python ints (NumPy would keep ``uint8 - 48`` a wrapping uint8). A call
 the Python source cannot run as Numba would (it raises, or meets a construct with no
-Python equivalent) waits for the machine code instead, and so does a call predicted to
+Python equivalent) waits for the machine code instead (what it wrote
+undone first), and so does a call predicted to
 take longer than :data:`MAX_CALL_SECONDS` in Python or past the kernel's :data:`MAX_SECONDS`
 (the rate is measured per kernel; before the first measurement, calls of up to
 ``first_work`` units of work run).
@@ -138,6 +139,16 @@ def _has_cache_index(kernel) -> bool:
         return False
 
 
+def _writable(args) -> list:
+    """The writable arrays among ``args`` and inside their tuples (a kernel's outputs)."""
+    found = []
+    for a in args:
+        for x in (a if isinstance(a, tuple) else (a,)):
+            if type(x) is np.ndarray and x.flags.writeable:
+                found.append(x)
+    return found
+
+
 def _for_python(arg):
     """An argument as the Python source takes it: an array of integers narrower than 64
     bits (or of booleans) as a memoryview, whose items are Python ints."""
@@ -191,11 +202,15 @@ class ColdStart:
             source = self._python()
             if source is not None:
                 began = time.perf_counter()
+                # (what the call may write, as it was: a source that raises half way has
+                # written some of it, and the machine code may rely on zeroed arrays)
+                kept = [(a, a.copy()) for a in _writable(args)]
                 try:
                     with np.errstate(all="ignore"):
                         result = source(*[_for_python(a) for a in args])
                 except Exception:  # noqa: BLE001 - the machine code decides, as it would
-                    pass
+                    for a, before in kept:
+                        np.copyto(a, before)
                 else:
                     self._measured(work, time.perf_counter() - began)
                     tiers.LAST_CALL.python = True

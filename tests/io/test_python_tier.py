@@ -301,6 +301,27 @@ def test_a_python_source_that_raises_leaves_the_call_to_machine_code(monkeypatch
     assert cold.python_calls == 0
 
 
+def test_outputs_a_failed_python_call_wrote_are_restored_for_the_machine_code(monkeypatch):
+    """The machine code may count on arrays the caller zeroed: what the Python source
+    wrote before it raised is undone first."""
+    monkeypatch.setattr(python_tier, "ENABLED", True)
+
+    def marks(a, flags):
+        for i in range(len(a)):
+            if a[i] > 0:
+                flags[i] = 1
+        return a[len(a)]          # Python raises here; Numba reads past the end
+
+    cold = ColdStart(numba.njit(marks), first_work=100)
+    flags = np.zeros(4, np.int8)
+    a = np.array([1, 1, 1, 1], np.int64)
+    assert cold._python() is not None       # (the Python source of ``marks``)
+    real = numba.njit(lambda a, flags: 0)   # machine code that writes nothing
+    monkeypatch.setattr(cold, "kernel", real)
+    cold.call((a, flags), 1)
+    assert cold.python_calls == 0 and flags.tolist() == [0, 0, 0, 0]
+
+
 def test_an_intrinsic_without_a_python_equivalent_has_no_python_source():
     from numba.extending import intrinsic
     from numba.core import types
