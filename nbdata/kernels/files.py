@@ -501,15 +501,15 @@ class TFRecordReader(FormatReader):
 
     def next(self, want: int):
         from nbdata.kernels.records import (BAD_DATA_CRC, BAD_LENGTH_CRC, FRAME_HEADER,
-                                            scan_tfrecords_cold)
+                                            scan_tfrecords_call)
         w = self.window
         need = FRAME_HEADER
         while True:
             if w.hi - w.lo >= need:
                 out = np.empty(w.hi - w.lo, np.uint8)
                 offsets = np.empty(want + 1, np.int64)
-                n, pos, status, need = scan_tfrecords_cold.call(
-                    (w.buf, w.lo, w.hi, want, MAX_CHUNK_BYTES, out, offsets, True), want)
+                n, pos, status, need = scan_tfrecords_call(w.buf, w.lo, w.hi, want,
+                                                           MAX_CHUNK_BYTES, out, offsets, True)
                 if n:
                     # Before a bad frame, the good records first; the next call meets it again.
                     w.lo = pos
@@ -578,9 +578,9 @@ class TextLineReader(FormatReader):
                 out = np.empty(w.hi - w.lo, np.uint8)
                 offsets = np.empty(want + 1, np.int64)
                 # Before a stream error the last, unfinished line is no line (as in TF).
-                n, pos = scan_lines_cold.call(
+                n, pos = scan_lines_cold.call(   # (work: the bytes it may scan)
                     (w.buf, w.lo, w.hi, w.eof and w.error is None, want, MAX_CHUNK_BYTES, out,
-                     offsets, self.one_cr), want)
+                     offsets, self.one_cr), w.hi - w.lo)
                 if n:
                     w.lo = pos
                     return StringColumn(out[:offsets[n]], offsets[:n + 1])

@@ -563,5 +563,5 @@ def fill_varlen_parallel(data, layout, out, vstart, vu32, vi64, vspos, vslen, nc
 
 # Tier 0 (nbdata/kernels/python_tier.py): a first pipeline's first records are parsed by
 # the Python source while Numba compiles the parser. Work: bytes of the records.
-parse_range_cold = ColdStart(parse_range, first_work=128 << 10)
-fill_varlen_range_cold = ColdStart(fill_varlen_range, first_work=128 << 10)
+parse_range_cold = ColdStart(parse_range, first_work=64 << 10)
+fill_varlen_range_cold = ColdStart(fill_varlen_range, first_work=64 << 10)

@@ -176,9 +176,11 @@ class ColdStart:
         self.python_calls = 0        # calls the Python source ran (for tests and stats)
         self.python_seconds = 0.0
 
-    def call(self, args: tuple, work: int):
-        """``kernel(*args)``; ``work``: the call's size in the kernel's unit of work
-        (bytes, records), which predicts its time in Python."""
+    def call(self, args: tuple, work: int, python_args: tuple | None = None):
+        """``kernel(*args)``; ``work``: the most the call may do in the kernel's unit of
+        work (bytes), which predicts its time in Python; ``python_args``: the arguments
+        for the Python source when they differ (a scanner asked to stop sooner: fewer
+        records, the same ones)."""
         key = tiers._fingerprints(args)   # (ints: a signature hashes its types in Python)
         tiers.LAST_CALL.python = False
         if key is not None and key in self._ready_keys:
@@ -204,10 +206,11 @@ class ColdStart:
                 began = time.perf_counter()
                 # (what the call may write, as it was: a source that raises half way has
                 # written some of it, and the machine code may rely on zeroed arrays)
-                kept = [(a, a.copy()) for a in _writable(args)]
+                run = args if python_args is None else python_args
+                kept = [(a, a.copy()) for a in _writable(run)]
                 try:
                     with np.errstate(all="ignore"):
-                        result = source(*[_for_python(a) for a in args])
+                        result = source(*[_for_python(a) for a in run])
                 except Exception:  # noqa: BLE001 - the machine code decides, as it would
                     for a, before in kept:
                         np.copyto(a, before)

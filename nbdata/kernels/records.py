@@ -166,6 +166,19 @@ def frame_tfrecord(payload: bytes) -> bytes:
 
 
 # Tier 0 (nbdata/kernels/python_tier.py): a first reader's first records are framed by
-# the scanners' Python source while Numba compiles them. Work: records wanted.
-scan_tfrecords_cold = ColdStart(scan_tfrecords, first_work=1024)
-scan_lines_cold = ColdStart(scan_lines, first_work=2048)
+# the scanners' Python source while Numba compiles them (about 2 us a byte in Python: the
+# CRC). Work: bytes the call may scan. A TFRecord call in Python stops after
+# PYTHON_SCAN_BYTES of records (and the one it is in): the same records in more calls.
+PYTHON_SCAN_BYTES = 64 << 10
+scan_tfrecords_cold = ColdStart(scan_tfrecords, first_work=96 << 10)
+scan_lines_cold = ColdStart(scan_lines, first_work=256 << 10)
+
+
+def scan_tfrecords_call(buf, lo, hi, max_rows, max_bytes, out, out_offsets, verify):
+    """:func:`scan_tfrecords` through its tier 0: in Python (while it compiles) only for
+    at most PYTHON_SCAN_BYTES of records past the first, whose length is read here."""
+    args = (buf, lo, hi, max_rows, max_bytes, out, out_offsets, verify)
+    first = int.from_bytes(bytes(buf[lo:lo + 8]), "little") if hi - lo >= 8 else 0
+    small = min(max_bytes, PYTHON_SCAN_BYTES)
+    work = min(hi - lo, small + FRAME_HEADER + first + FRAME_FOOTER)
+    return scan_tfrecords_cold.call(args, work, args[:4] + (small,) + args[5:])
