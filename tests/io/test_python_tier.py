@@ -430,3 +430,39 @@ def test_a_fork_waits_for_a_background_compile():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=90, check=True)   # (a hung child: TimeoutExpired)
     assert done.stdout.strip().endswith("child 0"), done.stdout + done.stderr
+
+
+def test_a_tfrecord_scan_in_python_is_bounded_by_bytes(monkeypatch, tmp_path):
+    """Tier 0 sizes a scan by the bytes it may frame (the first record's length is read
+    first), so records of images never run through the Python CRC; a scan it does run
+    stops after PYTHON_SCAN_BYTES of records: the same records, in more calls."""
+    seen = []
+
+    class Recorder:
+        def call(self, args, work, python_args=None):
+            seen.append((work, python_args[4] if python_args else None))
+            return records.scan_tfrecords(*args)
+
+    first_work = records.scan_tfrecords_cold.first_work
+    monkeypatch.setattr(records, "scan_tfrecords_cold", Recorder())
+    big = tmp_path / "big.tfrecord"
+    with nd.io.TFRecordWriter(str(big)) as w:
+        w.write(b"x" * 200_000)
+        w.write(b"y" * 10)
+    got = [bytes(r) for r in nd.TFRecordDataset(str(big))]
+    assert got == [b"x" * 200_000, b"y" * 10]
+    assert seen[0][0] > first_work   # (too much for a first Python call)
+    small = tmp_path / "small.tfrecord"
+    with nd.io.TFRecordWriter(str(small)) as w:
+        for i in range(3000):
+            w.write(b"r%04d" % i + b"." * 100)
+    seen.clear()
+    assert len(list(nd.TFRecordDataset(str(small)).batch(1024))) == 3
+    work, limit = seen[0]
+    assert limit == records.PYTHON_SCAN_BYTES and work <= limit + 200
+    # The Python source with that limit stops sooner, at a record boundary.
+    buf = np.frombuffer(small.read_bytes(), np.uint8).copy()
+    out, offsets = np.zeros(len(buf), np.uint8), np.zeros(3001, np.int64)
+    n, pos, status, _ = records.ColdStart(records.scan_tfrecords, 1).run_python(
+        buf, 0, len(buf), 3000, records.PYTHON_SCAN_BYTES, out, offsets, True)
+    assert 0 < n < 3000 and status == 0 and pos == n * (12 + 105 + 4)
