@@ -571,16 +571,15 @@ class TextLineReader(FormatReader):
         self.window = Blocks(self.stream, self.block)
 
     def next(self, want: int):
-        from nbdata.kernels.records import scan_lines_cold
+        from nbdata.kernels.records import scan_lines_call
         w = self.window
         while True:
             if w.hi > w.lo or w.eof:
                 out = np.empty(w.hi - w.lo, np.uint8)
                 offsets = np.empty(want + 1, np.int64)
                 # Before a stream error the last, unfinished line is no line (as in TF).
-                n, pos = scan_lines_cold.call(   # (work: the bytes it may scan)
-                    (w.buf, w.lo, w.hi, w.eof and w.error is None, want, MAX_CHUNK_BYTES, out,
-                     offsets, self.one_cr), w.hi - w.lo)
+                n, pos = scan_lines_call(w.buf, w.lo, w.hi, w.eof and w.error is None, want,
+                                         MAX_CHUNK_BYTES, out, offsets, self.one_cr)
                 if n:
                     w.lo = pos
                     return StringColumn(out[:offsets[n]], offsets[:n + 1])

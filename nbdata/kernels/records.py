@@ -171,7 +171,21 @@ def frame_tfrecord(payload: bytes) -> bytes:
 # PYTHON_SCAN_BYTES of records (and the one it is in): the same records in more calls.
 PYTHON_SCAN_BYTES = 64 << 10
 scan_tfrecords_cold = ColdStart(scan_tfrecords, first_work=96 << 10)
-scan_lines_cold = ColdStart(scan_lines, first_work=256 << 10)
+scan_lines_cold = ColdStart(scan_lines, first_work=96 << 10)
+
+
+def scan_lines_call(buf, lo, hi, final, max_rows, max_bytes, out, out_offsets, one_cr=False):
+    """:func:`scan_lines` through its tier 0: in Python (while it compiles) only up to
+    the first newline PYTHON_SCAN_BYTES in (the scan stops there once it has copied that
+    many bytes; with a ``\r`` before it, which it may drop, the whole window counts)."""
+    args = (buf, lo, hi, final, max_rows, max_bytes, out, out_offsets, one_cr)
+    small = min(max_bytes, PYTHON_SCAN_BYTES)
+    work = hi - lo
+    if work > small:
+        after = np.flatnonzero(np.asarray(buf[lo + small:hi]) == 10)
+        if len(after) and not np.any(np.asarray(buf[lo:lo + small + int(after[0])]) == 13):
+            work = small + int(after[0]) + 1
+    return scan_lines_cold.call(args, work, args[:5] + (small,) + args[6:])
 
 
 def scan_tfrecords_call(buf, lo, hi, max_rows, max_bytes, out, out_offsets, verify):

@@ -466,3 +466,29 @@ def test_a_tfrecord_scan_in_python_is_bounded_by_bytes(monkeypatch, tmp_path):
     n, pos, status, _ = records.ColdStart(records.scan_tfrecords, 1).run_python(
         buf, 0, len(buf), 3000, records.PYTHON_SCAN_BYTES, out, offsets, True)
     assert 0 < n < 3000 and status == 0 and pos == n * (12 + 105 + 4)
+
+
+def test_a_line_scan_in_python_is_bounded_by_bytes(monkeypatch, tmp_path):
+    """A line scan's tier-0 size ends at the first newline PYTHON_SCAN_BYTES in (the
+    scan, told to stop at that many bytes, stops there); a \\r before it, which the scan
+    may drop, makes the whole window count."""
+    seen = []
+
+    class Recorder:
+        def call(self, args, work, python_args=None):
+            seen.append((work, args[2] - args[1], python_args[5]))
+            return records.scan_lines(*args)
+
+    monkeypatch.setattr(records, "scan_lines_cold", Recorder())
+    lf = tmp_path / "lf.txt"
+    lf.write_bytes(b"".join(b"line %06d\n" % i for i in range(30_000)))
+    assert len(list(nd.TextLineDataset(str(lf)))) == 30_000
+    work, window, limit = seen[0]
+    assert limit == records.PYTHON_SCAN_BYTES and limit < work <= limit + 12 < window
+    crlf = tmp_path / "crlf.txt"
+    crlf.write_bytes(b"".join(b"line %06d\r\n" % i for i in range(30_000)))
+    seen.clear()
+    assert [bytes(x) for x in nd.TextLineDataset(str(crlf)).take(2)] == [b"line 000000",
+                                                                         b"line 000001"]
+    work, window, _ = seen[0]
+    assert work == window
