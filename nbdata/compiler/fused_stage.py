@@ -298,6 +298,14 @@ class FusedChunks(ChunkIter):
         self.scratch: list | None = None
         # Rows the kernel's calls read and kept, where steps drop rows (stage.compacts)
         self.rows_read = self.rows_kept = 0
+        # A plain stage (an in-place source, steps that keep every row and no counters,
+        # a batch without padding): its whole batches come from the kernel's outputs
+        # without the row queue (_plain_next); (shape, dtype) of each output, or None.
+        self.plain = ([(sp.shape, sp.dtype) for sp in stage.out_specs]
+                      if (not self.stream and not self.indexed and self.reader.args is not None
+                          and isinstance(self.rows, int) and not stage.compacts
+                          and not stage.counters and not self.groups and term is not None
+                          and not term.pads and self.batch_size > 0) else None)
         if self.compiled and not self.stream:
             # (the arrays of the last iteration's reader: their types are known)
             seen = stage.tier.get("source args")
@@ -419,6 +427,11 @@ class FusedChunks(ChunkIter):
             self.input.close()
 
     def next(self, want: int) -> Chunk | None:
+        if (self.plain and self.compiled and not self.finished and self.error is None
+                and self.leftover is None and not self.queue.n and not self.at.n):
+            out = self._plain_next(want)
+            if out is not None:
+                return out
         while True:
             out = self._from_carry(want)
             if out is not None:
@@ -431,6 +444,51 @@ class FusedChunks(ChunkIter):
             if self.finished:
                 return self._flush()
             self._run(want)
+
+    def _plain_next(self, want: int) -> Chunk | None:
+        """Whole batches of a plain stage (``self.plain``) from one call of its parallel
+        kernel, straight from the kernel's outputs; None (nothing done) where the general
+        path must run: the last partial batch, the serial tier, a row that raised. The
+        same rows, batches and state as the general path, without its row queue."""
+        b = self.batch_size
+        lo = self.position
+        k = min(self.max_chunk, want * b, self.rows - lo) // b * b
+        stage = self.stage
+        kernel = stage.running()
+        if k <= 0 or kernel is not stage.kernel:
+            return None
+        self._buffers()
+        empty = self.ctx.host_empty
+        outs = [empty((k,) + shape, dtype) for shape, dtype in self.plain]
+        budget = self.ctx.budget
+        threads = budget.kernel_threads()
+        if budget.tunes:
+            threads = stage.tuner.threads(threads)
+        began = time.perf_counter()
+        try:
+            with kernel_section(threads):
+                bad_row, done, n = kernel(np.int64(lo), np.int64(k), *self.reader.args,
+                                          self.status, self.kept, *self.scratch, *outs,
+                                          self.state)
+        except Exception:  # noqa: BLE001 - the general path runs the rows again, reports
+            return None
+        if bad_row >= 0:
+            return None   # (the general path runs them again and falls back)
+        ended = time.perf_counter()
+        if profiler._current is not None:
+            profiler.slice_(f"kernel: {self.stats.title}", "kernel", began, ended,
+                            {"rows": int(k), "kept": int(n)})
+        if budget.tunes:
+            stage.tuner.record(threads, k, ended - began)
+            stage.tuner.publish(self.stats)
+        self.stats.kernel(k)
+        self.position = lo + k
+        if done:
+            self.finished = True
+        buffers = self.scratch + outs
+        count = k // b
+        return Chunk(batch_columns([buffers[i] for i in stage.results], count, b, copy=False),
+                     count)
 
     # -------------------------------------------------------------- chunks
     def _run(self, want: int) -> None:
