@@ -39,6 +39,19 @@ def either_path(ds, fused: bool, **options):
     return fusing(ds, **options) if fused else reference(ds)
 
 
+def resumed(pipe, taken: int):
+    """Iterate ``pipe``, save after ``taken`` elements and restore a fresh iterator
+    there: (the rest the first gives, the rest the restored one gives, the state)."""
+    it = iter(pipe)
+    for _ in range(taken):
+        next(it)
+    state = it.save()
+    want = list(it)
+    again = iter(pipe)
+    again.restore(state)
+    return want, list(again), state
+
+
 def fused(ds) -> list:
     """All elements of ``fusing(ds)``, after asserting that its plan has a fused stage
     and, once iterated, that no row fell back to the reference path."""

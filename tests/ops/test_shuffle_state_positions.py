@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import nbdata as nd
+from equivalence import resumed
 
 IMAGES = 12_000
 BUFFER = 10_000
@@ -20,15 +21,7 @@ def images():
 def check_restore(ds, taken=40, batch=64):
     """Saves after ``taken`` batches; returns the state's size. The restored iterator
     gives what the uninterrupted one gives after that point."""
-    pipe = ds.batch(batch).compile()
-    it = iter(pipe)
-    for _ in range(taken):
-        next(it)
-    state = it.save()
-    expected = list(it)
-    fresh = iter(pipe)
-    fresh.restore(state)
-    rest = list(fresh)
+    expected, rest, state = resumed(ds.batch(batch).compile(), taken)
     assert len(rest) == len(expected) > 0
     for got, want in zip(rest, expected):
         for g, w in zip(got, want):
