@@ -180,11 +180,10 @@ class Timeline:
         series = self.wait if waited else self.busy
         if i == j:   # (most events: inside one bucket)
             series[i] += max(0.0, end - begin)
-            self.rows[j] += rows
-            return
-        for k in range(i, j + 1):
-            lo = self.origin + k * self.width
-            series[k] += max(0.0, min(end, lo + self.width) - max(begin, lo))
+        else:
+            for k in range(i, j + 1):
+                lo = self.origin + k * self.width
+                series[k] += max(0.0, min(end, lo + self.width) - max(begin, lo))
         self.rows[j] += rows
 
 

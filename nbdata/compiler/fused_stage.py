@@ -300,12 +300,11 @@ class FusedChunks(ChunkIter):
         self.rows_read = self.rows_kept = 0
         # A plain stage (an in-place source, steps that keep every row and no counters,
         # a batch without padding): its whole batches come from the kernel's outputs
-        # without the row queue (_plain_next); (shape, dtype) of each output, or None.
-        self.plain = ([(sp.shape, sp.dtype) for sp in stage.out_specs]
-                      if (not self.stream and not self.indexed and self.reader.args is not None
-                          and isinstance(self.rows, int) and not stage.compacts
-                          and not stage.counters and not self.groups and term is not None
-                          and not term.pads and self.batch_size > 0) else None)
+        # without the row queue (_plain_next).
+        self.plain = (not self.stream and not self.indexed and self.reader.args is not None
+                      and isinstance(self.rows, int) and not stage.compacts
+                      and not stage.counters and not self.groups and term is not None
+                      and not term.pads and self.batch_size > 0)
         if self.compiled and not self.stream:
             # (the arrays of the last iteration's reader: their types are known)
             seen = stage.tier.get("source args")
@@ -458,12 +457,8 @@ class FusedChunks(ChunkIter):
         if k <= 0 or kernel is not stage.kernel:
             return None
         self._buffers()
-        empty = self.ctx.host_empty
-        outs = [empty((k,) + shape, dtype) for shape, dtype in self.plain]
-        budget = self.ctx.budget
-        threads = budget.kernel_threads()
-        if budget.tunes:
-            threads = stage.tuner.threads(threads)
+        outs = self._fresh_outputs(k)
+        threads, tuned = self._threads(kernel)
         began = time.perf_counter()
         try:
             with kernel_section(threads):
@@ -474,13 +469,7 @@ class FusedChunks(ChunkIter):
             return None
         if bad_row >= 0:
             return None   # (the general path runs them again and falls back)
-        ended = time.perf_counter()
-        if profiler._current is not None:
-            profiler.slice_(f"kernel: {self.stats.title}", "kernel", began, ended,
-                            {"rows": int(k), "kept": int(n)})
-        if budget.tunes:
-            stage.tuner.record(threads, k, ended - began)
-            stage.tuner.publish(self.stats)
+        self._called(threads, tuned, k, n, began)
         self.stats.kernel(k)
         self.position = lo + k
         if done:
@@ -489,6 +478,33 @@ class FusedChunks(ChunkIter):
         count = k // b
         return Chunk(batch_columns([buffers[i] for i in stage.results], count, b, copy=False),
                      count)
+
+    def _fresh_outputs(self, k: int) -> list:
+        """Fresh output columns of ``k`` rows for a call of a kernel that keeps every row
+        (they go out as they are, so never reused)."""
+        empty = self.ctx.host_empty
+        return [empty((k,) + sp.shape, sp.dtype) for sp in self.stage.out_specs]
+
+    def _threads(self, kernel) -> tuple[int, bool]:
+        """(threads, tuned) of a call of ``kernel``: the budget's count, or the tuner's
+        within it for the parallel kernel under default thread options."""
+        budget = self.ctx.budget
+        threads = budget.kernel_threads()
+        tuned = budget.tunes and kernel is self.stage.kernel
+        if tuned:
+            threads = self.stage.tuner.threads(threads)
+        return threads, tuned
+
+    def _called(self, threads: int, tuned: bool, k: int, kept, began: float) -> None:
+        """After a kernel call of ``k`` rows that began at ``began`` (``kept``: the rows it
+        kept, None when it failed): its profiler slice, and the tuner's measurement."""
+        ended = time.perf_counter()
+        if profiler._current is not None:
+            profiler.slice_(f"kernel: {self.stats.title}", "kernel", began, ended,
+                            {"rows": int(k), "kept": None if kept is None else int(kept)})
+        if tuned and kept is not None:
+            self.stage.tuner.record(threads, k, ended - began)
+            self.stage.tuner.publish(self.stats)
 
     # -------------------------------------------------------------- chunks
     def _run(self, want: int) -> None:
@@ -581,15 +597,10 @@ class FusedChunks(ChunkIter):
     def _kernel(self, kernel_lo: int, k: int, args: list, lo: int, row_values) -> None:
         stage = self.stage
         saved = self.state.copy() if len(self.state) else None   # (restored on a fallback)
-        outs = ([o[:k] for o in self.row_outputs] if stage.compacts else
-                [self.ctx.host_empty((k,) + sp.shape, sp.dtype) for sp in stage.out_specs])
+        outs = [o[:k] for o in self.row_outputs] if stage.compacts else self._fresh_outputs(k)
         start = self.position
         kernel = stage.running()
-        budget = self.ctx.budget
-        threads = budget.kernel_threads()
-        tuned = budget.tunes and kernel is stage.kernel
-        if tuned:
-            threads = stage.tuner.threads(threads)
+        threads, tuned = self._threads(kernel)
         began = time.perf_counter()
         try:
             with kernel_section(threads):
@@ -611,13 +622,7 @@ class FusedChunks(ChunkIter):
             reason = None
         except Exception as e:  # noqa: BLE001 - the reference re-run reports it precisely
             bad_row, reason = 0, f"the kernel raised {type(e).__name__}: {e}"
-        ended = time.perf_counter()
-        if profiler._current is not None:
-            profiler.slice_(f"kernel: {self.stats.title}", "kernel", began, ended,
-                            {"rows": int(k), "kept": int(n) if bad_row < 0 else None})
-        if tuned and bad_row < 0:
-            stage.tuner.record(threads, k, ended - began)
-            stage.tuner.publish(self.stats)
+        self._called(threads, tuned, k, n if bad_row < 0 else None, began)
         if bad_row >= 0:
             if reason is None:
                 reason = (f"row {start + int(bad_row)}: a function raised inside the kernel "

@@ -116,7 +116,7 @@ def python_source(kernel, memo: dict | None = None):
 
 def _in_python(name: str, value, func, memo: dict):
     """What the Python source of ``func`` calls in place of ``value``."""
-    if isinstance(value, Dispatcher) or (hasattr(value, "py_func") and hasattr(value, "serial")):
+    if isinstance(value, (Dispatcher, tiers.TieredKernel)):
         return python_source(value, memo)
     if value is numba.prange:
         return range
@@ -181,11 +181,11 @@ class ColdStart:
         work (bytes), which predicts its time in Python; ``python_args``: the arguments
         for the Python source when they differ (a scanner asked to stop sooner: fewer
         records, the same ones)."""
-        key = tiers._fingerprints(args)   # (ints: a signature hashes its types in Python)
+        key = tiers.fingerprints(args)   # (a signature hashes its types in Python)
         tiers.LAST_CALL.python = False
         if key is not None and key in self._ready_keys:
             return self.kernel(*args)
-        sig = arg_types(args, self._types)
+        sig = arg_types(args, self._types, key)
         if sig in self._ready:
             if key is not None:
                 self._ready_keys.add(key)

@@ -51,8 +51,9 @@ except ImportError:  # pragma: no cover - an unfamiliar Numba: numba.typeof ever
     _fingerprint = None
 
 
-def _fingerprints(args) -> tuple | None:
-    """The arguments' Numba type fingerprints (None where one has none)."""
+def fingerprints(args) -> tuple | None:
+    """The arguments' Numba type fingerprints, a tuple that hashes in C (None where one
+    has none: a value Numba cannot fingerprint)."""
     if _fingerprint is None:
         return None
     try:
@@ -61,21 +62,21 @@ def _fingerprints(args) -> tuple | None:
         return None
 
 
-def arg_types(args, cache: dict) -> tuple:
+_UNSET = object()
+
+
+def arg_types(args, cache: dict, key=_UNSET) -> tuple:
     """``tuple(numba.typeof(a) for a in args)``, memoized in ``cache`` by the arguments'
-    type fingerprints: ``numba.typeof`` costs about 20 us an array in Python, a
-    kernel with 22 array arguments paid half a millisecond a call for it. (Numba types
-    every array as aligned, so the fingerprint, which leaves alignment out, decides.)"""
-    key = None
-    if _fingerprint is not None:
-        try:
-            key = tuple(map(_fingerprint, args))
-        except Exception:  # noqa: BLE001 - a value Numba cannot fingerprint: typeof below
-            key = None
-        else:
-            found = cache.get(key)
-            if found is not None:
-                return found
+    type fingerprints (``key``, when the caller has them): ``numba.typeof`` costs about
+    20 us an array in Python, a kernel with 22 array arguments paid half a millisecond a
+    call for it. (Numba types every array as aligned, so the fingerprint, which leaves
+    alignment out, decides.)"""
+    if key is _UNSET:
+        key = fingerprints(args)
+    if key is not None:
+        found = cache.get(key)
+        if found is not None:
+            return found
     types = tuple(numba.typeof(a) for a in args)
     if key is not None:
         cache[key] = types
@@ -141,13 +142,13 @@ class TieredKernel:
         False (work too small for parallel parts to speed up)."""
         # (the tier by the arguments' type fingerprints, ints: a tuple of Numba types
         # hashes each type in Python at every lookup)
-        key = _fingerprints(args)
+        key = fingerprints(args)
         by_key = self._by_key
         if by_key[0] is not self._tiers:   # (the tiers were reset: start over)
             by_key = self._by_key = (self._tiers, {})
         tier = by_key[1].get(key) if key is not None else None
         if tier is None:
-            sig = arg_types(args, self._types)
+            sig = arg_types(args, self._types, key)
             tier = self._tier(sig)
             if key is not None and self._tiers.get(sig) is tier:
                 by_key[1][key] = tier
@@ -167,7 +168,7 @@ class TieredKernel:
             return result
         tier["seconds"] += time.perf_counter() - began
         if tier["seconds"] >= PARALLEL_AFTER and tier["promoting"] is None:
-            self._promote(arg_types(args, self._types), tier)
+            self._promote(arg_types(args, self._types, key), tier)
         return result
 
     def _promote(self, sig: tuple, tier: dict) -> None:
