@@ -298,10 +298,11 @@ class FusedChunks(ChunkIter):
         self.scratch: list | None = None
         # Rows the kernel's calls read and kept, where steps drop rows (stage.compacts)
         self.rows_read = self.rows_kept = 0
-        # A plain stage (an in-place source, steps that keep every row and no counters,
-        # a batch without padding): its whole batches come from the kernel's outputs
-        # without the row queue (_plain_next).
-        self.plain = (not self.stream and not self.indexed and self.reader.args is not None
+        # A plain stage (a source read in place, at its positions or at row numbers (a
+        # shuffle's), steps that keep every row and no counters, a batch without
+        # padding): its whole batches come from the kernel's outputs without the row
+        # queue (_plain_next).
+        self.plain = (not self.stream and self.reader.args is not None
                       and isinstance(self.rows, int) and not stage.compacts
                       and not stage.counters and not self.groups and term is not None
                       and not term.pads and self.batch_size > 0)
@@ -450,25 +451,42 @@ class FusedChunks(ChunkIter):
         path must run: the last partial batch, the serial tier, a row that raised. The
         same rows, batches and state as the general path, without its row queue."""
         b = self.batch_size
-        lo = self.position
-        k = min(self.max_chunk, want * b, self.rows - lo) // b * b
         stage = self.stage
         kernel = stage.running()
-        if k <= 0 or kernel is not stage.kernel:
+        if kernel is not stage.kernel:
             return None
+        lo = self.position
+        if self.indexed:   # the next row numbers, a whole number of batches but at the end
+            k = min(self.max_chunk, want * b) // b * b
+            rows = None if k <= 0 or self.indices_ended else self.indices.next(k)
+            if rows is None:
+                return None
+            idx = np.ascontiguousarray(rows.columns[0], dtype=np.int64)
+            k = len(idx)
+            if k % b or not k:
+                self.leftover = idx   # (the general path runs them)
+                return None
+            args = self.reader.args + [idx]
+            kernel_lo = 0
+        else:
+            k = min(self.max_chunk, want * b, self.rows - lo) // b * b
+            if k <= 0:
+                return None
+            idx, args, kernel_lo = None, self.reader.args, lo
         self._buffers()
         outs = self._fresh_outputs(k)
         threads, tuned = self._threads(kernel)
         began = time.perf_counter()
         try:
             with kernel_section(threads):
-                bad_row, done, n = kernel(np.int64(lo), np.int64(k), *self.reader.args,
+                bad_row, done, n = kernel(np.int64(kernel_lo), np.int64(k), *args,
                                           self.status, self.kept, *self.scratch, *outs,
                                           self.state)
         except Exception:  # noqa: BLE001 - the general path runs the rows again, reports
+            bad_row = 0
+        if bad_row >= 0:   # (the general path runs them again and falls back)
+            self.leftover = idx
             return None
-        if bad_row >= 0:
-            return None   # (the general path runs them again and falls back)
         self._called(threads, tuned, k, n, began)
         self.stats.kernel(k)
         self.position = lo + k

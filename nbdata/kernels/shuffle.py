@@ -102,3 +102,34 @@ def replace_values(key, start, store, incoming, out):
         s = _slot(key, start + np.uint64(t), size)
         out[t] = store[s]
         store[s] = incoming[t]
+
+
+@numba.njit(nogil=True, cache=True)
+def shuffle_row_numbers(key, t0, n, size, buffer, order, out):
+    """Outputs ``t0 .. t0 + len(out)`` of the buffer shuffle of the row numbers
+    ``0 .. n-1`` with a buffer of ``size`` slots, in one pass: the same draws, in the
+    same order, as a shuffle reading ``range(n)`` (``replace_values`` while the input
+    lasts, then ``drain_plan``). ``buffer`` holds the ``min(size, n)`` buffered row
+    numbers after output ``t0`` and ``order`` the slots left once the input ended
+    (made here at the first output after it); both are updated.
+
+    Output ``t`` while the input lasts (``t < n - size``) is draw ``t`` over the full
+    buffer, replaced by row ``size + t``; after, draw ``t`` over the ``n - t`` rows
+    left."""
+    held = min(size, n)
+    replacing = n - held   # outputs made while the input lasts
+    full = np.uint64(size)
+    for j in range(len(out)):
+        t = t0 + j
+        if t < replacing:
+            s = _slot(key, np.uint64(t), full)
+            out[j] = buffer[s]
+            buffer[s] = held + t
+        else:
+            if t == replacing:
+                for q in range(held):
+                    order[q] = q
+            left = n - t
+            s = _slot(key, np.uint64(t), np.uint64(left))
+            out[j] = buffer[order[s]]
+            order[s] = order[left - 1]

@@ -13,7 +13,8 @@ from nbdata import state_check
 from nbdata.chunks import Chunk, PackedRows, RowList, StringColumn, read_only, row_bytes
 from nbdata.errors import InvalidArgumentError, UnimplementedError
 from nbdata.kernels.compact import gather_spans
-from nbdata.kernels.shuffle import drain_plan, draw_slots, replace_plan, replace_values, swap_rows
+from nbdata.kernels.shuffle import (drain_plan, draw_slots, replace_plan, replace_values,
+                                    shuffle_row_numbers, swap_rows)
 from nbdata.kernels.threads import shared_pool
 from nbdata.ops.fusion import IndexedSource
 from nbdata.ops.node import UNKNOWN, NotFusable, UnaryNode, arg_field, new_resource_key
@@ -91,21 +92,17 @@ class Shuffle(UnaryNode):
         return self.input.gather(ctx, self._order(ctx)[np.asarray(rows, np.int64)])
 
     def _order(self, ctx) -> np.ndarray:
-        from nbdata.ops.range import RangeChunks
         n = self.input.cardinality()
         _, key = self.epoch_key(ctx)
         held = ctx.resource((self.resource_key, "order"), dict)   # {epoch key: order}, the last
         order = held.get(key)
         if order is None:
-            it = ShuffleChunks(self, ctx, None, ROW_NUMBERS,
-                               lambda s: RangeChunks(0, 1, n, np.dtype(np.int64), s))
-            parts = []
-            try:
-                while (chunk := it.next(max(n, 1))) is not None:
-                    parts.append(np.asarray(chunk.columns[0], np.int64))
-            finally:
-                it.close()
-            order = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            size = self._size(ctx)
+            size = max(1, n) if size == UNKNOWN else size
+            m = min(size, n)
+            order = np.empty(n, np.int64)
+            shuffle_row_numbers(np.uint64(key), 0, n, size, np.arange(m, dtype=np.int64),
+                                np.empty(m, np.int64), order)
             held.clear()
             held[key] = order
         return order
@@ -247,24 +244,15 @@ def _as_store(column, kind: str) -> np.ndarray:
     return out
 
 
-# The element of a shuffle of row numbers.
-ROW_NUMBERS = TensorSpec((), np.int64)
-
-
-def _layout(node, spec) -> tuple:
+def _layout(node) -> tuple:
     """(leaf specs, their store kinds, bytes of a row or None unless every leaf is dense)
-    of a shuffle buffer's elements, ``spec``'s or else the node's: made once per node for
-    its own spec and for ROW_NUMBERS."""
-    cached = spec is None or spec is ROW_NUMBERS
-    found = node.__dict__.get("_layouts", {}).get(spec is None) if cached else None
+    of a shuffle buffer's elements: made once per node."""
+    found = node.__dict__.get("_layout")
     if found is None:
-        specs = list(flatten(node.spec if spec is None else spec))
+        specs = list(flatten(node.spec))
         kinds = [_store_kind(s) if isinstance(s, TensorSpec) else "object" for s in specs]
-        size = (row_bytes(node.spec if spec is None else spec)
-                if all(k == "dense" for k in kinds) else None)
-        found = (specs, kinds, size)
-        if cached:
-            node.__dict__.setdefault("_layouts", {})[spec is None] = found
+        size = row_bytes(node.spec) if all(k == "dense" for k in kinds) else None
+        found = node.__dict__["_layout"] = (specs, kinds, size)
     return found
 
 
@@ -279,10 +267,10 @@ class ShuffleChunks(InputChunks):
     of the rows (and the rows read so far), so a state stays small.
     """
 
-    def __init__(self, node, ctx, state, spec=None, open_input=None):
+    def __init__(self, node, ctx, state):
         self.ctx = ctx
         self.size = node._size(ctx)
-        self.specs, self.kinds, row_size = _layout(node, spec)
+        self.specs, self.kinds, row_size = _layout(node)
         self.packed = {k: PackedStore(s) for k, (s, kind) in enumerate(zip(self.specs, self.kinds))
                        if kind == "packed"}
         if state is not None:
@@ -292,7 +280,7 @@ class ShuffleChunks(InputChunks):
                                               state_check.integer(state, "epoch", 0, state_check.MAX_EPOCH))
         self.key = np.uint64(self.key)
         inner = None if state is None else state_check.nested(state, "input")
-        self.it = ctx.open_chunks(node.input, inner) if open_input is None else open_input(inner)
+        self.it = ctx.open_chunks(node.input, inner)
         if self.size == UNKNOWN:
             self.it, self.size = whole_input(self.it, state)
         # Over a source that fetches its rows by position (arrays, also read as they go;
@@ -300,7 +288,7 @@ class ShuffleChunks(InputChunks):
         # a restore fetches the rows again.
         self.positions: np.ndarray | None = None
         self.consumed = 0
-        if spec is None and open_input is None and not node.input.inputs and \
+        if not node.input.inputs and \
                 node.input.random_access() is None and self.size != UNKNOWN:
             self.positions = np.zeros(self.size, np.int64)
             if state is not None and state.get("positions") is not None:
@@ -543,18 +531,117 @@ class IndexShuffle(Shuffle):
         return _indexed(self, planner, lambda ctx, state: IndexShuffleChunks(self, ctx, state).order)
 
 
+class RowNumbers(ChunkIter):
+    """The buffer shuffle of the row numbers ``0 .. n-1``: the order of a
+    :class:`ShuffleChunks` reading ``range(n)``, each pull made by one compiled call
+    (``kernels/shuffle.py``: ``shuffle_row_numbers``) into a fresh array.
+
+    State: the epoch, the buffer size, the draws made, and the buffer (with the slots
+    left once the input ended) as it was at draw ``base``, a copy taken every
+    :data:`REPLAY_DRAWS` draws and never written again: saving, before every pull of
+    the consumer, copies nothing, and a restore replays the draws since ``base`` (under
+    a millisecond). A state holds row numbers, never rows."""
+
+    def __init__(self, node, ctx, n: int, state: dict | None):
+        size = node._size(ctx)
+        self.n, self.size = n, max(1, n) if size == UNKNOWN else size
+        held = self.held = min(self.size, n)
+        self.replacing = n - held   # draws made while the input lasts
+        self.replay = max(REPLAY_DRAWS, REPLAY_PER_ROW * held)
+        if state is not None and "base" not in state:
+            state = _row_numbers_state(state, n, held)   # saved by ShuffleChunks
+        if state is not None:
+            state_check.record(state, "epoch", "size", "draws", "base", "buffer", "order")
+        self.epoch, key = node.epoch_key(ctx, None if state is None else state_check.integer(
+            state, "epoch", 0, state_check.MAX_EPOCH))
+        self.key = np.uint64(key)
+        self.memory, self.stats = ctx.memory, ctx.stats(node)
+        self.held_bytes = 16 * held   # the buffer and the drained slots' order
+        self.memory.need(node.op, node.label, self.held_bytes, f"a buffer of {held:,} rows")
+        self.memory.hold(self.stats, self.held_bytes)
+        self.buffer = np.arange(held, dtype=np.int64)
+        self.order = np.empty(held, np.int64)
+        self.draws = self.base = 0
+        self.base_buffer = self.base_order = None
+        if state is not None:
+            self._restore(node, state)
+
+    def _restore(self, node, state: dict) -> None:
+        saved = state_check.integer(state, "size", 1)
+        if saved != self.size:
+            raise InvalidArgumentError(f"restore: the state of {node.label} does not fit this "
+                                       f"pipeline: buffer_size {saved} saved, {self.size} here",
+                                       node.op)
+        draws = state_check.integer(state, "draws", 0, self.n)
+        base = state_check.integer(state, "base", 0, draws)
+        buffer = state_check.int_array(state["buffer"], "buffer", 0, self.n - 1, none=base == 0)
+        order = state_check.int_array(state["order"], "order", 0, self.held - 1,
+                                      none=base <= self.replacing)
+        for name, value in (("buffer", buffer), ("order", order)):
+            if value is not None and len(value) != self.held:
+                raise state_check.StateFieldError(name, value,
+                                                  f"expected {self.held} row numbers")
+        if buffer is not None:
+            self.buffer[:] = buffer
+        if order is not None:
+            self.order[:] = order
+        self.draws = self.base = base
+        self.base_buffer, self.base_order = buffer, order
+        while self.draws < draws:   # the draws since the copy, made again
+            self.next(min(draws - self.draws, 1 << 16))
+
+    def next(self, want: int):
+        t = self.draws
+        m = min(want, self.n - t)
+        if m <= 0:
+            return None
+        out = np.empty(m, np.int64)
+        shuffle_row_numbers(self.key, t, self.n, self.size, self.buffer, self.order, out)
+        self.draws = t + m
+        if self.draws - self.base >= self.replay:
+            self.base, self.base_buffer = self.draws, self.buffer.copy()
+            self.base_order = self.order.copy() if self.draws > self.replacing else None
+        return Chunk([out], m)
+
+    def save(self) -> dict:
+        return {"epoch": self.epoch, "size": self.size, "draws": self.draws, "base": self.base,
+                "buffer": self.base_buffer, "order": self.base_order}
+
+    def close(self) -> None:
+        self.memory.release(self.stats, self.held_bytes)
+        self.held_bytes = 0
+
+
+# Draws a restore of RowNumbers replays at most: REPLAY_DRAWS, or REPLAY_PER_ROW per
+# buffered row where that is more (a copy of the buffer every that many draws).
+REPLAY_DRAWS = 1 << 16
+REPLAY_PER_ROW = 8
+
+
+def _row_numbers_state(state: dict, n: int, held: int) -> dict:
+    """A state of the row numbers' shuffle as :class:`ShuffleChunks` saved it (the buffer's
+    row numbers, and the slots left once the input ended), as :class:`RowNumbers` saves
+    it: the buffer as of the last draw."""
+    state_check.record(state, "epoch", "size", "draws", "filled", "store", "order")
+    store = state["store"]
+    if store is None or state["draws"] == 0:   # nothing drawn yet: the first rows, in order
+        return {"epoch": state["epoch"], "size": state["size"], "draws": 0, "base": 0,
+                "buffer": None, "order": None}
+    if not isinstance(store, list) or len(store) != 1:
+        raise state_check.StateFieldError("store", store, "expected the buffer's row numbers")
+    order = state["order"]
+    if isinstance(order, np.ndarray) and order.ndim == 1 and len(order) < held:
+        order = np.concatenate([order, np.zeros(held - len(order), order.dtype)])
+    return {"epoch": state["epoch"], "size": state["size"], "draws": state["draws"],
+            "base": state["draws"], "buffer": store[0], "order": order}
+
+
 class IndexShuffleChunks(ChunkIter):
-    """Shuffled row numbers (a :class:`ShuffleChunks` over ``range(n)``), gathered."""
+    """Shuffled row numbers (:class:`RowNumbers`), gathered."""
 
     def __init__(self, node: IndexShuffle, ctx, state):
-        from nbdata.ops.range import RangeChunks
-        n = node._rows(ctx)
         self.node, self.ctx = node, ctx
-        store = None if not isinstance(state, dict) else state.get("store")
-        if isinstance(store, list) and len(store) == 1:   # the buffer holds row numbers
-            state_check.int_array(store[0], "store", 0, n - 1)
-        self.order = ShuffleChunks(node, ctx, state, ROW_NUMBERS,
-                                   lambda s: RangeChunks(0, 1, n, np.dtype(np.int64), s))
+        self.order = RowNumbers(node, ctx, node._rows(ctx), state)
 
     def next(self, want: int):
         rows = self.order.next(want)

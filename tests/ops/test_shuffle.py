@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 import nbdata as nd
 
-from equivalence import fused, fusing, reference
+from equivalence import fused, fusing, reference, resumed
 
 
 def values(ds):
@@ -294,3 +294,83 @@ def test_shuffle_of_batches_keeps_batches_whole():
     assert_buffer_locality(firsts, 3)
     for b in out:
         assert b.dtype == np.int64 and b.tolist() == list(range(b[0], b[0] + 4))
+
+
+# ------------------------------------------ the row numbers' shuffle: state and replay
+
+def _copy_every(monkeypatch, draws: int) -> None:
+    """The shuffle of row numbers copies its buffer every ``draws`` draws."""
+    monkeypatch.setattr("nbdata.ops.shuffle.REPLAY_DRAWS", draws)
+    monkeypatch.setattr("nbdata.ops.shuffle.REPLAY_PER_ROW", 0)
+
+
+@pytest.mark.parametrize("n,buffer_size", [(300, 16), (300, 300), (300, 1000), (301, 7)])
+@pytest.mark.parametrize("fusion", [True, False])
+def test_row_number_shuffle_resumes_at_every_point_across_buffer_copies(
+        monkeypatch, n, buffer_size, fusion):
+    """Over arrays the buffer holds row numbers, copied every few draws; a restore
+    replays the draws since the copy. Saved anywhere (in the buffer's fill, while the
+    input lasts, in the drain; right at a copy or between), the rest is the same."""
+    _copy_every(monkeypatch, 5)
+    x = np.arange(n, dtype=np.int64) * 3
+    ds = nd.Dataset.from_tensor_slices(x).shuffle(buffer_size, seed=4) \
+        .map(lambda v: v + 1).batch(4)
+    # (unfused: the passes run, the shuffle of row numbers too, but no kernel)
+    pipe = (fusing(ds) if fusion else fusing(ds, fusion_min_rows=10**9)).compile()
+    assert "over row numbers" in pipe.explain()
+    assert bool(pipe.fused_stages()) == fusion
+    one = np.concatenate(list(pipe))
+    assert sorted(one.tolist()) == list(range(1, 3 * n, 3))
+    for taken in list(range(0, n // 4 + 2, 3)) + [n // 4 - 1]:
+        want, got, _ = resumed(pipe, taken)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+
+
+def test_row_number_shuffle_state_is_small_and_holds_no_rows():
+    """A state over 200,000 rows of 1 KB with a buffer of 100,000 rows holds no rows,
+    and saving copies nothing: the buffer's row numbers are copied once per 800,000
+    draws (8 per row), here never in the epoch."""
+    x = np.zeros((200_000, 128), np.float64)
+    o = nd.Options()
+    o.fusion_min_rows = 0
+    pipe = nd.Dataset.from_tensor_slices(x).shuffle(100_000, seed=1) \
+        .map(lambda r: r * 2.0).batch(128).with_options(o).compile()
+    it = iter(pipe)
+    for _ in range(1_000):
+        next(it)
+    assert len(it.save()) < 4_000
+
+
+def test_row_number_shuffle_restores_a_state_saved_with_the_buffer(monkeypatch):
+    """A state that holds the buffer's row numbers as the shuffle saved them before it
+    copied them only every so many draws (``store``, ``filled``; ``order`` once the
+    input ended) restores where it was."""
+    from nbdata import checkpoint
+    _copy_every(monkeypatch, 1)   # every state holds the buffer as of its last draw
+    small = nd.Options()
+    small.chunk_rows = 2
+
+    def make():
+        return nd.Dataset.range(50).shuffle(8, seed=1).with_options(small)
+
+    for taken in (3, 20, 45):
+        it = iter(make())
+        for _ in range(taken):
+            next(it)
+        state = it.save()
+        doc = checkpoint.decode(state)
+        root = doc["run"]["run"]["root"]
+        draws = root["draws"]
+        assert root["base"] == draws > 0
+        drained = draws > 50 - 8
+        old = {"epoch": root["epoch"], "size": 8, "draws": draws, "filled": 8,
+               "ended": drained, "store": [root["buffer"]],
+               "order": root["order"][:50 - draws] if drained else None,
+               "input": {"pos": 50 if drained else 8 + draws}, "positions": None,
+               "consumed": 0}
+        doc["run"]["run"]["root"] = old
+        again = iter(make())
+        again.restore(checkpoint.encode(doc))
+        assert [int(v) for v in again] == [int(v) for v in it]

@@ -414,7 +414,7 @@ def test_the_states_of_the_issue_are_refused_naming_op_and_field(corpus):
     make, _, states = corpus["shuffle"]
     order_doc = checkpoint.decode(states[3])
     _refused(make, _forged(states[3], ("root", "draws"), "x"), "shuffle", "'draws'")
-    assert order_doc["run"]["run"]["root"]["filled"] > 0
+    assert order_doc["run"]["run"]["root"]["draws"] > 0
 
 
 def test_a_memory_cache_read_position_is_checked(corpus):
@@ -444,15 +444,37 @@ def test_a_shuffle_buffer_order_is_checked(corpus):
         _refused(make, _forged(state, ("root", "order"), order), "shuffle", "'order'")
 
 
-def test_the_row_numbers_of_a_shuffle_over_positions_are_checked(corpus):
-    make, universe, states = corpus["shuffle"]
-    root = checkpoint.decode(states[3])["run"]["run"]["root"]
-    store = root["store"][0]
-    assert root["filled"] == len(store) > 0 and "input" in root
-    for bad in (-1, 50, 2 ** 62):
-        forged = store.copy()
-        forged[0] = bad
-        _refused(make, _forged(states[3], ("root", "store"), [forged]), "shuffle", "'store'")
+def test_the_row_numbers_of_a_shuffle_over_positions_are_checked(monkeypatch):
+    # (a copy of the buffer every 4 draws: the states below hold row numbers)
+    monkeypatch.setattr("nbdata.ops.shuffle.REPLAY_DRAWS", 4)
+    monkeypatch.setattr("nbdata.ops.shuffle.REPLAY_PER_ROW", 0)
+
+    small = nd.Options()
+    small.chunk_rows = 2   # pulls of two rows: a state near each row
+
+    def make():
+        return nd.Dataset.range(50).shuffle(8, seed=1).with_options(small)
+
+    universe = set(range(50))
+    for taken, phase in ((20, "buffer"), (47, "order")):
+        it = iter(make())
+        for _ in range(taken):
+            next(it)
+        state = it.save()
+        root = checkpoint.decode(state)["run"]["run"]["root"]
+        saved = root[phase]
+        assert 0 < root["base"] <= root["draws"] <= taken and len(saved) == 8
+        assert run_case(make, state, universe)["outcome"] == "resumed"
+        rest = list(it)
+        again = iter(make())
+        again.restore(state)
+        assert [int(v) for v in again] == [int(v) for v in rest]
+        for bad in (-1, 50 if phase == "buffer" else 8, 2 ** 62):
+            forged = saved.copy()
+            forged[0] = bad
+            _refused(make, _forged(state, ("root", phase), forged), "shuffle", f"'{phase}'")
+        _refused(make, _forged(state, ("root", phase), saved[:5]), "shuffle", f"'{phase}'")
+        _refused(make, _forged(state, ("root", "base"), taken + 1), "shuffle", "'base'")
 
 
 def test_file_offsets_are_checked(corpus):
