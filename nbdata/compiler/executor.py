@@ -215,8 +215,27 @@ class StageStats:
         self.peak_bytes = 0
         self.category: str | None = None  # the profiler's: "stage", or "python" per element
         self.path = "chunks"
-        self.timeline = Timeline()
+        self._timeline = Timeline()
+        # Events not yet in the timeline, (begin, end, rows, waited): added when it is
+        # read or when EVENTS of them wait (a pull records its chunk in a list append,
+        # not in the timeline's buckets)
+        self._events: list = []
         self._lock = threading.Lock()
+
+    EVENTS = 256
+
+    @property
+    def timeline(self) -> Timeline:
+        """The stage's busy and waited seconds and rows over time."""
+        with self._lock:
+            self._fold()
+        return self._timeline
+
+    def _fold(self) -> None:
+        events, self._events = self._events, []
+        add = self._timeline.add
+        for begin, end, rows, waited in events:
+            add(begin, end, rows, waited)
 
     def produced(self, rows: int, seconds: float, ended: float | None = None) -> None:
         """A chunk of ``rows`` made in ``seconds`` up to ``ended`` (``perf_counter``;
@@ -226,13 +245,18 @@ class StageStats:
             self.chunks += 1
             self.rows += rows
             self.seconds += seconds
-            self.timeline.add(ended - seconds, ended, rows)
+            events = self._events
+            events.append((ended - seconds, ended, rows, False))
+            if len(events) >= self.EVENTS:
+                self._fold()
 
     def waited(self, seconds: float, ended: float | None = None) -> None:
         ended = time.perf_counter() if ended is None else ended
         with self._lock:
             self.wait_seconds += seconds
-            self.timeline.add(ended - seconds, ended, waited=True)
+            self._events.append((ended - seconds, ended, 0, True))
+            if len(self._events) >= self.EVENTS:
+                self._fold()
 
     def kernel(self, rows: int) -> None:
         with self._lock:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import operator
 import time
 from typing import Any
 
@@ -311,7 +312,7 @@ class FusedChunks(ChunkIter):
             seen = stage.tier.get("source args")
             args = self.reader.args
             if (args is None or seen is None or len(seen) != len(args)
-                    or any(a is not b for a, b in zip(args, seen))):
+                    or not all(map(operator.is_, args, seen))):
                 stage.signature(self._first_args())
                 stage.tier["source args"] = args
 
@@ -407,8 +408,11 @@ class FusedChunks(ChunkIter):
 
     # ------------------------------------------------------------ protocol
     def save(self) -> dict:
-        state = {"pos": self.position, "counters": self.state.copy(), "finished": self.finished,
-                 "pending": list(self.queue.pieces), "compiled": self.compiled}
+        counters, queue = self.state, self.queue
+        state = {"pos": self.position, "finished": self.finished, "compiled": self.compiled,
+                 # (no counters: the one empty array, never written)
+                 "counters": counters.copy() if len(counters) else counters,
+                 "pending": list(queue.pieces) if queue.n else []}
         if self.at.n:
             state["pending_at"] = list(self.at.pieces)
         if self.leftover is not None:

@@ -395,10 +395,18 @@ class ThreadBudget:
         self._local = _Working()
         self.refresh()
 
+    # Seconds a refresh stands for: iterations of a pipeline opened within this time of
+    # each other share its count (a short in-memory epoch opens every millisecond).
+    REFRESH_S = 0.25
+
     def refresh(self) -> None:
         """Size the budget from the CPUs the process may use now (a pipeline's budget is
-        refreshed as each of its iterations starts)."""
+        refreshed as each of its iterations starts, at most once per REFRESH_S)."""
         check_fork_safe()
+        now = _clock()
+        if now - getattr(self, "_refreshed", -math.inf) < self.REFRESH_S:
+            return
+        self._refreshed = now
         options = self.options
         total = options.threading.private_threadpool_size or core_count()
         if options.autotune.cpu_budget:

@@ -110,6 +110,9 @@ class RowQueue:
     """Rows read but not handed out yet, as a list of chunks (views of what was read)."""
 
     def __init__(self, pieces=()):
+        if not pieces:   # (most: a fresh iteration's)
+            self.pieces, self.n = [], 0
+            return
         self.pieces = [p for p in pieces if p.n]
         self.n = sum(p.n for p in self.pieces)
 
@@ -158,6 +161,9 @@ class IndexQueue:
     joins cost tens of microseconds a call)."""
 
     def __init__(self, pieces=()):
+        if not len(pieces):   # (most: a fresh iteration's)
+            self.pieces, self.n = [], 0
+            return
         self.pieces = [p for p in pieces if len(p)]
         self.n = sum(len(p) for p in self.pieces)
 
