@@ -40,6 +40,9 @@ from nbdata.spec import pack_as
 # 0.95-1.16x (their kernel calls 1.5-1.8 against 2.4-2.6 ms an epoch: less of the
 # source pushed out of a 32 MB L3), for one more pull per 8 MB of batches.
 MAX_OUTPUT_BYTES = 4 << 20
+# Bytes of source rows a gathering stage gathers per pull (an L2 cache's worth: the
+# batches are still there when the consumer reads them)
+MAX_GATHER_BYTES = 2 << 20
 
 _U8_VECTOR = types.uint8[::1]     # the kernel's status column
 _I64_VECTOR = types.int64[::1]    # its kept rows and counter state
@@ -285,12 +288,12 @@ class FusedChunks(ChunkIter):
         # mapping (and zeroing) fresh pages each time and a chunk's batches are still in
         # the cache when the consumer reads them; a multiple of the batch size when no
         # step drops rows, so that batches never straddle calls. A stage that carries
-        # positions gathers its rows per pull, at most MAX_OUTPUT_BYTES of them
+        # positions gathers its rows per pull, at most MAX_GATHER_BYTES of them
         # (``gather_rows``); its kernel calls write only the kept rows' positions.
         row_bytes = out_bytes if self.gathers else all_bytes
         self.max_chunk = ctx.options.chunk_rows or max(
             64, min(1 << 17, MAX_OUTPUT_BYTES // row_bytes))
-        self.gather_rows = max(1, MAX_OUTPUT_BYTES // gathered_bytes)
+        self.gather_rows = max(1, MAX_GATHER_BYTES // gathered_bytes)
         b = self.batch_size
         if b and not ctx.options.chunk_rows and (not stage.compacts or self.groups):
             # (the nearest multiple: 12 KB rows in 128-row batches are 384 rows a call,
@@ -851,7 +854,9 @@ class FusedChunks(ChunkIter):
         if self.error_group is not None:
             last = min(last, self.error_group)
         g0 = self.groups_out
-        count = min(want, last - g0)
+        # (at most gather_rows input rows: the kept rows gathered per pull stay in the
+        # cache, as a gathering stage's batches do, _from_positions)
+        count = min(want, last - g0, max(1, self.gather_rows // b))
         if count <= 0:
             return None
         end = (g0 + count) * b
