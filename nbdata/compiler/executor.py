@@ -147,8 +147,10 @@ class Timeline:
         self.busy: list[float] = []
         self.wait: list[float] = []
         self.rows: list[int] = []
+        self._last: tuple | None = None   # (start, end, index) of the bucket added to last
 
     def _merge(self) -> None:
+        self._last = None
         self.width *= 2
         for name in ("busy", "wait", "rows"):
             old = getattr(self, name)
@@ -158,6 +160,7 @@ class Timeline:
         if self.origin is None:
             self.origin = begin
         if begin < self.origin:   # work that began before the first event recorded
+            self._last = None
             early = int(math.ceil((self.origin - begin) / self.width))
             self.origin -= early * self.width
             self.busy[:0] = [0.0] * early
@@ -176,15 +179,23 @@ class Timeline:
     def add(self, begin: float, end: float, rows: int = 0, waited: bool = False) -> None:
         """``[begin, end]`` busy (or, ``waited``, its consumer waiting), ``rows`` made
         at ``end``."""
-        i, j = self._span(begin, end)
-        series = self.wait if waited else self.busy
-        if i == j:   # (most events: inside one bucket)
-            series[i] += max(0.0, end - begin)
+        last = self._last
+        if last is not None and last[0] <= begin <= end < last[1]:   # (most: that bucket)
+            k = last[2]
         else:
-            for k in range(i, j + 1):
-                lo = self.origin + k * self.width
-                series[k] += max(0.0, min(end, lo + self.width) - max(begin, lo))
-        self.rows[j] += rows
+            i, j = self._span(begin, end)
+            if i != j:
+                series = self.wait if waited else self.busy
+                for k in range(i, j + 1):
+                    lo = self.origin + k * self.width
+                    series[k] += max(0.0, min(end, lo + self.width) - max(begin, lo))
+                self.rows[j] += rows
+                return
+            k = i
+            lo = self.origin + k * self.width
+            self._last = (lo, lo + self.width, k)
+        (self.wait if waited else self.busy)[k] += max(0.0, end - begin)
+        self.rows[k] += rows
 
 
 class StageStats:
@@ -662,9 +673,9 @@ class ChunkedRun:
             return
         columns = chunk.columns
         n = self.n = chunk.n
-        dense = all(type(c) is np.ndarray for c in columns)
         if self.single and len(columns) == 1 and (
-                type(columns[0]) in (list, RowList) or (dense and self.leaf_only)):
+                type(columns[0]) in (list, RowList)
+                or (type(columns[0]) is np.ndarray and self.leaf_only)):
             # A chunk of whole elements (batches: one list of arrays), or a column of
             # plain-array elements: the column's iterator gives them.
             column = columns[0]
@@ -687,7 +698,7 @@ class ChunkedRun:
                 self.elements = elements if self.flat_tuple else map(self.pack, elements)
         else:
             pack = self.pack
-            if dense:
+            if all(type(c) is np.ndarray for c in columns):
                 def element(j, columns=columns):
                     return pack([c[j] for c in columns])
             else:
@@ -723,7 +734,8 @@ class ChunkedRun:
             self.close()
             raise
         ended = time.perf_counter()
-        self.want = next_demand(self.want, ended - began, self.limit)
+        if self.want < self.limit:
+            self.want = next_demand(self.want, ended - began, self.limit)
         self.consumer.pulled(began, ended, ended - (self.last_pull or self.started))
         self.last_pull = ended
         if chunk is None:
