@@ -245,15 +245,8 @@ class FusedChunks(ChunkIter):
         # gathered per kernel call were joined again wherever a batch straddled two
         # calls), and a saved state holds positions. ``at``: positions not handed out,
         # after the rows of ``queue`` (one of the two is empty but for a restore).
-        base = len(stage.scratch_specs) + len(stage.out_specs)
-        self.gathers = (not self.stream and self.reader.args is not None and bool(stage.results)
-                        and all(i >= base for i in stage.results)
-                        # positions index the source columns: a row for every source row
-                        and isinstance(self.reader.rows, int) and self.reader.rows >= 0 and all(
-                            len(self.reader.args[stage.passthrough[i - base][0]])
-                            >= self.reader.rows for i in stage.results))
-        self.gathered = ([stage.passthrough[i - base] for i in stage.results]
-                         if self.gathers else [])
+        # (the same for every iteration over the same reader: computed once, _layout)
+        self.gathers, self.gathered = self._layout("gathers", (self.reader,), self._gathering)
         self.at = IndexQueue([] if state is None else self._pending_at(state))
         self.gatherers: list | None = None   # a RowGather per gathered source column
         # A terminal whose batches end where each batch_size input rows end (a masked
@@ -282,34 +275,11 @@ class FusedChunks(ChunkIter):
         if ctx.options.chunk_rows < 0:
             raise InvalidArgumentError(f"Options().chunk_rows must be >= 0, got "
                                        f"{ctx.options.chunk_rows}")
-        gathered_bytes, out_bytes, all_bytes = stage.row_sizes
-        # Rows per kernel call: outputs (rows gathered straight from the source included)
-        # of at most MAX_OUTPUT_BYTES, so that malloc reuses freed chunks instead of
-        # mapping (and zeroing) fresh pages each time and a chunk's batches are still in
-        # the cache when the consumer reads them; a multiple of the batch size when no
-        # step drops rows, so that batches never straddle calls. A stage that carries
-        # positions gathers its rows per pull, at most MAX_GATHER_BYTES of them
-        # (``gather_rows``); its kernel calls write only the kept rows' positions.
-        row_bytes = out_bytes if self.gathers else all_bytes
-        self.max_chunk = ctx.options.chunk_rows or max(
-            64, min(1 << 17, MAX_OUTPUT_BYTES // row_bytes))
-        self.gather_rows = max(1, MAX_GATHER_BYTES // gathered_bytes)
-        b = self.batch_size
-        if b and not ctx.options.chunk_rows and (not stage.compacts or self.groups):
-            # (the nearest multiple: 12 KB rows in 128-row batches are 384 rows a call,
-            # 4.5 MB, not 256 rows in a third more calls)
-            self.max_chunk = max(b, (self.max_chunk + b // 2) // b * b)
+        self.max_chunk, self.gather_rows, self.plain = self._layout(
+            "sizes", (self.reader, self.batch_size, ctx.options.chunk_rows), self._sizes)
         self.scratch: list | None = None
         # Rows the kernel's calls read and kept, where steps drop rows (stage.compacts)
         self.rows_read = self.rows_kept = 0
-        # A plain stage (a source read in place, at its positions or at row numbers (a
-        # shuffle's), steps that keep every row and no counters, a batch without
-        # padding): its whole batches come from the kernel's outputs without the row
-        # queue (_plain_next).
-        self.plain = (not self.stream and self.reader.args is not None
-                      and isinstance(self.rows, int) and not stage.compacts
-                      and not stage.counters and not self.groups and term is not None
-                      and not term.pads and self.batch_size > 0)
         if self.compiled and not self.stream:
             # (the arrays of the last iteration's reader: their types are known)
             seen = stage.tier.get("source args")
@@ -318,6 +288,58 @@ class FusedChunks(ChunkIter):
                     or not all(map(operator.is_, args, seen))):
                 stage.signature(self._first_args())
                 stage.tier["source args"] = args
+
+    def _layout(self, name: str, key: tuple, compute):
+        """``compute()``, the same for every iteration with the same ``key`` (the source's
+        reader, the batch size, options): kept on the stage for the next iteration."""
+        tier = self.stage.tier
+        found = tier.get(name)
+        if found is None or found[0][0] is not key[0] or found[0][1:] != key[1:]:
+            found = tier[name] = (key, compute())
+        return found[1]
+
+    def _gathering(self) -> tuple:
+        """(gathers, gathered): whether the stage's element is kept rows of source columns
+        held in memory, carried as positions, and those columns (see __init__)."""
+        stage, reader = self.stage, self.reader
+        base = len(stage.scratch_specs) + len(stage.out_specs)
+        gathers = (not self.stream and reader.args is not None and bool(stage.results)
+                   and all(i >= base for i in stage.results)
+                   # positions index the source columns: a row for every source row
+                   and isinstance(reader.rows, int) and reader.rows >= 0 and all(
+                       len(reader.args[stage.passthrough[i - base][0]]) >= reader.rows
+                       for i in stage.results))
+        return gathers, [stage.passthrough[i - base] for i in stage.results] if gathers else []
+
+    def _sizes(self) -> tuple:
+        """(max_chunk, gather_rows, plain) of this iteration.
+
+        Rows per kernel call: outputs (rows gathered straight from the source included)
+        of at most MAX_OUTPUT_BYTES, so that malloc reuses freed chunks instead of
+        mapping (and zeroing) fresh pages each time and a chunk's batches are still in
+        the cache when the consumer reads them; a multiple of the batch size when no
+        step drops rows, so that batches never straddle calls. A stage that carries
+        positions gathers its rows per pull, at most MAX_GATHER_BYTES of them
+        (``gather_rows``); its kernel calls write only the kept rows' positions.
+
+        A plain stage (a source read in place, at its positions or at row numbers (a
+        shuffle's), steps that keep every row and no counters, a batch without padding):
+        its whole batches come from the kernel's outputs without the row queue
+        (_plain_next)."""
+        stage, term, b = self.stage, self.plan.terminal, self.batch_size
+        chunk_rows = self.ctx.options.chunk_rows
+        gathered_bytes, out_bytes, all_bytes = stage.row_sizes
+        row_bytes = out_bytes if self.gathers else all_bytes
+        max_chunk = chunk_rows or max(64, min(1 << 17, MAX_OUTPUT_BYTES // row_bytes))
+        if b and not chunk_rows and (not stage.compacts or self.groups):
+            # (the nearest multiple: 12 KB rows in 128-row batches are 384 rows a call,
+            # 4.5 MB, not 256 rows in a third more calls)
+            max_chunk = max(b, (max_chunk + b // 2) // b * b)
+        plain = (not self.stream and self.reader.args is not None
+                 and isinstance(self.rows, int) and not stage.compacts
+                 and not stage.counters and not self.groups and term is not None
+                 and not term.pads and b > 0)
+        return max_chunk, max(1, MAX_GATHER_BYTES // gathered_bytes), plain
 
     def _check_state(self, state: dict) -> None:
         """A restored state's fields fit this stage (``nbdata/state_check.py``): the

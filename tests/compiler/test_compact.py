@@ -91,7 +91,7 @@ def test_kept_source_rows_are_gathered_from_the_source_not_copied_twice(after):
 
 
 def test_rows_gathered_from_the_source_count_toward_the_chunk_bound(monkeypatch):
-    """Rows gathered straight from the source stay within MAX_OUTPUT_BYTES a pull (at
+    """Rows gathered straight from the source stay within MAX_GATHER_BYTES a pull (at
     least one batch): a filter over wide rows gathers its kept rows a bounded chunk at
     a time, however far its kernel calls read ahead (they write only positions)."""
     from nbdata.compiler import fused_stage
@@ -110,7 +110,7 @@ def test_rows_gathered_from_the_source_count_toward_the_chunk_bound(monkeypatch)
     ds = nd.Dataset.from_tensor_slices(x).filter(lambda v: v[0] % 5 != 0).batch(512)
     got = np.concatenate(list(ds.with_options(o)))
     np.testing.assert_array_equal(got, x[x[:, 0] % 5 != 0])
-    assert gathered and max(gathered) <= fused_stage.MAX_OUTPUT_BYTES, max(gathered)
+    assert gathered and max(gathered) <= fused_stage.MAX_GATHER_BYTES, max(gathered)
 
 
 def test_read_only_and_writable_inputs_share_one_compiled_gather():
