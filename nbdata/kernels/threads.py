@@ -294,11 +294,11 @@ class kernel_section:
     def __enter__(self):
         if _omp_forked_from is not None:
             check_fork_safe()
-        get, put = _thread_count_calls()
+        get, put = _count_calls or _thread_count_calls()
         threads = self.threads
         if not 1 <= threads <= numba.config.NUMBA_NUM_THREADS:
             put = numba.set_num_threads   # raises Numba's error for the count
-        self.lock = _serial if serialises_kernels() else None
+        self.lock = _serial if (_layer or threading_layer()) == "workqueue" else None
         if self.lock is not None:
             self.lock.acquire()
         try:
@@ -438,8 +438,10 @@ class ThreadBudget:
         return self._busy
 
     def kernel_threads(self) -> int:
-        others = self._busy - (1 if self._local.working else 0)
-        return max(1, min(self.cap, self.total - others, numba.config.NUMBA_NUM_THREADS))
+        busy = self._busy
+        if busy:
+            busy -= 1 if self._local.working else 0
+        return max(1, min(self.cap, self.total - busy, numba.config.NUMBA_NUM_THREADS))
 
 
 class KernelThreadTuner:
