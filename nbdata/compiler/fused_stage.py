@@ -461,6 +461,8 @@ class FusedChunks(ChunkIter):
             out = self._plain_next(want)
             if out is not None:
                 return out
+            if self.finished and not self.queue.n:   # the end: nothing to flush
+                return None
         while True:
             out = self._from_carry(want)
             if out is not None:
@@ -489,6 +491,7 @@ class FusedChunks(ChunkIter):
             k = min(self.max_chunk, want * b) // b * b
             rows = None if k <= 0 or self.indices_ended else self.indices.next(k)
             if rows is None:
+                self.finished = k > 0   # (the row numbers ended)
                 return None
             idx = np.ascontiguousarray(rows.columns[0], dtype=np.int64)
             k = len(idx)
@@ -500,6 +503,7 @@ class FusedChunks(ChunkIter):
         else:
             k = min(self.max_chunk, want * b, self.rows - lo) // b * b
             if k <= 0:
+                self.finished = lo >= self.rows   # (the rows ended)
                 return None
             idx, args, kernel_lo = None, self.reader.args, lo
         self._buffers()
