@@ -315,8 +315,10 @@ def test_row_number_shuffle_resumes_at_every_point_across_buffer_copies(
     x = np.arange(n, dtype=np.int64) * 3
     ds = nd.Dataset.from_tensor_slices(x).shuffle(buffer_size, seed=4) \
         .map(lambda v: v + 1).batch(4)
-    # (unfused: the passes run, the shuffle of row numbers too, but no kernel)
-    pipe = (fusing(ds) if fusion else fusing(ds, fusion_min_rows=10**9)).compile()
+    # (unfused: the passes run, the shuffle of row numbers too, but no kernel; fused: the
+    # parallel kernel from the first call, whose whole batches skip the row queue)
+    pipe = (fusing(ds, parallel_kernel_after=0) if fusion
+            else fusing(ds, fusion_min_rows=10**9)).compile()
     assert "over row numbers" in pipe.explain()
     assert bool(pipe.fused_stages()) == fusion
     one = np.concatenate(list(pipe))
@@ -374,3 +376,31 @@ def test_row_number_shuffle_restores_a_state_saved_with_the_buffer(monkeypatch):
         again = iter(make())
         again.restore(checkpoint.encode(doc))
         assert [int(v) for v in again] == [int(v) for v in it]
+
+
+@pytest.mark.parametrize("fusion", [True, False])
+def test_a_row_that_raises_after_a_shuffle_of_row_numbers_raises_where_python_does(fusion):
+    """A fused stage reading rows at shuffled row numbers hands out whole batches straight
+    from its kernel; a row whose function raises sends that call's row numbers to the
+    general path, which re-runs them on the reference path: the same batches before
+    the error and the same error as op by op."""
+    x = np.arange(1000, dtype=np.int64)
+    table = np.arange(600, dtype=np.int64) * 3   # rows 600.. index past its end (in a
+    # call of whole batches, not the last one's tail)
+
+    def make():   # (a dataset of its own each: derived datasets share their epochs)
+        return nd.Dataset.from_tensor_slices(x).shuffle(64, seed=9) \
+            .map(lambda v: table[v]).batch(8)
+
+    # (the parallel kernel from the first call: the serial tier never takes this path)
+    pipe = (fusing(make(), parallel_kernel_after=0) if fusion
+            else fusing(make(), fusion_min_rows=10**9)).compile()
+    assert bool(pipe.fused_stages()) == fusion and "over row numbers" in pipe.explain()
+    outcomes = []
+    for p in (pipe, reference(make()).compile()):
+        got = []
+        with pytest.raises(nd.errors.InvalidArgumentError, match="IndexError") as e:
+            for b in p:
+                got.append(b.tolist())
+        outcomes.append((got, str(e.value)))
+    assert outcomes[0] == outcomes[1] and len(outcomes[0][0]) > 0
