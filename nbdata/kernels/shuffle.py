@@ -110,8 +110,9 @@ def shuffle_row_numbers(key, t0, n, size, buffer, order, out):
     ``0 .. n-1`` with a buffer of ``size`` slots, in one pass: the same draws, in the
     same order, as a shuffle reading ``range(n)`` (``replace_values`` while the input
     lasts, then ``drain_plan``). ``buffer`` holds the ``min(size, n)`` buffered row
-    numbers after output ``t0`` and ``order`` the slots left once the input ended
-    (made here at the first output after it); both are updated.
+    numbers after output ``t0`` (filled here with ``0 .. min(size, n)-1`` when ``t0`` is
+    0) and ``order`` the slots left once the input ended (made here at the first output
+    after it); both are updated.
 
     Output ``t`` while the input lasts (``t < n - size``) is draw ``t`` over the full
     buffer, replaced by row ``size + t``; after, draw ``t`` over the ``n - t`` rows
@@ -119,6 +120,9 @@ def shuffle_row_numbers(key, t0, n, size, buffer, order, out):
     held = min(size, n)
     replacing = n - held   # outputs made while the input lasts
     full = np.uint64(size)
+    if t0 == 0:
+        for q in range(held):
+            buffer[q] = q
     for j in range(len(out)):
         t = t0 + j
         if t < replacing:

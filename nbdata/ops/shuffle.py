@@ -101,7 +101,7 @@ class Shuffle(UnaryNode):
             size = max(1, n) if size == UNKNOWN else size
             m = min(size, n)
             order = np.empty(n, np.int64)
-            shuffle_row_numbers(np.uint64(key), 0, n, size, np.arange(m, dtype=np.int64),
+            shuffle_row_numbers(np.uint64(key), 0, n, size, np.empty(m, np.int64),
                                 np.empty(m, np.int64), order)
             held.clear()
             held[key] = order
@@ -528,7 +528,7 @@ class IndexShuffle(Shuffle):
     fusion_role = "source"
 
     def fusion_source(self, planner):
-        return _indexed(self, planner, lambda ctx, state: IndexShuffleChunks(self, ctx, state).order)
+        return _indexed(self, planner, lambda ctx, state: RowNumbers(self, ctx, self._rows(ctx), state))
 
 
 class RowNumbers(ChunkIter):
@@ -559,7 +559,7 @@ class RowNumbers(ChunkIter):
         self.held_bytes = 16 * held   # the buffer and the drained slots' order
         self.memory.need(node.op, node.label, self.held_bytes, f"a buffer of {held:,} rows")
         self.memory.hold(self.stats, self.held_bytes)
-        self.buffer = np.arange(held, dtype=np.int64)
+        self.buffer = np.empty(held, np.int64)   # (the first call fills it)
         self.order = np.empty(held, np.int64)
         self.draws = self.base = 0
         self.base_buffer = self.base_order = None
