@@ -454,6 +454,8 @@ class FusedChunks(ChunkIter):
     def close(self) -> None:
         if self.stream:
             self.input.close()
+        if self.indices is not None:   # (a shuffle's buffer goes back to the memory budget)
+            self.indices.close()
 
     def next(self, want: int) -> Chunk | None:
         if (self.plain and self.compiled and not self.finished and self.error is None
