@@ -43,7 +43,7 @@ QUICK_EPOCH_BYTES = 4 << 20
 MIN_ROWS = 3 * BATCH
 MAX_ROWS = 4_000_000
 CHUNK_BYTES = 4 << 20       # hand kernels: source bytes per kernel call
-TIMED_S = 0.15               # per cell and side: epochs until this much timing, at least 3
+TIMED_S = 0.4                # per cell and side: epochs until this much timing, at least 3
 TARGET = 0.8
 
 
