@@ -510,8 +510,9 @@ class ShuffleChunks(InputChunks):
 @dataclasses.dataclass(frozen=True, eq=False)
 class IndexShuffle(Shuffle):
     """A shuffle over an input whose rows can be fetched by position (arrays, a range):
-    the buffer shuffles row numbers, whose rows are then gathered. Same order as the
-    buffer shuffle of the rows themselves; its state saves row numbers, not rows.
+    the buffer shuffles row numbers (:class:`RowNumbers`), whose rows are then gathered.
+    Same order as the buffer shuffle of the rows themselves; its state holds counters and
+    at most a copy of the buffer's row numbers, never rows.
     Made by the ``shuffle_indices`` rewrite pass."""
 
     op = "shuffle"
