@@ -882,9 +882,9 @@ class FusedChunks(ChunkIter):
         if self.error_group is not None:
             last = min(last, self.error_group)
         g0 = self.groups_out
-        # (at most gather_rows input rows: the kept rows gathered per pull stay in the
-        # cache, as a gathering stage's batches do, _from_positions)
-        count = min(want, last - g0, max(1, self.gather_rows // b))
+        # (the groups of at most gather_rows kept rows, at least one: the rows gathered
+        # per pull stay in the cache, as a gathering stage's batches do, _from_positions)
+        count = min(want, last - g0, self._groups_within(self.gather_rows, g0))
         if count <= 0:
             return None
         end = (g0 + count) * b
@@ -909,6 +909,17 @@ class FusedChunks(ChunkIter):
         bounds = list(zip(starts[:-1].tolist(), starts[1:].tolist()))
         self.groups_out += count
         return Chunk([RowList(c[lo:hi] for lo, hi in bounds) for c in columns], count)
+
+    def _groups_within(self, rows: int, g0: int) -> int:
+        """How many groups from group ``g0`` on hold at most ``rows`` pending kept rows
+        in all (at least 1; a large number when every pending row fits)."""
+        if self.group_of.n <= rows:
+            return 1 << 62
+        for piece in self.group_of.pieces:   # the position of pending row ``rows``
+            if rows < len(piece):
+                return max(1, int(piece[rows]) // self.batch_size - g0)
+            rows -= len(piece)
+        return 1 << 62
 
     def _result_specs(self) -> list:
         stage = self.stage
