@@ -571,7 +571,7 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list,
                 # Every row ends kept (a row that raises ends the call): no statuses to
                 # write or read (two stores a row, 4% of a map's kernel time)
                 elided = True
-                ks.lines = [line for line in ks.lines[:decl_at]] + [
+                ks.lines = ks.lines[:decl_at] + [
                     line for line in ks.lines[decl_at:]
                     if line.strip() not in ("status[i] = 2", "status[i] = 1")]
             inputs = [("buffer", col, spec) for col, spec in out_cols]

@@ -514,9 +514,7 @@ class FusedChunks(ChunkIter):
         began = time.perf_counter()
         try:
             with kernel_section(threads):
-                bad_row, done, n = kernel(np.int64(kernel_lo), np.int64(k), *args,
-                                          self.status, self.kept, *self.scratch, *outs,
-                                          self.state)
+                bad_row, done, n = self._call(kernel, kernel_lo, k, args, outs)
         except Exception:  # noqa: BLE001 - the general path runs the rows again, reports
             bad_row = 0
         if bad_row >= 0:   # (the general path runs them again and falls back)
@@ -531,6 +529,12 @@ class FusedChunks(ChunkIter):
         count = k // b
         return Chunk(batch_columns([buffers[i] for i in stage.results], count, b, copy=False),
                      count)
+
+    def _call(self, kernel, kernel_lo: int, k: int, args: list, outs: list) -> tuple:
+        """``(bad_row, done, kept)`` of one call of the stage's kernel (or its serial
+        twin) over ``k`` rows from ``kernel_lo`` of the source arguments ``args``."""
+        return kernel(np.int64(kernel_lo), np.int64(k), *args, self.status, self.kept,
+                      *self.scratch, *outs, self.state)
 
     def _fresh_outputs(self, k: int) -> list:
         """Fresh output columns of ``k`` rows for a call of a kernel that keeps every row
@@ -657,9 +661,7 @@ class FusedChunks(ChunkIter):
         began = time.perf_counter()
         try:
             with kernel_section(threads):
-                bad_row, done, n = kernel(np.int64(kernel_lo), np.int64(k), *args,
-                                          self.status, self.kept, *self.scratch, *outs,
-                                          self.state)
+                bad_row, done, n = self._call(kernel, kernel_lo, k, args, outs)
                 if kernel is not stage.kernel:
                     stage.ran_serial(time.perf_counter() - began)
                 at = None

@@ -97,12 +97,12 @@ class Shuffle(UnaryNode):
         held = ctx.resource((self.resource_key, "order"), dict)   # {epoch key: order}, the last
         order = held.get(key)
         if order is None:
-            size = self._size(ctx)
-            size = max(1, n) if size == UNKNOWN else size
-            m = min(size, n)
-            order = np.empty(n, np.int64)
-            shuffle_row_numbers(np.uint64(key), 0, n, size, np.empty(m, np.int64),
-                                np.empty(m, np.int64), order)
+            rows = RowNumbers(self, ctx, n, None)   # (the same draws as iterating)
+            try:
+                chunk = rows.next(n)
+            finally:
+                rows.close()
+            order = np.zeros(0, np.int64) if chunk is None else chunk.columns[0]
             held.clear()
             held[key] = order
         return order

@@ -90,10 +90,8 @@ def test_kept_source_rows_are_gathered_from_the_source_not_copied_twice(after):
     np.testing.assert_array_equal(rest[0][0], want[7][0])
 
 
-def test_rows_gathered_from_the_source_count_toward_the_chunk_bound(monkeypatch):
-    """Rows gathered straight from the source stay within MAX_GATHER_BYTES a pull (at
-    least one batch): a filter over wide rows gathers its kept rows a bounded chunk at
-    a time, however far its kernel calls read ahead (they write only positions)."""
+def _gathered_bytes(monkeypatch) -> list:
+    """The bytes of each gather of source rows a fused stage makes from now on."""
     from nbdata.compiler import fused_stage
     gathered = []
 
@@ -104,6 +102,15 @@ def test_rows_gathered_from_the_source_count_toward_the_chunk_bound(monkeypatch)
             return out
 
     monkeypatch.setattr(fused_stage, "RowGather", Spy)
+    return gathered
+
+
+def test_rows_gathered_from_the_source_count_toward_the_chunk_bound(monkeypatch):
+    """Rows gathered straight from the source stay within MAX_GATHER_BYTES a pull (at
+    least one batch): a filter over wide rows gathers its kept rows a bounded chunk at
+    a time, however far its kernel calls read ahead (they write only positions)."""
+    from nbdata.compiler import fused_stage
+    gathered = _gathered_bytes(monkeypatch)
     x = np.random.default_rng(2).integers(0, 100, (6_000, 4096)).astype(np.uint8)
     o = nd.Options()
     o.fusion_min_rows = 0
@@ -183,15 +190,7 @@ def test_a_masked_batch_gathers_its_groups_a_bounded_chunk_at_a_time(monkeypatch
     MAX_GATHER_BYTES per pull (one group where one alone is larger), not every pending
     group at once; the batches are the reference path's."""
     from nbdata.compiler import fused_stage
-    gathered = []
-
-    class Spy(fused_stage.RowGather):
-        def __call__(self, rows):
-            out = super().__call__(rows)
-            gathered.append(out.nbytes)
-            return out
-
-    monkeypatch.setattr(fused_stage, "RowGather", Spy)
+    gathered = _gathered_bytes(monkeypatch)
     x = np.random.default_rng(3).integers(0, 100, (6_000, 4096)).astype(np.uint8)
     o = nd.Options()
     o.fusion_min_rows = 0
