@@ -44,6 +44,10 @@ MAX_OUTPUT_BYTES = 4 << 20
 # batches are still there when the consumer reads them)
 MAX_GATHER_BYTES = 2 << 20
 
+# The counter state of a stage without counter steps (empty, so never written: shared;
+# writable, as the kernels are compiled for a writable state)
+_NO_COUNTERS = np.empty(0, np.int64)
+
 _U8_VECTOR = types.uint8[::1]     # the kernel's status column
 _I64_VECTOR = types.int64[::1]    # its kept rows and counter state
 
@@ -101,6 +105,17 @@ class FusedStage(StageNode):
         passed = [s for _, s in self.passthrough]
         return (size(passed) or 1, size(self.out_specs) or 1,
                 size(list(self.out_specs) + passed) or 1)
+
+    @functools.cached_property
+    def out_layout(self) -> tuple:
+        """(shape, dtype) of a row of each output column."""
+        return tuple((tuple(sp.shape), np.dtype(sp.dtype)) for sp in self.out_specs)
+
+    @functools.cached_property
+    def results_are_outputs(self) -> bool:
+        """Whether the element's columns are the kernel's output columns, in order."""
+        base = len(self.scratch_specs)
+        return tuple(self.results) == tuple(range(base, base + len(self.out_specs))) and not base
 
     @property
     def compile_seconds(self) -> float:
@@ -231,7 +246,8 @@ class FusedChunks(ChunkIter):
         if state is not None:
             self._check_state(state)
         self.position = 0 if state is None else int(state["pos"])
-        self.state = np.array(stage.counters if state is None else state["counters"], np.int64)
+        self.state = (_NO_COUNTERS if state is None and not stage.counters else
+                      np.array(stage.counters if state is None else state["counters"], np.int64))
         if state is None and stage.counters:   # the counter steps' run values (a keyed
             for step, slot in counter_slots(self.plan.steps):   # map's key this epoch)
                 if step.run_slots:
@@ -271,7 +287,10 @@ class FusedChunks(ChunkIter):
                          or (state is not None and state.get("compiled", False)))
         self.seen = 0
         term = self.plan.terminal
-        self.batch_size = batch_size_of(term.node, ctx) if term is not None else 0
+        size = term.node.batch_size if term is not None else 0
+        # (a placeholder's, or one that is not positive: batch_size_of resolves, refuses)
+        self.batch_size = size if type(size) is int and size > 0 else \
+            batch_size_of(term.node, ctx) if term is not None else 0
         if ctx.options.chunk_rows < 0:
             raise InvalidArgumentError(f"Options().chunk_rows must be >= 0, got "
                                        f"{ctx.options.chunk_rows}")
@@ -508,7 +527,8 @@ class FusedChunks(ChunkIter):
                 self.finished = lo >= self.rows   # (the rows ended)
                 return None
             idx, args, kernel_lo = None, self.reader.args, lo
-        self._buffers()
+        if self.scratch is None:
+            self._buffers()
         outs = self._fresh_outputs(k)
         threads, tuned = self._threads(kernel)
         began = time.perf_counter()
@@ -520,15 +540,17 @@ class FusedChunks(ChunkIter):
         if bad_row >= 0:   # (the general path runs them again and falls back)
             self.leftover = idx
             return None
-        self._called(threads, tuned, k, n, began)
+        if tuned or profiler._current is not None:
+            self._called(threads, tuned, k, n, began)
         self.stats.kernel(k)
         self.position = lo + k
         if done:
             self.finished = True
-        buffers = self.scratch + outs
         count = k // b
-        return Chunk(batch_columns([buffers[i] for i in stage.results], count, b, copy=False),
-                     count)
+        # (the batches: views of the fresh outputs, as batch_columns(copy=False) gives)
+        columns = outs if stage.results_are_outputs else \
+            [(self.scratch + outs)[i] for i in stage.results]
+        return Chunk([c.reshape((count, b) + c.shape[1:]) for c in columns], count)
 
     def _call(self, kernel, kernel_lo: int, k: int, args: list, outs: list) -> tuple:
         """``(bad_row, done, kept)`` of one call of the stage's kernel (or its serial
@@ -540,7 +562,7 @@ class FusedChunks(ChunkIter):
         """Fresh output columns of ``k`` rows for a call of a kernel that keeps every row
         (they go out as they are, so never reused)."""
         empty = self.ctx.host_empty
-        return [empty((k,) + sp.shape, sp.dtype) for sp in self.stage.out_specs]
+        return [empty((k,) + shape, dtype) for shape, dtype in self.stage.out_layout]
 
     def _threads(self, kernel) -> tuple[int, bool]:
         """(threads, tuned) of a call of ``kernel``: the budget's count, or the tuner's
