@@ -353,7 +353,12 @@ class TimedChunks:
     def next(self, want: int):
         started = time.perf_counter()
         chunk = self.it.next(want)
-        ended = time.perf_counter()
+        self.record(chunk, want, started, time.perf_counter())
+        return chunk
+
+    def record(self, chunk, want: int, started: float, ended: float) -> None:
+        """Count ``chunk`` (None at the end), asked for with ``want`` rows and made from
+        ``started`` to ``ended``, in the stats (and the profile, while one records)."""
         rows = chunk.n if chunk is not None else 0
         self.stats.produced(rows, ended - started, ended)
         if profiler._current is not None:
@@ -363,7 +368,6 @@ class TimedChunks:
                 per_element = getattr(node, "per_element", None)
                 stats.category = "python" if per_element is not None and per_element() else "stage"
             profiler.slice_(stats.title, stats.category, started, ended, {"rows": rows, "want": want})
-        return chunk
 
     def save(self) -> dict:
         return self.it.save()
@@ -642,7 +646,7 @@ class ChunkedRun:
     def _open(self, state: dict | None) -> None:
         self._hand_out(None)
         if state is None:
-            self.it = self.ctx.open_chunks(self.root)
+            self._root(self.ctx.open_chunks(self.root))
             self.before, self.base, self.ended = None, 0, False
         else:
             try:   # the iterator's own fields: the rows of a chunk already handed out
@@ -652,12 +656,19 @@ class ChunkedRun:
             except StateFieldError as e:
                 raise InvalidArgumentError(f"restore: the iterator's state does not fit this "
                                            f"pipeline: {e.message}", "iterator") from None
-            self.it = self.ctx.open_chunks(self.root, state["root"])
+            self._root(self.ctx.open_chunks(self.root, state["root"]))
             self.before, self.base, self.ended = state["root"], 0, ended
             if not self.ended:
                 chunk, self.base = skip_rows(self.it, skip)
                 self.ended = chunk is None and self.base < skip
                 self._hand_out(chunk)
+
+    def _root(self, it) -> None:
+        """The root's chunk iterator ``it``; a pull calls the iterator a TimedChunks
+        times (``inner``) itself and records the chunk with the pull's own clock
+        (``timed``): two frames fewer per pull."""
+        self.it = it
+        self.inner, self.timed = (it.it, it) if type(it) is TimedChunks else (it, None)
 
     def _hand_out(self, chunk) -> None:
         """Makes ``chunk``'s rows the ones to hand out: ``elements``, a C iterator that
@@ -716,14 +727,15 @@ class ChunkedRun:
                 return False
             if operator.length_hint(self.claims):
                 return True
-        self.before = self.it.save()
+        inner = self.inner
+        self.before = inner.save()
         self.base = 0
         self._hand_out(None)
         began = time.perf_counter()
         if self.started is None:
             self.started = began
         try:
-            chunk = self.it.next(self.want)
+            chunk = inner.next(self.want)
         except KeyboardInterrupt:
             # The pull handed out nothing, so the state before it is where the run
             # stands. Its threads are told to stop and are not waited for, so the
@@ -734,6 +746,8 @@ class ChunkedRun:
             self.close()
             raise
         ended = time.perf_counter()
+        if self.timed is not None:
+            self.timed.record(chunk, self.want, began, ended)
         if self.want < self.limit:
             self.want = next_demand(self.want, ended - began, self.limit)
         self.consumer.pulled(began, ended, ended - (self.last_pull or self.started))
