@@ -155,12 +155,14 @@ class Iterator:
         return legacy_classes(self._spec)
 
     # ---------------------------------------------------------------- start
-    def _start(self, pipeline, feed_dict: dict | None) -> None:
+    def _start(self, pipeline, feed_dict: dict | None, run=None) -> None:
+        """Iterate ``pipeline`` from its start: a run it opens, or ``run`` (one it
+        started over for this iterator)."""
         with self._lock:
             if self._raw is not None:  # first: the old run may hold a cache writer's lock
                 self._raw.close()
             self._raw = None
-            self._raw, self._finished = pipeline.open(feed_dict), False
+            self._raw, self._finished = (pipeline.open(feed_dict) if run is None else run), False
             self._run = self._raw if self._handle_placeholder is None else None
             self._pipeline, self._feed = pipeline, feed_dict
 

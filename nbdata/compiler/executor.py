@@ -641,6 +641,9 @@ class ChunkedRun:
         self.lock = threading.RLock()   # taken to read a chunk and to save, not per row
         self.interrupted: dict | None = None   # the state to resume from after Ctrl-C
         self.progress = None   # Options().progress: its bar (nbdata/progress.py)
+        # Set by Pipeline.__iter__: its iterator and the pipeline (weakly), which takes
+        # the run back once it ended, to start it over for its next iteration (reopen)
+        self.owner = self.spare_to = None
         self._open(state)
 
     def _open(self, state: dict | None) -> None:
@@ -662,6 +665,25 @@ class ChunkedRun:
                 chunk, self.base = skip_rows(self.it, skip)
                 self.ended = chunk is None and self.base < skip
                 self._hand_out(chunk)
+
+    def reopen(self) -> bool:
+        """Start this ended run over from the first element, as a fresh run over the
+        same context would (the pipeline's next iteration, where the last one ended
+        and its iterator is gone: ``Pipeline.__iter__``). Cold, an open touched some 25
+        functions' code and data for 100 us, an eighth of a short in-memory epoch; this
+        touches a few. False, changing nothing, where the root cannot start over in
+        place (``FusedChunks.reopen``)."""
+        reopen = getattr(self.inner, "reopen", None)
+        if (self.timed is None or not self.ended or self.interrupted is not None
+                or self.progress is not None or self.ctx.feed or self.ctx._cancelled is not None
+                or reopen is None or not reopen()):
+            return False
+        self.ctx.budget.refresh()
+        self.largest = 0
+        self.started = self.last_pull = None
+        self.want = 1 if self.pace is None else self.pace.first_demand(self.limit)
+        self.before, self.base, self.ended = None, 0, False
+        return True
 
     def _root(self, it) -> None:
         """The root's chunk iterator ``it``; a pull calls the iterator a TimedChunks
@@ -803,6 +825,10 @@ class ChunkedRun:
         self.it.close()
         if self.progress is not None:
             self.progress.close()
+        if self.ended and self.spare_to is not None:
+            pipeline = self.spare_to()
+            if pipeline is not None:
+                pipeline._spare = self
 
     def __del__(self):
         try:

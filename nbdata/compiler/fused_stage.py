@@ -246,12 +246,8 @@ class FusedChunks(ChunkIter):
         if state is not None:
             self._check_state(state)
         self.position = 0 if state is None else int(state["pos"])
-        self.state = (_NO_COUNTERS if state is None and not stage.counters else
-                      np.array(stage.counters if state is None else state["counters"], np.int64))
-        if state is None and stage.counters:   # the counter steps' run values (a keyed
-            for step, slot in counter_slots(self.plan.steps):   # map's key this epoch)
-                if step.run_slots:
-                    self.state[slot + 1:slot + 1 + step.run_slots] = step.run_values(ctx)
+        self.state = (self._first_counters(ctx) if state is None else
+                      np.array(state["counters"], np.int64))
         self.finished = False if state is None else bool(state["finished"])
         self.indices_ended = False   # the row numbers ended while topping up a chunk
         self.queue = RowQueue([] if state is None else state["pending"])
@@ -307,6 +303,41 @@ class FusedChunks(ChunkIter):
                     or not all(map(operator.is_, args, seen))):
                 stage.signature(self._first_args())
                 stage.tier["source args"] = args
+
+    def _first_counters(self, ctx) -> np.ndarray:
+        """The counter steps' state at the start of a run: their initial values and run
+        values (a keyed map's key this epoch); one shared empty array without them."""
+        stage = self.stage
+        if not stage.counters:
+            return _NO_COUNTERS
+        state = np.array(stage.counters, np.int64)
+        for step, slot in counter_slots(self.plan.steps):
+            if step.run_slots:
+                state[slot + 1:slot + 1 + step.run_slots] = step.run_values(ctx)
+        return state
+
+    def reopen(self) -> bool:
+        """Start again from the first row, as ``FusedChunks(stage, ctx, None)`` over the
+        same context would, keeping what an iteration of a source read in place leaves
+        as it was (its reader, layout, buffers and gatherers): a pipeline's next
+        iteration after one that ended (``Pipeline.__iter__``). False, changing nothing,
+        for a stage over a stream or row numbers, or whose source opens another reader."""
+        if self.stream or self.indexed or not (
+                self.reader.static or self.plan.source.open(self.ctx) is self.reader):
+            return False
+        stage = self.stage
+        self.position = 0
+        if stage.counters:
+            self.state = self._first_counters(self.ctx)
+        self.finished = self.indices_ended = False
+        for queue in (self.queue, self.at, self.group_of):   # (empty after an end)
+            if queue.n:
+                queue.clear()
+        self.groups_out = 0
+        self.error_group = self.current = self.leftover = self.error = None
+        self.compiled = stage.lazy_rows == 0 or stage.timing.get("seen", 0) >= stage.lazy_rows
+        self.seen = self.rows_read = self.rows_kept = 0
+        return True
 
     def _layout(self, name: str, key: tuple, compute):
         """``compute()``, the same for every iteration with the same ``key`` (the source's

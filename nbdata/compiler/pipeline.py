@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import Any, Callable
 
 from nbdata import checkpoint, progress
@@ -219,8 +220,28 @@ class Pipeline:
 
     def __iter__(self) -> Iterator:
         it = Iterator(self.element_spec)
-        it._start(self, None)
+        it._start(self, None, self._ended_run())
+        if self._recycles:
+            run = it._raw
+            run.owner, run.spare_to = weakref.ref(it), weakref.ref(self)
         return it
+
+    @functools.cached_property
+    def _recycles(self) -> bool:
+        """Whether an iteration's run may start over for the next iteration: the
+        pipeline draws nothing at random (each iteration draws anew) and no profile or
+        progress bar is kept per iteration."""
+        return not (self.op_index or self.options.profile or self.options.progress)
+
+    def _ended_run(self) -> ChunkedRun | None:
+        """The run of an iteration that ended (it left itself in ``_spare`` as it
+        closed, ChunkedRun.close), started over for the next one (ChunkedRun.reopen)
+        where its iterator is gone, so that no thread can be using the run and nothing
+        can save its state; else None (a fresh run opens)."""
+        run = self.__dict__.pop("_spare", None)   # (atomic: one iteration takes it)
+        if run is None or run.owner() is not None or not run.reopen():
+            return None
+        return run
 
     def cardinality(self) -> int:
         """The number of elements an iteration gives, or ``nd.INFINITE`` / ``nd.UNKNOWN``

@@ -200,6 +200,7 @@ class FromTensorSlices(Node):
             # Arrays given as they are (no placeholder, nothing read as it goes): every
             # iteration reads them the same way, so one reader serves them all.
             _STATIC_READERS[self] = reader
+            reader.static = True
         return reader
 
 

@@ -102,6 +102,10 @@ class SourceReader:
     ``row_values(r)`` gives the leaf values of row ``r`` for reference re-runs.
     """
 
+    # Whether every iteration reads the source through this same reader (its source
+    # keeps it: arrays given as they are), so a run starting over keeps it unasked.
+    static = False
+
     def __init__(self, rows: int | None, args: list | None, chunk, row_values):
         self.rows = rows
         self.args = args
