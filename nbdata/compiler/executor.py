@@ -666,19 +666,21 @@ class ChunkedRun:
                 self.ended = chunk is None and self.base < skip
                 self._hand_out(chunk)
 
-    def reopen(self) -> bool:
-        """Start this ended run over from the first element, as a fresh run over the
-        same context would (the pipeline's next iteration, where the last one ended
-        and its iterator is gone: ``Pipeline.__iter__``). Cold, an open touched some 25
-        functions' code and data for 100 us, an eighth of a short in-memory epoch; this
-        touches a few. False, changing nothing, where the root cannot start over in
-        place (``FusedChunks.reopen``)."""
+    def reopen(self, next_epochs: Callable[[], dict]) -> bool:
+        """Start this ended run over from the first element, as a fresh run would,
+        its random ops drawing with the iteration numbers ``next_epochs()`` gives (the
+        pipeline's next iteration, where the last one ended and its iterator is gone:
+        ``Pipeline.__iter__``). Cold, an open touched some 25 functions' code and data
+        for 100 us, an eighth of a short in-memory epoch; this touches a few. False
+        where the root cannot start over in place (``FusedChunks.reopen``): nothing
+        changed then, no iteration number taken."""
         reopen = getattr(self.inner, "reopen", None)
+        ctx = self.ctx
         if (self.timed is None or not self.ended or self.interrupted is not None
-                or self.progress is not None or self.ctx.feed or self.ctx._cancelled is not None
-                or reopen is None or not reopen()):
+                or self.progress is not None or ctx.feed or ctx.path or ctx._cancelled is not None
+                or reopen is None or not reopen(ctx, next_epochs)):
             return False
-        self.ctx.budget.refresh()
+        ctx.budget.refresh()
         self.largest = 0
         self.started = self.last_pull = None
         self.want = 1 if self.pace is None else self.pace.first_demand(self.limit)

@@ -316,19 +316,26 @@ class FusedChunks(ChunkIter):
                 state[slot + 1:slot + 1 + step.run_slots] = step.run_values(ctx)
         return state
 
-    def reopen(self) -> bool:
-        """Start again from the first row, as ``FusedChunks(stage, ctx, None)`` over the
-        same context would, keeping what an iteration of a source read in place leaves
-        as it was (its reader, layout, buffers and gatherers): a pipeline's next
-        iteration after one that ended (``Pipeline.__iter__``). False, changing nothing,
-        for a stage over a stream or row numbers, or whose source opens another reader."""
-        if self.stream or self.indexed or not (
-                self.reader.static or self.plan.source.open(self.ctx) is self.reader):
+    def reopen(self, ctx, next_epochs) -> bool:
+        """Start again from the first row, as ``FusedChunks(stage, ctx, None)`` would,
+        keeping what an iteration of a source read in place leaves as it was (its
+        reader, layout, buffers and gatherers): a pipeline's next iteration after one
+        that ended (``ChunkedRun.reopen``). Where the pipeline draws at random, ``ctx``
+        (this run's context) takes the iteration numbers ``next_epochs()`` gives, and
+        row numbers (a shuffle's) and counters' run values (a keyed map's key) are drawn
+        anew. False, changing nothing, for a stage over a stream, or whose source opens
+        another reader."""
+        if self.stream or not (self.reader.static
+                               or self.plan.source.open(self.ctx) is self.reader):
             return False
+        if ctx.op_index:
+            ctx.epochs = next_epochs()
         stage = self.stage
+        if self.indexed:   # (the last run's closed as it ended)
+            self.indices = self.plan.source.open_indices(ctx, None)
         self.position = 0
         if stage.counters:
-            self.state = self._first_counters(self.ctx)
+            self.state = self._first_counters(ctx)
         self.finished = self.indices_ended = False
         for queue in (self.queue, self.at, self.group_of):   # (empty after an end)
             if queue.n:

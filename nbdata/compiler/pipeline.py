@@ -152,8 +152,7 @@ class Pipeline:
         """A context for one run; ``epochs`` (by op index) restores a saved run's, else
         each random op gets its next iteration number."""
         if epochs is None:
-            bases = {key: self.state.resource(key, lambda: EpochCounter(True)).next_epoch()
-                     for key in self.op_index}
+            bases = self._next_epochs()
         else:
             by_index = {index: key for key, index in self.op_index.items()}
             bases = {by_index[int(i)]: int(e) for i, e in epochs.items() if int(i) in by_index}
@@ -163,6 +162,11 @@ class Pipeline:
         return ExecContext(self.options, feed, self.state, self._stats, self._make_dataset,
                            self._budget, self.op_index, bases, cancelled=cancelled,
                            memory=self.memory)
+
+    def _next_epochs(self) -> dict:
+        """The iteration number each random op draws with in the run opening now."""
+        return {key: self.state.resource(key, lambda: EpochCounter(True)).next_epoch()
+                for key in self.op_index}
 
     def _epochs_by_index(self, ctx: ExecContext) -> dict:
         return {index: ctx.epochs.get(key, 0) for key, index in self.op_index.items()}
@@ -228,18 +232,18 @@ class Pipeline:
 
     @functools.cached_property
     def _recycles(self) -> bool:
-        """Whether an iteration's run may start over for the next iteration: the
-        pipeline draws nothing at random (each iteration draws anew) and no profile or
-        progress bar is kept per iteration."""
-        return not (self.op_index or self.options.profile or self.options.progress)
+        """Whether an iteration's run may start over for the next iteration: no
+        profile or progress bar is kept per iteration."""
+        return not (self.options.profile or self.options.progress)
 
     def _ended_run(self) -> ChunkedRun | None:
         """The run of an iteration that ended (it left itself in ``_spare`` as it
-        closed, ChunkedRun.close), started over for the next one (ChunkedRun.reopen)
+        closed, ChunkedRun.close), started over for the next one (ChunkedRun.reopen,
+        its random ops drawing with their next iteration numbers, as a fresh run's do)
         where its iterator is gone, so that no thread can be using the run and nothing
         can save its state; else None (a fresh run opens)."""
         run = self.__dict__.pop("_spare", None)   # (atomic: one iteration takes it)
-        if run is None or run.owner() is not None or not run.reopen():
+        if run is None or run.owner() is not None or not run.reopen(self._next_epochs):
             return None
         return run
 

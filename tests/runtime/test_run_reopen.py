@@ -114,19 +114,32 @@ def test_an_iteration_that_did_not_end_is_not_started_over():
     _same(_elements(again), want)
 
 
-def test_a_pipeline_that_draws_at_random_opens_each_run_afresh():
-    """Each iteration of a shuffle reshuffles: no run is started over."""
-    pipe = fusing(nd.Dataset.from_tensor_slices(X).shuffle(200, seed=3).map(lambda x: x + 1)
-                  .batch(50)).compile()
-    it = iter(pipe)
-    one = _elements(it)
-    run = it._raw
-    del it
-    it = iter(pipe)
-    assert it._raw is not run
-    two = _elements(it)
-    assert not all(np.array_equal(a, b) for a, b in zip(one, two))
-    assert sorted(np.concatenate(one)[:, 0]) == sorted(np.concatenate(two)[:, 0])
+def _epochs(pipe, n: int = 3) -> tuple[list, list]:
+    """``n`` iterations' elements, and each iteration's run."""
+    out, runs = [], []
+    for _ in range(n):
+        it = iter(pipe)
+        runs.append(it._raw)
+        out.append(_elements(it))
+        del it
+    return out, runs
+
+
+@pytest.mark.parametrize("buffer", [1, 200, 5000])
+def test_a_shuffle_started_over_reshuffles_as_a_fresh_run_does(buffer):
+    """Each iteration of a shuffle (over row numbers, in the fused stage) draws with
+    its next iteration number: the epochs of a run started over are those of the
+    op-by-op reference, iteration by iteration."""
+    def make():
+        return nd.Dataset.from_tensor_slices(X).shuffle(buffer, seed=3).map(lambda x: x + 1) \
+            .batch(50)
+    got, runs = _epochs(fusing(make()).compile())
+    want, _ = _epochs(reference(make()).compile())
+    assert all(run is runs[0] for run in runs[1:])
+    for a, b in zip(got, want):
+        _same(a, b)
+    if buffer > 1:
+        assert not np.array_equal(np.concatenate(got[0]), np.concatenate(got[1]))
 
 
 @pytest.mark.parametrize("taken", [0, 1, 7, 10, 11])
@@ -150,30 +163,23 @@ def test_stats_count_every_iteration():
 
 def test_a_random_map_draws_anew_each_iteration():
     """A map drawing per element (a keyed map: its key this epoch is a run value of the
-    fused stage) is random the pipeline's way: no run is started over, and each
-    iteration's values are the reference path's for that iteration."""
+    fused stage) draws anew in each iteration of a run started over: the reference
+    path's values, iteration by iteration."""
     import nbdata.compat.v1 as tf
 
     def jitter(x):
         return tf.cast(x, tf.float32) + tf.random_uniform([4], 0.0, 1.0)
 
-    def epochs(fused: bool) -> list:
+    def pipeline(path):
         tf.set_random_seed(5)
         try:
-            ds = nd.Dataset.from_tensor_slices(X).map(jitter).batch(128)
+            return path(nd.Dataset.from_tensor_slices(X).map(jitter).batch(128)).compile()
         finally:
             tf.set_random_seed(None)
-        pipe = (fusing(ds) if fused else reference(ds)).compile()
-        out, runs = [], []
-        for _ in range(2):
-            it = iter(pipe)
-            runs.append(it._raw)
-            out.append(_elements(it))
-            del it
-        assert runs[0] is not runs[1]
-        return out
 
-    fused, ref = epochs(True), epochs(False)
-    for a, b in zip(fused, ref):
+    got, runs = _epochs(pipeline(fusing))
+    want, _ = _epochs(pipeline(reference))
+    assert all(run is runs[0] for run in runs[1:])
+    for a, b in zip(got, want):
         _same(a, b)
-    assert not np.array_equal(fused[0][0], fused[1][0])
+    assert not np.array_equal(got[0][0], got[1][0])
