@@ -79,17 +79,26 @@ class RowGather:
             if words is not None:
                 one = _flat(words)
                 self.words = read_only(words if one is None else one)
+                self.kernel = gather_words if self.words.ndim == 1 else gather_rows
+        # The parallel kernel itself, once its tier runs it for these types (a call
+        # then skips the tier's lookup by argument fingerprints)
+        self.parallel = None
 
     def __call__(self, rows: np.ndarray) -> np.ndarray:
         if self.words is None or not len(rows):
             return self.column[rows]
-        out = np.empty((len(rows),) + self.shape, self.column.dtype)
-        # one signature per word type (and 1-D or 2-D), whatever the dtypes
-        words = _words(out.reshape(len(rows), self.width))
+        n = len(rows)
+        out = np.empty((n,) + self.shape, self.column.dtype)
+        # its bytes as the source's words: one signature per word type (and 1-D or 2-D),
+        # whatever the dtypes
+        words = out.reshape(n, self.width).view(np.uint8).view(self.words.dtype)
         if self.words.ndim == 1:
-            gather_words(self.words, rows, words.reshape(-1))
+            words = words.reshape(n)
+        if self.parallel is not None and rows.dtype == np.int64 and rows.flags.c_contiguous:
+            self.parallel(self.words, rows, words)
         else:
-            gather_rows(self.words, rows, words)
+            self.kernel(self.words, rows, words)
+            self.parallel = self.kernel.parallel_for((self.words, rows, words))
         return out
 
 

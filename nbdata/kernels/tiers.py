@@ -132,6 +132,13 @@ class TieredKernel:
         serial = self.serial
         return self.call_or(args, lambda: serial(*args), serial)
 
+    def parallel_for(self, args: tuple):
+        """The parallel dispatcher where the tier of ``args``' types runs it (a caller
+        calling with the same types again may call it directly), else None."""
+        key = fingerprints(args)
+        tier = self._by_key[1].get(key) if key is not None else None
+        return self.parallel if tier is not None and tier["parallel"] else None
+
     def call_or(self, args: tuple, run_serial, compiled_by, counts: bool = True):
         """The kernel's result for ``args``: the parallel kernel's once its tier is
         ready, else ``run_serial()``'s, a serial computation of the same result (the

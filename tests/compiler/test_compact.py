@@ -208,3 +208,29 @@ def test_a_masked_batch_gathers_its_groups_a_bounded_chunk_at_a_time(monkeypatch
     # whole groups up to the bound (a third of the rows kept: bounding the groups by
     # their input rows instead gathered 0.7 MB a pull); the first and last pulls less
     assert sorted(gathered)[len(gathered) // 2] > fused_stage.MAX_GATHER_BYTES // 2, gathered
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, "S3", np.bool_], ids=str)
+@pytest.mark.parametrize("shape", [(50,), (50, 3), (50, 4, 2)], ids=str)
+def test_a_gather_calls_the_parallel_kernel_once_its_tier_runs_it(dtype, shape, monkeypatch):
+    """Once the tier of a column's gather runs the parallel kernel, later calls call it
+    directly (no lookup by argument fingerprints): the same rows as NumPy's indexing, for
+    contiguous int64 rows, and rows of another layout or dtype go through the tier."""
+    from nbdata.kernels import tiers
+    monkeypatch.setattr(tiers, "PARALLEL_AFTER", 0)
+    a = np.random.default_rng(1).integers(0, 100, size=shape).astype(dtype)
+    gather = RowGather(a)
+    kernel = gather.kernel
+    monkeypatch.setattr(kernel, "_tiers", {})   # (tiers start over under PARALLEL_AFTER 0)
+    rows = np.array([7, 3, 3, 49, 0, 12], np.int64)
+    np.testing.assert_array_equal(gather(rows), a[rows])
+    assert gather.parallel is kernel.parallel
+    looked = []
+    monkeypatch.setattr(kernel, "call_or", lambda *args, **kw: looked.append(args))
+    for r in (rows[::-1].copy(), np.arange(50, dtype=np.int64)):
+        got = gather(r)
+        assert got.dtype == a.dtype and got.base is None
+        np.testing.assert_array_equal(got, a[r])
+    assert not looked
+    gather(rows[::2])   # strided rows: through the tier (the spy's, which writes nothing)
+    assert len(looked) == 1
