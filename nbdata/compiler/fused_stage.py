@@ -966,10 +966,12 @@ class FusedChunks(ChunkIter):
             else:
                 self._materialize()
                 columns = self.queue.take(m).columns
+        self.groups_out += count
+        if count == 1:   # (wide rows: a group a pull) the group is every row taken
+            return Chunk([RowList([c]) for c in columns], 1)
         starts = np.searchsorted(at, (g0 + np.arange(count + 1)) * b)
         starts[-1] = m
         bounds = list(zip(starts[:-1].tolist(), starts[1:].tolist()))
-        self.groups_out += count
         return Chunk([RowList(c[lo:hi] for lo, hi in bounds) for c in columns], count)
 
     def _groups_within(self, rows: int, g0: int) -> int:
