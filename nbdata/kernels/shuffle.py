@@ -23,12 +23,17 @@ _MIX2 = np.uint64(0x94D049BB133111EB)
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
-def draw(key, k):
-    """64 random bits of draw ``k`` (``key``, ``k``: uint64)."""
-    z = key + (k + np.uint64(1)) * _GAMMA
+def _mix(z):
+    """SplitMix64's output function of the counter ``z``."""
     z = (z ^ (z >> np.uint64(30))) * _MIX1
     z = (z ^ (z >> np.uint64(27))) * _MIX2
     return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def draw(key, k):
+    """64 random bits of draw ``k`` (``key``, ``k``: uint64)."""
+    return _mix(key + (k + np.uint64(1)) * _GAMMA)
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
@@ -123,17 +128,25 @@ def shuffle_row_numbers(key, t0, n, size, buffer, order, out):
     if t0 == 0:
         for q in range(held):
             buffer[q] = q
-    for j in range(len(out)):
+    m = len(out)
+    first = min(m, max(0, replacing - t0))   # this call's outputs while the input lasts
+    # draw(key, t)'s counter, key + (t + 1) * GAMMA, stepped by GAMMA: the same draws as
+    # _slot's, without a multiply and a branch per output (a fifth of the time)
+    z = key + (np.uint64(t0) + np.uint64(1)) * _GAMMA
+    incoming = held + t0
+    for j in range(first):
+        s = np.int64(_mul128(_mix(z), full)[0])
+        out[j] = buffer[s]
+        buffer[s] = incoming
+        incoming += 1
+        z += _GAMMA
+    for j in range(first, m):
         t = t0 + j
-        if t < replacing:
-            s = _slot(key, np.uint64(t), full)
-            out[j] = buffer[s]
-            buffer[s] = held + t
-        else:
-            if t == replacing:
-                for q in range(held):
-                    order[q] = q
-            left = n - t
-            s = _slot(key, np.uint64(t), np.uint64(left))
-            out[j] = buffer[order[s]]
-            order[s] = order[left - 1]
+        if t == replacing:
+            for q in range(held):
+                order[q] = q
+        left = n - t
+        s = np.int64(_mul128(_mix(z), np.uint64(left))[0])
+        out[j] = buffer[order[s]]
+        order[s] = order[left - 1]
+        z += _GAMMA
