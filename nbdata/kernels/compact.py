@@ -94,11 +94,18 @@ class RowGather:
         words = out.reshape(n, self.width).view(np.uint8).view(self.words.dtype)
         if self.words.ndim == 1:
             words = words.reshape(n)
-        if self.parallel is not None and rows.dtype == np.int64 and rows.flags.c_contiguous:
+        # Row positions of the one type the direct call is for (of other types, Numba's
+        # dispatcher would compile the parallel kernel anew, where the tier runs the
+        # serial twin meanwhile)
+        flags = rows.flags
+        direct = (rows.dtype == np.int64 and rows.ndim == 1 and flags.c_contiguous
+                  and flags.writeable and flags.aligned)
+        if direct and self.parallel is not None:
             self.parallel(self.words, rows, words)
         else:
             self.kernel(self.words, rows, words)
-            self.parallel = self.kernel.parallel_for((self.words, rows, words))
+            if direct:
+                self.parallel = self.kernel.parallel_for((self.words, rows, words))
         return out
 
 
