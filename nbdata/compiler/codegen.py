@@ -41,6 +41,8 @@ class Leaf:
     expr: Expr | None = None
     env: list | None = None
     flat_ready: bool = False   # ``<var>f``, the flattened contiguous view, exists
+    # a scalar ``var`` read as it is from a source column: that read (``src0[r]``)
+    read_from: str | None = None
 
     @property
     def is_array(self) -> bool:
@@ -91,7 +93,7 @@ class RowEmitter:
         constant); ``dtype(text)`` names the spec's dtype for casting: ``{dtype}``."""
         var = self.ks.fresh("v")
         self.emit(f"{var} = {text.format(dtype=self.ks.dtype_name(spec.dtype))}")
-        leaf = Leaf(spec, var=var)
+        leaf = Leaf(spec, var=var, read_from=None if spec.shape else text)
         self.flat_view(leaf)
         return leaf
 
@@ -554,9 +556,12 @@ def generate(name: str, source_leaves: list, source_spec: Any, steps: list,
                 structure = step.out_spec
             stored, out_cols, places = [], [], []
             for leaf, spec in zip(leaves, end_specs):
-                if leaf.is_array and leaf.expr is None and leaf.var is None and leaf.ref in in_place:
+                # (an array row read in place, or a scalar read as it is, unchanged)
+                source_read = (leaf.ref if leaf.is_array and leaf.expr is None
+                               and leaf.var is None else leaf.read_from)
+                if source_read in in_place and spec.dtype == leaf.spec.dtype:
                     places.append(("source", len(passthrough)))
-                    passthrough.append((in_place[leaf.ref], spec))
+                    passthrough.append((in_place[source_read], spec))
                 else:
                     places.append(("column", len(out_cols)))
                     out_cols.append((ks.fresh("col"), spec))

@@ -50,10 +50,11 @@ def test_one_word_kernel_serves_different_dtypes():
 
 @pytest.mark.parametrize("after", [0, float("inf")], ids=["parallel", "serial"])
 def test_kept_source_rows_are_gathered_from_the_source_not_copied_twice(after):
-    """filter().batch() over wide rows: the kernel only decides which rows stay; the
-    kept rows go from the source column straight into the batches (one copy, not a
-    copy into an output column and another into the batches). Same batches as the
-    reference path, across chunk borders, and a state saved inside a batch resumes."""
+    """filter().batch() over wide rows and scalar labels: the kernel only decides which
+    rows stay; the kept rows of both go from the source columns straight into the
+    batches (one copy, not a copy into an output column and another into the batches).
+    Same batches as the reference path, across chunk borders, and a state saved inside
+    a batch resumes."""
     x = np.random.default_rng(1).integers(0, 100, (5_000, 48)).astype(np.int16)
     labels = np.arange(5_000, dtype=np.int64)
 
@@ -70,8 +71,8 @@ def test_kept_source_rows_are_gathered_from_the_source_not_copied_twice(after):
 
     pipe = build().compile()
     source = pipe.explain().split("generated source:")[1].split("==")[0]
-    # the wide rows are not stored by the kernel (the scalar labels are)
-    assert "f[i, q] =" not in source and "col" in source
+    # neither the wide rows nor the scalar labels are stored by the kernel
+    assert "f[i, q] =" not in source and "col" not in source and "kept[n] = i" in source
     want = list(build(fused=False))
     got = list(pipe)
     assert len(got) == len(want)
