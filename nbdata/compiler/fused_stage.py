@@ -114,8 +114,7 @@ class FusedStage(StageNode):
     @functools.cached_property
     def results_are_outputs(self) -> bool:
         """Whether the element's columns are the kernel's output columns, in order."""
-        base = len(self.scratch_specs)
-        return tuple(self.results) == tuple(range(base, base + len(self.out_specs))) and not base
+        return not self.scratch_specs and tuple(self.results) == tuple(range(len(self.out_specs)))
 
     @property
     def compile_seconds(self) -> float:
@@ -283,10 +282,7 @@ class FusedChunks(ChunkIter):
                          or (state is not None and state.get("compiled", False)))
         self.seen = 0
         term = self.plan.terminal
-        size = term.node.batch_size if term is not None else 0
-        # (a placeholder's, or one that is not positive: batch_size_of resolves, refuses)
-        self.batch_size = size if type(size) is int and size > 0 else \
-            batch_size_of(term.node, ctx) if term is not None else 0
+        self.batch_size = batch_size_of(term.node, ctx) if term is not None else 0
         if ctx.options.chunk_rows < 0:
             raise InvalidArgumentError(f"Options().chunk_rows must be >= 0, got "
                                        f"{ctx.options.chunk_rows}")
@@ -323,10 +319,9 @@ class FusedChunks(ChunkIter):
         that ended (``ChunkedRun.reopen``). Where the pipeline draws at random, ``ctx``
         (this run's context) takes the iteration numbers ``next_epochs()`` gives, and
         row numbers (a shuffle's) and counters' run values (a keyed map's key) are drawn
-        anew. False, changing nothing, for a stage over a stream, or whose source opens
-        another reader."""
-        if self.stream or not (self.reader.static
-                               or self.plan.source.open(self.ctx) is self.reader):
+        anew. False, changing nothing, for a stage over a stream or over a source that
+        opens a reader per run (``SourceReader.static``)."""
+        if self.stream or not self.reader.static:
             return False
         if ctx.op_index:
             ctx.epochs = next_epochs()
@@ -586,8 +581,11 @@ class FusedChunks(ChunkIter):
             self.finished = True
         count = k // b
         # (the batches: views of the fresh outputs, as batch_columns(copy=False) gives)
-        columns = outs if stage.results_are_outputs else \
-            [(self.scratch + outs)[i] for i in stage.results]
+        if stage.results_are_outputs:
+            columns = outs
+        else:
+            buffers = self.scratch + outs
+            columns = [buffers[i] for i in stage.results]
         return Chunk([c.reshape((count, b) + c.shape[1:]) for c in columns], count)
 
     def _call(self, kernel, kernel_lo: int, k: int, args: list, outs: list) -> tuple:

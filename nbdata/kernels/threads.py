@@ -277,7 +277,7 @@ def serialises_kernels() -> bool:
     """True under Numba's ``workqueue`` layer, which aborts the process when two threads
     launch parallel kernels at once: nbdata then runs one kernel at a time (install
     ``tbb`` or use the OpenMP layer, ``NUMBA_THREADING_LAYER=omp``, to overlap them)."""
-    return threading_layer() == "workqueue"
+    return (_layer or threading_layer()) == "workqueue"
 
 
 class kernel_section:
@@ -298,7 +298,7 @@ class kernel_section:
         threads = self.threads
         if not 1 <= threads <= numba.config.NUMBA_NUM_THREADS:
             put = numba.set_num_threads   # raises Numba's error for the count
-        self.lock = _serial if (_layer or threading_layer()) == "workqueue" else None
+        self.lock = _serial if serialises_kernels() else None
         if self.lock is not None:
             self.lock.acquire()
         try:

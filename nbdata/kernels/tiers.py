@@ -132,11 +132,19 @@ class TieredKernel:
         serial = self.serial
         return self.call_or(args, lambda: serial(*args), serial)
 
+    def _tiers_by_key(self) -> dict:
+        """Tiers by their arguments' type fingerprints (emptied where the tiers were
+        reset: they start over)."""
+        by_key = self._by_key
+        if by_key[0] is not self._tiers:
+            by_key = self._by_key = (self._tiers, {})
+        return by_key[1]
+
     def parallel_for(self, args: tuple):
         """The parallel dispatcher where the tier of ``args``' types runs it (a caller
         calling with the same types again may call it directly), else None."""
         key = fingerprints(args)
-        tier = self._by_key[1].get(key) if key is not None else None
+        tier = self._tiers_by_key().get(key) if key is not None else None
         return self.parallel if tier is not None and tier["parallel"] else None
 
     def call_or(self, args: tuple, run_serial, compiled_by, counts: bool = True):
@@ -150,15 +158,13 @@ class TieredKernel:
         # (the tier by the arguments' type fingerprints, ints: a tuple of Numba types
         # hashes each type in Python at every lookup)
         key = fingerprints(args)
-        by_key = self._by_key
-        if by_key[0] is not self._tiers:   # (the tiers were reset: start over)
-            by_key = self._by_key = (self._tiers, {})
-        tier = by_key[1].get(key) if key is not None else None
+        by_key = self._tiers_by_key()
+        tier = by_key.get(key) if key is not None else None
         if tier is None:
             sig = arg_types(args, self._types, key)
             tier = self._tier(sig)
             if key is not None and self._tiers.get(sig) is tier:
-                by_key[1][key] = tier
+                by_key[key] = tier
         if tier["parallel"]:
             return self.parallel(*args)
         known = len(compiled_by.overloads)

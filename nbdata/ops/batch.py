@@ -84,7 +84,9 @@ class Batch(UnaryNode):
 def batch_size_of(node, ctx) -> int:
     """The batch size of a batching node (``batch_size`` may be a placeholder) for one
     run; InvalidArgumentError naming the op when it is not positive."""
-    size = int(ctx.value(node.batch_size))
+    size = node.batch_size
+    if type(size) is not int:   # (a placeholder: its value this run; a NumPy integer)
+        size = int(ctx.value(size))
     if size <= 0:
         raise InvalidArgumentError(f"{node.label}: batch_size must be positive, got {size}",
                                    node.op)
