@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
 
 import numpy as np
 
@@ -346,7 +345,7 @@ def _decode_with_codec(nvimgcodec, be, batch: RaggedBatch, streams: list, channe
     handle = 0 if be.name == "sim" or stream is None else int(stream.handle)
     # The targets carry nbdata's stream: without one nvImageCodec orders each image after
     # the legacy default stream (the training loop's) and serialises decode with it.
-    targets = [nvimgcodec.as_image(_target(be, batch, j), handle) for j in range(len(batch))]
+    targets = [nvimgcodec.as_image(t, handle) for t in _targets(be, batch)]
     if channels:
         results = decoder.decode(streams, images=targets, params=_params_for(nvimgcodec, channels),
                                  cuda_stream=handle)
@@ -384,13 +383,31 @@ def _host_image(batch: RaggedBatch, j: int) -> np.ndarray:
     return flat[batch.offsets[j]:batch.offsets[j + 1]].reshape(tuple(batch.shapes[j]))
 
 
-def _target(be, batch: RaggedBatch, j: int) -> Any:
-    """Image ``j``'s place in the batch's buffer, as nvImageCodec takes an output."""
+class _Target:
+    """An image's place in a batch's buffer as nvImageCodec takes an output: the CUDA
+    array interface of its bytes. No stream (nothing has written them yet), and no
+    consumer noted: nvImageCodec writes on nbdata's stream, the one the batch's memory is
+    released on. (A DeviceArray view would note the legacy default stream, where an
+    interface consumer's work goes, and the batch's release would wait for the training
+    loop's queued work.) ``owner`` keeps the batch's memory alive with the target."""
+
+    __slots__ = ("__cuda_array_interface__", "owner")
+
+    def __init__(self, pointer: int, shape: tuple, owner):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "|u1",
+                                         "data": (pointer, False), "version": 3,
+                                         "strides": None, "stream": None}
+        self.owner = owner
+
+
+def _targets(be, batch: RaggedBatch) -> list:
+    """Each image's place in the batch's buffer, as nvImageCodec takes outputs (host
+    arrays under the simulator)."""
     if be.name == "sim":
-        return _host_image(batch, j)
-    view = batch[j]
-    view.ready = None   # nothing has written it yet: no stream to order after
-    return view
+        return [_host_image(batch, j) for j in range(len(batch))]
+    base, owner = batch.data.pointer, batch.data.buffer
+    return [_Target(base + start, tuple(shape), owner)
+            for start, shape in zip(batch.offsets[:-1].tolist(), batch.shapes.tolist())]
 
 
 __all__ = ["RaggedBatch", "backend_choices", "check_channels", "decode_jpeg", "decode_values",

@@ -223,6 +223,25 @@ def test_decodes_run_on_nbdata_s_stream_not_the_legacy_default_stream(machine):
     assert [int(im.mean()) for im in batch.copy_to_host()] == [0, 40, 80]
 
 
+def test_a_decoded_batch_is_released_without_waiting_for_the_legacy_stream(machine):
+    """nvImageCodec writes the batch on nbdata's stream, so its memory goes back to the
+    pool after nbdata's work only: the decode targets note no consumer (the legacy default
+    stream, where a training loop's kernels queue, would hold the block until they ran)."""
+    be = runtime.backend()
+    blobs = [nd.image.encode_jpeg(np.full((8, 6 + k, 3), k * 40, np.uint8)) for k in range(3)]
+    batch = nd.gpu.decode_jpeg(blobs, channels=3)
+    assert batch.data.buffer.consumers == set()
+    # each image's target is its own bytes of the one buffer, of its own shape
+    decoded = machine.decoders[-1]
+    assert not decoded.failures
+    assert [im.shape for im in batch.copy_to_host()] == [(8, 6, 3), (8, 7, 3), (8, 8, 3)]
+    assert [int(im.mean()) for im in batch.copy_to_host()] == [0, 40, 80]
+    # a consumer that takes an image through the interface still counts
+    batch[1].__cuda_array_interface__
+    assert batch.data.buffer.consumers == {1}
+    assert be.default is batch.data.stream
+
+
 # ------------------------------------------------------------------ defect 5
 def test_the_cuda_extra_asks_for_the_versions_whose_api_the_code_calls():
     from packaging.requirements import Requirement

@@ -43,6 +43,7 @@ def test_harness_runs_every_part(gpu_backend):
     if machine is None:
         return
     assert rows["decode: the same, region decode of the crop windows"][0] > 0
+    assert rows["decode: nvImageCodec alone into one pooled buffer per batch"][0] > 0
     # On the double each copy or kernel takes WORK_MS between timing events on the stream
     # that ran it: the kernel alone (4 launches between the events) is one WORK_MS each,
     # counted in bytes read + written, as is the copy base (half the bytes each way).
