@@ -148,7 +148,6 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
            "numba.uint32(cuda.threadIdx.x))")
     g.emit(f"if ru >= {_u32(threads_per_image(chain))}:")
     g.emit("    return")
-    g.emit(f"r = numba.int64(ru) * {vec}")
     if chain.image:
         h, w, c_in = chain.shape
 
@@ -168,18 +167,23 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
         perm = layout.perm if layout else (0, 1, 2)
         # Output position -> logical (y, x, c) of the (H, W, C) image before the layout.
         dims = [img_shape[p] for p in perm]
-        # thread ru computes `vec` consecutive values of the last output dim (of every
-        # channel plane, where the output is planar: see channel_planes)
+        # thread ru computes `vec` values of the last output dim (of every channel plane,
+        # where the output is planar: see channel_planes), `per_row` apart: the threads of
+        # a row are `per_row` consecutive ones, so each load and store instruction of a
+        # warp reads and writes adjacent bytes (coalesced), not every vec-th value
         row = dims[1] * dims[2] // vec
+        per_row = dims[2] // vec
         if planes:
             g.emit("t0 = ru")
         else:
             g.emit(f"u0 = numba.uint32(ru // {_u32(row)})")
             g.emit(f"t0 = numba.uint32(ru - u0 * {_u32(row)})")
             g.emit("q0 = numba.int64(u0)")
-        g.emit(f"u1 = numba.uint32(t0 // {_u32(dims[2] // vec)})")
+        g.emit(f"u1 = numba.uint32(t0 // {_u32(per_row)})")
         g.emit("q1 = numba.int64(u1)")
-        g.emit(f"q2 = numba.int64(numba.uint32(t0 - u1 * {_u32(dims[2] // vec)})) * {vec}")
+        g.emit(f"q2 = numba.int64(numba.uint32(t0 - u1 * {_u32(per_row)}))")
+        # the output offset of the thread's first value (in its plane)
+        g.emit(f"r = (numba.int64(ru) - q2) * {vec} + q2")
         logical = [None, None, None]
         for k, p in enumerate(perm):
             logical[p] = f"q{k}"
@@ -187,6 +191,7 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
     else:
         size = int(np.prod(chain.shape, dtype=np.int64))
         channels = int(chain.shape[-1]) if chain.shape else 1
+        g.emit("r = numba.int64(ru)")   # one value per thread (values_per_thread)
         g.emit(f"c = numba.int64(numba.uint32(ru % {_u32(channels)}))")
 
         def source(y, x, c):
@@ -203,14 +208,14 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
         g.emit(f"for kv in range({vec}):")
         g.depth = 3
         coords = tuple("qk" if q == "q2" else q for q in coords)
-        g.emit("qk = q2 + kv")
+        g.emit(f"qk = q2 + kv * {per_row}")
     sample = source
     for k, (s, in_shape) in enumerate(zip(chain.steps, chain.shapes)):
         if k == 0 and chain.ragged:   # the image's own size, per element
             _, height, width = ragged
             in_shape = (f"{height}[b]", f"{width}[b]", in_shape[2])
         sample = s.sampler(g, names[k], in_shape, sample)
-    at = "r + kv" if vec > 1 else "r"
+    at = f"r + kv * {per_row}" if vec > 1 else "r"   # per_row: of an image chain
     plane = out_size // max(planes, 1)
     for c in range(planes) if planes else (None,):
         # planar output: the chain is written out once per channel with the channel a
@@ -229,19 +234,24 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
     return g.src.text(), g.src.globals
 
 
-_PARAM_LOAD = re.compile(r"\b(p\d+)\[(b|q0)\]")
+_PARAM_LOAD = re.compile(r"\b(p\d+)\[(b|q0|numba\.int64\((\d+)\))\]")
+
+
+def _local(m) -> str:
+    return f"{m.group(1)}_{m.group(2) if m.group(3) is None else 'k' + m.group(3)}"
 
 
 def _hoist_parameter_loads(g: _KernelSource, start: int) -> None:
-    """Each parameter read as ``p<k>[b]`` (per image) or ``p<k>[q0]`` (per channel of a
-    CHW output row, fixed per thread) inside the image loop is loaded once at the top of
-    the loop: the compiler cannot, since the output stores might alias them."""
+    """Each parameter read as ``p<k>[b]`` (per image), ``p<k>[q0]`` (per channel of a
+    CHW output row, fixed per thread) or at a constant index (a planar chain's per-channel
+    constants) inside the image loop is loaded once at the top of the loop: the compiler
+    cannot, since the output stores might alias them."""
     lines = g.src.lines
     found: dict = {}
     for j in range(start, len(lines)):
-        for name, index in _PARAM_LOAD.findall(lines[j]):
-            found.setdefault(f"{name}_{index}", (name, index))
-        lines[j] = _PARAM_LOAD.sub(lambda m: f"{m.group(1)}_{m.group(2)}", lines[j])
+        for m in _PARAM_LOAD.finditer(lines[j]):
+            found.setdefault(_local(m), (m.group(1), m.group(2)))
+        lines[j] = _PARAM_LOAD.sub(_local, lines[j])
     loads = [f"        {local} = {name}[numba.uint64({index})]"
              for local, (name, index) in sorted(found.items())]
     lines[start:start] = loads
@@ -251,8 +261,9 @@ VALUES_PER_THREAD = 4
 
 
 def values_per_thread(chain: Chain) -> int:
-    """How many consecutive output values one thread of the chain's kernel computes: 4
-    (or 2) where the image's last output dim is a multiple of it, else 1."""
+    """How many output values of a row one thread of the chain's kernel computes: 4 (or
+    2) where the image's last output dim is a multiple of it, else 1. They are the row's
+    thread count apart (see kernel_source), not adjacent."""
     if not chain.image:
         return 1
     last = int(chain.out_shape[-1])

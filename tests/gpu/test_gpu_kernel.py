@@ -118,3 +118,64 @@ def test_batch_windows_equal_the_per_image_draws():
     uniform = np.stack(step.params((50, 70, 3), 0, 3))
     for j in range(3):
         assert tuple(uniform[:, j]) == image.random_resized_crop_window(50, 70, seed=(7, 3 + j))
+
+
+class _Stores:
+    """An output array that records which index each store wrote, in order."""
+
+    def __init__(self, size):
+        self.values = np.full(size, np.nan, np.float32)
+        self.order: list = []
+
+    def __setitem__(self, index, value):
+        self.order.append(int(index))
+        self.values[int(index)] = value
+
+
+def _run_threads(chain, images, params, threads):
+    """The chain's kernel source run as plain Python for the given threads (x index),
+    image 0: {thread: [output index of each store, in order]} and the output."""
+    import types
+
+    from nbdata.compiler.emit import materialize
+    text, glb = backend_gpu.kernel_source(chain)
+    stores = _Stores(int(np.prod(chain.out_shape)) * len(images))
+    written = {}
+    for t in threads:
+        cuda = types.SimpleNamespace(blockIdx=types.SimpleNamespace(x=t // backend_gpu._THREADS, y=0),
+                                     threadIdx=types.SimpleNamespace(x=t % backend_gpu._THREADS),
+                                     gridDim=types.SimpleNamespace(y=len(images)))
+        fn = materialize("kernel", text, dict(glb, cuda=cuda), "gpu-chain-test")
+        before = len(stores.order)
+        fn(images.reshape(-1), stores, len(images), *params)
+        written[t] = stores.order[before:]
+    return written, stores.values
+
+
+@pytest.mark.host_only
+def test_a_warp_stores_adjacent_values_and_every_value_once():
+    """Thread t writes values per_row apart, so one store instruction of 32 consecutive
+    threads writes 32 adjacent values of a plane (a coalesced store), and the threads of
+    an image write each output value exactly once."""
+    images = np.random.default_rng(3).integers(0, 256, (2, 10, 12, 3), dtype=np.uint8)
+    steps = [image.random_crop.primitive.gpu((8, 8), 3),
+             image.random_flip_left_right.primitive.gpu(5),
+             image.normalize.primitive.gpu(MEAN, STD), image.hwc_to_chw.primitive.gpu()]
+    chain = Chain(steps, (10, 12, 3), np.uint8)
+    vec, planes = backend_gpu.values_per_thread(chain), backend_gpu.channel_planes(chain)
+    assert (vec, planes) == (4, 3)
+    params, _, _ = backend_gpu._params(chain, DeviceArray.from_host(images), 0, 2)
+    threads = backend_gpu.threads_per_image(chain)   # 8 x 8 / 4 = 16
+    written, values = _run_threads(chain, images, params, range(threads))
+    # store k of every thread: adjacent values of one plane, runs of a row's threads
+    per_row = 8 // vec
+    for k in range(vec * planes):
+        for row in range(8):
+            run = [written[t][k] for t in range(row * per_row, (row + 1) * per_row)]
+            assert run == list(range(run[0], run[0] + per_row)), (k, row, run)
+    image0 = [i for t in range(threads) for i in written[t] if i < 3 * 64]
+    assert sorted(image0) == list(range(3 * 64))   # each value of image 0 once
+    got = values[:3 * 64].reshape(3, 8, 8)
+    x = image.random_crop(images[0], (8, 8, 3), seed=(3, 0))
+    x = image.random_flip_left_right(x, seed=(5, 0))
+    np.testing.assert_allclose(got, image.hwc_to_chw(image.normalize(x, MEAN, STD)), rtol=1e-6)
