@@ -24,6 +24,7 @@ one they say ``no GPU``.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import io
 import json
@@ -414,6 +415,10 @@ def _nbdata_gpu(files, decode_only: bool):
               .prefetch(2)   # decode and augment of batch k+1 overlap the consumer
               .with_options(nbdata_options(nd)))
         pipe = ds.compile()
+        # where the row's time went (the bounding stage, waits, threads), on stderr when
+        # the row's process ends: the device check keeps it beside the row
+        atexit.register(lambda: print(f"{ROW_NAMES[1 if decode_only else 0]}: stats\n"
+                                      f"{pipe.stats().summary()}", file=sys.stderr))
 
         def epoch():
             last = None
