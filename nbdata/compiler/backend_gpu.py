@@ -488,8 +488,9 @@ def _launch(kernel, config: tuple, x, out, n: int, params: list, scalars: int = 
     """``kernel[grid, threads](src, out, n, *params)`` (``config``: (grid, threads)) on this thread's compute stream,
     after the batch's data is ready (its event, not its whole stream); the host arrays
     among ``params`` reach the device in one packed copy (the last ``scalars`` are
-    passed as they are). The batch's memory is released only after the kernel (a
-    consumer stream)."""
+    passed as they are). The batch's memory is freed on the compute stream, after the
+    kernel (Memory.read_on), not on the stream that wrote it, so the next batch's
+    decode or copy there does not wait for this kernel."""
     from nbdata.gpu import runtime
     from nbdata.gpu.array import DeviceArray
     be = runtime.backend()
@@ -503,7 +504,7 @@ def _launch(kernel, config: tuple, x, out, n: int, params: list, scalars: int = 
         return
     stream = be.compute_stream()
     be.wait(stream, x.ready)
-    x._consumed_on(int(stream.handle))
+    x._read_by_kernel_on(stream)
     host = [k for k, p in enumerate(arrays) if not isinstance(p, DeviceArray)]
     device = list(arrays)
     keep = None

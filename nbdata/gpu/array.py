@@ -205,6 +205,13 @@ class DeviceArray:
             return view.__dlpack__()
         return view.__dlpack__(max_version=(1, 0))
 
+    def _read_by_kernel_on(self, stream) -> None:
+        """One of nbdata's kernels reads the array on ``stream`` after its ready event:
+        the memory is freed on that stream, after the kernel (Memory.read_on)."""
+        read_on = getattr(self.buffer, "read_on", None)
+        if read_on is not None:
+            read_on(stream)
+
     def _consumed_on(self, stream_handle) -> None:
         """Note that a consumer's stream uses the memory (its release waits for it)."""
         used_on = getattr(self.buffer, "used_on", None)

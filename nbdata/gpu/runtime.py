@@ -276,40 +276,64 @@ class CudaBackend(Backend):
 class Memory:
     """Device memory from the pool, released in stream order after every consumer.
 
-    The pool frees a block on its allocation stream; a consumer that took the memory
-    (a DLPack tensor on its own stream, a CUDA array interface user) may still have
+    The pool frees a block in order on one stream; a consumer that took the memory (a
+    DLPack tensor on its own stream, a CUDA array interface user) may still have
     kernels queued that read it when it drops it. So each consumer's stream is noted
     (:meth:`used_on`) and the release records an event on each of them that the
-    allocation stream waits on before the free (what torch's ``record_stream`` does):
-    the next allocation of the block cannot overwrite data a consumer still reads."""
+    release stream waits on before the free (what torch's ``record_stream`` does): the
+    next allocation of the block cannot overwrite data a consumer still reads.
+
+    The release stream is the allocation stream until one of nbdata's kernels reads
+    the memory (:meth:`read_on`): then the free goes on the kernel's stream, after it.
+    Freed on the allocation stream instead, the free would make that stream wait for
+    the kernel, and so would everything queued there after it: the next batch's decode
+    or copy would wait for this batch's kernel instead of overlapping it."""
 
     def __init__(self, backend: "CudaBackend", buffer, stream):
         self.buffer = buffer
         self.handle = buffer.handle
         self.size = getattr(buffer, "size", None)
         self.consumers: set = set()
-        weakref.finalize(self, _release, backend, buffer, stream, self.consumers)
+        self.release = [stream, False]   # the stream the free goes on; moved off the allocation one
+        weakref.finalize(self, _release, backend, buffer, self.release, self.consumers)
 
     def used_on(self, stream_handle: int) -> None:
         """Order the release after the work queued on ``stream_handle`` (a driver handle:
         1 the legacy default stream, 2 the per-thread one, else a ``CUstream``)."""
         self.consumers.add(int(stream_handle))
 
+    def read_on(self, stream) -> None:
+        """One of nbdata's kernels reads the memory on ``stream``, queued after every
+        write to it (it waited for the array's ready event): the free goes on
+        ``stream``, after that kernel. A stream that had this role before becomes a
+        consumer (its kernel may still run); the allocation stream does not, as its
+        writes come before the ready event the kernel waited for."""
+        current, moved = self.release
+        if current is stream:
+            return
+        if moved:
+            self.consumers.add(int(current.handle))
+        self.release[:] = [stream, True]
 
-def _release(backend: "CudaBackend", buffer, stream, consumers: set) -> None:
-    """Free ``buffer`` on ``stream`` after the work queued so far on each consumer stream
-    (runs when the last reference goes, on whichever thread that is)."""
+
+def _release(backend: "CudaBackend", buffer, release: list, consumers: set) -> None:
+    """Free ``buffer`` on its release stream after the work queued so far on each
+    consumer stream (runs when the last reference goes, on whichever thread that is)."""
     try:
         backend.bind()
+        stream = release[0]
+        own = int(stream.handle)
         if consumers:
             driver = backend.driver
             for handle in consumers:
+                if handle == own:
+                    continue   # in stream order already
                 err, event = driver.cuEventCreate(0x2)   # CU_EVENT_DISABLE_TIMING
                 if int(err) != 0:
                     stream.sync()   # no event: wait for everything before reusing the block
                     continue
                 driver.cuEventRecord(event, handle)
-                driver.cuStreamWaitEvent(int(stream.handle), event, 0)
+                driver.cuStreamWaitEvent(own, event, 0)
                 driver.cuEventDestroy(event)
         buffer.close(stream)
     except Exception:  # noqa: BLE001 - at interpreter exit the driver may be gone

@@ -104,6 +104,7 @@ class Machine:
         self.nvimgcodec = _nvimgcodec(self)
         self._raised = 0
         self.busy = 0          # > 0 while work runs (calls made meanwhile only queue)
+        self.last_on: dict = {}   # id(stream) -> the last op queued on it
         self.deferred: list = []
 
     # --------------------------------------------------------- context rule
@@ -190,17 +191,39 @@ class Machine:
     def enqueue(self, stream: "Stream", kind: str, run: Callable[[], None] | None = None,
                 accesses=(), deps=(), name: str = "") -> "Op":
         with self.lock:
-            op = Op(next(self.seq), stream, kind, name or kind, run,
-                    [a for a in accesses if a is not None], [d for d in deps if d and not d.done])
+            deps = [d for d in deps if d]
             if stream is self.legacy:   # the legacy stream waits for blocking streams, and
-                op.deps += [s.tail() for s in self.streams.values()   # they for it
-                            if s.blocking and s is not stream and s.tail()]
+                deps += [s.tail() for s in self.streams.values()   # they for it
+                         if s.blocking and s is not stream and s.tail()]
             elif stream.blocking and self.legacy.tail():
-                op.deps.append(self.legacy.tail())
+                deps.append(self.legacy.tail())
+            op = Op(next(self.seq), stream, kind, name or kind, run,
+                    [a for a in accesses if a is not None], [d for d in deps if not d.done])
+            op.waits_for = deps   # also those that had run (for ordered_after)
+            previous = self.last_on.get(id(stream))
+            op.previous = previous
+            self.last_on[id(stream)] = op
             stream.queue.append(op)
             self.kinds.append((stream.name, kind))
             self.maybe_progress()
             return op
+
+    def ordered_after(self, op: "Op", earlier: "Op") -> bool:
+        """Whether CUDA's rules make ``op`` run after ``earlier`` in every schedule: it is
+        later on the same stream, or waits (through events, or the legacy stream's implicit
+        synchronization) for something that is, transitively."""
+        seen, stack = set(), [op]
+        while stack:
+            o = stack.pop()
+            if o is earlier:
+                return True
+            if id(o) in seen or o.seq < earlier.seq:
+                continue   # queued before it: cannot wait for it
+            seen.add(id(o))
+            if o.previous is not None:
+                stack.append(o.previous)
+            stack.extend(o.waits_for)
+        return False
 
     def maybe_progress(self) -> None:
         """Now and then the device runs queued work the host did not wait for."""
@@ -359,6 +382,8 @@ class Op:
     def __init__(self, seq, stream, kind, name, run, accesses, deps):
         self.seq, self.stream, self.kind, self.name = seq, stream, kind, name
         self.run, self.accesses, self.deps = run, accesses, deps
+        self.waits_for: list = []
+        self.previous: "Op | None" = None   # the op queued before it on its stream
         self.done = False
         self.ran_at = -1
 

@@ -272,6 +272,97 @@ def test_kernels_run_on_a_compute_stream_and_copies_overlap_them(machine):
     assert kernels and staging and not kernels & staging   # not behind the staging copies
 
 
+def _ops(machine, stream, kind: str) -> list:
+    """The ops of ``kind`` queued on ``stream`` so far, in order."""
+    ops, op = [], machine.last_on.get(id(stream))
+    while op is not None:
+        ops.append(op)
+        op = op.previous
+    return [o for o in reversed(ops) if o.kind == kind]
+
+
+def test_the_next_batch_s_decode_does_not_wait_for_this_batch_s_kernel(machine):
+    """Batch k's decoded images are freed on the kernel's stream, after its kernel: on
+    the decode stream, the free would have made batch k+1's decode wait for that kernel
+    (no overlap of decode and augment on the device)."""
+    from nbdata import image
+    from nbdata.compiler import backend_gpu
+    from nbdata.primitives.jpeg import decode_jpeg
+    be = runtime.backend()
+    rng = np.random.default_rng(4)
+    pixels = [rng.integers(0, 256, (12 + k, 10, 3)).astype(np.uint8) for k in range(4)]
+    blobs = np.array([nd.image.encode_jpeg(p, quality=95) for p in pixels], dtype=object)
+    steps = [decode_jpeg.primitive.gpu(3), image.resize.primitive.gpu((6, 6)),
+             image.random_flip_left_right.primitive.gpu(4), image.hwc_to_chw.primitive.gpu()]
+    first = backend_gpu.run_steps(steps, blobs[:2], 0)   # its decoded batch is gone now
+    (kernel,) = _ops(machine, be.compute_stream(), "kernel")
+    decoded = len(_ops(machine, be.default, "decode"))
+    second = backend_gpu.run_steps(steps, blobs[2:], 2)
+    decodes = _ops(machine, be.default, "decode")[decoded:]
+    assert len(decodes) == 2
+    assert not any(machine.ordered_after(d, kernel) for d in decodes)
+    (_, kernel2) = _ops(machine, be.compute_stream(), "kernel")
+    assert machine.ordered_after(kernel2, decodes[-1])   # the kernel waits for its decode
+    for got, k in ((first, 0), (second, 2)):
+        want = [image.hwc_to_chw(image.random_flip_left_right(image.resize(
+            nd.image.decode_jpeg(blobs[k + j], channels=3, dct_method="INTEGER_ACCURATE"),
+            (6, 6)), seed=(4, k + j))) for j in range(2)]
+        np.testing.assert_allclose(got.copy_to_host(), np.stack(want), rtol=1e-5, atol=1e-4)
+
+
+def test_the_next_batch_s_copy_does_not_wait_for_this_batch_s_kernel(machine):
+    """The same for staged batches: freed after the kernel that read them, on its stream,
+    so the staging stream's next copies are not queued behind that kernel."""
+    be = runtime.backend()
+    staging = be.stream()
+    images = np.random.default_rng(5).integers(0, 256, (4, 5, 6, 3)).astype(np.uint8)
+    x = DeviceArray.from_host(images[:2], staging)
+    first = nd.gpu.normalize(x, [1.0, 2.0, 3.0], [2.0, 2.0, 2.0])
+    del x
+    (kernel,) = _ops(machine, be.compute_stream(), "kernel")
+    y = DeviceArray.from_host(images[2:], staging)
+    (_, copy) = _ops(machine, staging, "copy to device")
+    assert not machine.ordered_after(copy, kernel)
+    second = nd.gpu.normalize(y, [1.0, 2.0, 3.0], [2.0, 2.0, 2.0])
+    want = (images.astype(np.float32) - np.float32([1, 2, 3])) / np.float32(2)
+    np.testing.assert_allclose(np.concatenate([first.copy_to_host(), second.copy_to_host()]),
+                               want, rtol=1e-6)
+
+
+def test_memory_read_by_kernels_on_two_streams_is_freed_after_both(machine):
+    """A batch read by nbdata kernels on two threads' compute streams is freed on the
+    last one's after the first one's kernel too (the first stream became a consumer)."""
+    be = runtime.backend()
+    images = np.random.default_rng(6).integers(0, 256, (2, 4, 4, 3)).astype(np.uint8)
+    x = DeviceArray.from_host(images)
+    out = {}
+
+    def normalize_on_a_thread():
+        out["other"] = nd.gpu.normalize(x, [0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
+    t = threading.Thread(target=normalize_on_a_thread)
+    t.start()
+    t.join()
+    mine = nd.gpu.normalize(x, [0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
+    memory = x.buffer
+    release_stream = memory.release[0]
+    assert release_stream is be.compute_stream()
+    assert memory.consumers and int(release_stream.handle) not in memory.consumers
+    (other_kernel,) = [o for o in _all_kernels(machine) if o.stream is not release_stream]
+    block = memory.buffer.block.name
+    del x, memory
+    import gc
+    gc.collect()
+    (free,) = [o for o in _ops(machine, release_stream, "free") if block in o.name]
+    assert machine.ordered_after(free, other_kernel)
+    for got in (out["other"], mine):
+        np.testing.assert_array_equal(got.copy_to_host(), images.astype(np.float32))
+
+
+def _all_kernels(machine) -> list:
+    return [o for o in machine.ran if o.kind == "kernel"] + \
+        [o for s in machine.streams.values() for o in s.queue if o.kind == "kernel"]
+
+
 def test_ready_events_do_not_time_and_copy_times_do(machine):
     from nbdata.ops.prefetch_to_device import Stager
     d = DeviceArray.from_host(np.arange(5, dtype=np.int32))
