@@ -246,6 +246,9 @@ class PinnedBlocks:
     device). At most ``KEEP`` free blocks of a size class are kept; more are freed."""
 
     KEEP = 8
+    # Free blocks whose copies are all still queued before ``take`` waits for the
+    # oldest one instead of allocating another.
+    WAIT_AFTER = 2
 
     def __init__(self, backend):
         self._backend = weakref.ref(backend)   # the process-wide table is keyed on it
@@ -254,18 +257,37 @@ class PinnedBlocks:
         self.allocations = 0      # pinned allocations made (for tests and stats)
 
     def take(self, size: int):
-        """A free block of ``size`` bytes, or a new one."""
-        with self.lock:
-            blocks = self.free.get(size)
-            entry = blocks.pop() if blocks else None
+        """A free block of ``size`` bytes: the oldest one whose last copy is done (given
+        back without one, or whose event says so), else a new one; with ``WAIT_AFTER``
+        blocks or more waiting for their copies, the oldest once its copy is done. The
+        newest block's copy (the previous batch's parameters, queued behind the previous
+        kernel) is the one least likely done: taking it first made the host wait for
+        the device on every batch."""
+        be = self._backend()
+        while True:
+            with self.lock:
+                candidates = list(self.free.get(size) or ())
+            # events are asked outside the lock (a query may run finalizers that give)
+            done = next((e for e in candidates if _done(be, e[1])), None)
+            with self.lock:
+                blocks = self.free.setdefault(size, [])
+                if done is not None:
+                    at = next((k for k, e in enumerate(blocks) if e is done), None)
+                    if at is None:
+                        continue   # another thread took it: look again
+                    entry = blocks.pop(at)
+                elif len(blocks) >= self.WAIT_AFTER:
+                    entry = blocks.pop(0)
+                else:
+                    entry = None
+                    self.allocations += 1
+            break
         if entry is not None:
             block, event = entry
             if event is not None:
-                self._backend().sync(event)   # the copy that last read it is done
+                be.sync(event)   # the copy that last read it is done
             return block
-        with self.lock:
-            self.allocations += 1
-        return self._backend().pinned(size)
+        return be.pinned(size)
 
     def give(self, block, event=None) -> None:
         """``block`` is free once ``event`` (a copy reading it) is done."""

@@ -358,6 +358,24 @@ def test_memory_read_by_kernels_on_two_streams_is_freed_after_both(machine):
         np.testing.assert_array_equal(got.copy_to_host(), images.astype(np.float32))
 
 
+def test_preparing_a_batch_does_not_wait_for_the_kernels_before_it(machine):
+    """Each launch packs its parameters into a pinned block, given back with its copy's
+    event: the next launches take a block whose copy is done, or a new one, or wait only
+    for the oldest copy, never for the newest (queued behind the previous kernel)."""
+    from nbdata.ops.prefetch_to_device import shared_blocks
+    be = runtime.backend()
+    images = np.random.default_rng(7).integers(0, 256, (3, 2, 4, 4, 3)).astype(np.uint8)
+    batches = [DeviceArray.from_host(b) for b in images]
+    be.default.sync()
+    outs = [nd.gpu.random_flip_left_right(b, seed=3) for b in batches]
+    kernels = _ops(machine, be.compute_stream(), "kernel")
+    assert len(kernels) == 3 and not any(k.done for k in kernels)   # the host ran ahead
+    assert shared_blocks(be).allocations >= 2
+    for k, out in enumerate(outs):
+        want = [nd.image.random_flip_left_right(images[k][j], seed=(3, j)) for j in range(2)]
+        np.testing.assert_array_equal(out.copy_to_host(), np.stack(want))
+
+
 def _all_kernels(machine) -> list:
     return [o for o in machine.ran if o.kind == "kernel"] + \
         [o for s in machine.streams.values() for o in s.queue if o.kind == "kernel"]
