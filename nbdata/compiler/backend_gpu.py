@@ -122,21 +122,60 @@ def check_index_range(chain: Chain) -> None:
                          f"kernel (at most {_INT32:,} per element)")
 
 
+def param_dtypes(chain: Chain) -> list:
+    """The dtype of each of the chain kernel's parameter arrays, in order (see
+    kernel_source), as _params makes them for a batch; None for a device array (a
+    reduction's channel means). Found by asking each step for a one-image batch's."""
+    dtypes = [np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.int32)] if chain.ragged else []
+    for k, (s, shape) in enumerate(zip(chain.steps, chain.shapes)):
+        if s.kind == "reduce":
+            dtypes.append(None)
+        sizes = None
+        if k == 0 and chain.ragged:
+            sizes = np.array([[1 << 14, 1 << 14, shape[2] or 1]], np.int64)   # any crop fits
+        dtypes += [_int32(p).dtype for p in s.params(shape, 0, 1, sizes)]
+        dtypes += [np.ascontiguousarray(c).dtype
+                   for c in s.constants(int(shape[-1]) if shape else 1)]
+    return dtypes
+
+
+def kernel_signature(chain: Chain) -> tuple:
+    """The numba types of the chain kernel's arguments (see kernel_source)."""
+    from numba import types
+    dtypes = param_dtypes(chain)
+    out = types.uint16 if chain.out_dtype == np.float16 else numba.from_dtype(chain.out_dtype)
+    head = (types.Array(numba.from_dtype(chain.dtype), 1, "C"), types.Array(out, 1, "C"),
+            types.int64)
+    packed = [d for d in dtypes if d is not None]
+    return head + ((types.Array(types.uint8, 1, "C"),) if packed else ()) + \
+        tuple(types.Array(types.float32, 1, "C") for d in dtypes if d is None) + \
+        (types.int64,) * len(packed)
+
+
 def kernel_source(chain: Chain) -> tuple[str, dict]:
     """One kernel for a chain without reductions inside, on a 2-D grid: ``blockIdx.y``
     is the image (looping by ``gridDim.y`` past 65,535 images), ``x`` the output value
     within it. Positions within an image are 32-bit (divisions by the output's constant
-    dims), the image's base offset int64, indices unsigned. Parameters: ``src, out, n``
-    then for
-    images of their own sizes each one's offset (int64), height and width, then each
-    step's parameters (a reduction's channel means first) and constants."""
+    dims), the image's base offset int64, indices unsigned.
+
+    Its parameter arrays are, in order: for images of their own sizes each one's offset
+    (int64), height and width, then each step's parameters (a reduction's channel means
+    first) and constants. The host ones arrive in ONE buffer, each at its offset (what
+    one copy brings): the arguments are ``src, out, n``, the buffer ``params`` (if any),
+    the device arrays (the means), then each host array's byte offset in the buffer.
+    One array argument costs a launch far more host time than an integer, so a chain
+    of ten parameter arrays passes three."""
     check_index_range(chain)
     g = _KernelSource()
+    g.src.globals["np"] = np
     ragged = (g.param(), g.param(), g.param()) if chain.ragged else None
     names = []
     for s in chain.steps:
         count = s.param_count + s.constant_count + (1 if s.kind == "reduce" else 0)
         names.append([g.param() for _ in range(count)])
+    dtypes = param_dtypes(chain)
+    if len(dtypes) != len(g.params):
+        raise AssertionError(f"nd.gpu: {len(g.params)} kernel parameters, {len(dtypes)} made")
     out_shape = chain.out_shape
     out_size = int(np.prod(out_shape, dtype=np.int64))
     vec = values_per_thread(chain)
@@ -148,6 +187,9 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
            "numba.uint32(cuda.threadIdx.x))")
     g.emit(f"if ru >= {_u32(threads_per_image(chain))}:")
     g.emit("    return")
+    for name, dtype in zip(g.params, dtypes):   # the host arrays' views of the buffer
+        if dtype is not None:
+            g.emit(f"{name} = params[o{name[1:]}:].view(np.{dtype.name})")
     if chain.image:
         h, w, c_in = chain.shape
 
@@ -230,7 +272,11 @@ def kernel_source(chain: Chain) -> tuple[str, dict]:
     g.depth = 2
     g.emit("b += numba.int64(cuda.gridDim.y)")
     _hoist_parameter_loads(g, loop_at)
-    g.src.lines.insert(0, f"def kernel({', '.join(['src', 'out', 'n'] + g.params)}):")
+    packed = [name for name, dtype in zip(g.params, dtypes) if dtype is not None]
+    args = ["src", "out", "n"] + (["params"] if packed else []) + \
+        [name for name, dtype in zip(g.params, dtypes) if dtype is None] + \
+        [f"o{name[1:]}" for name in packed]
+    g.src.lines.insert(0, f"def kernel({', '.join(args)}):")
     return g.src.text(), g.src.globals
 
 
@@ -343,7 +389,8 @@ def compiled(chain: Chain):
         _by_chain[key] = kernel
         for cache in (_kernels, _by_chain):
             while len(cache) > _MAX_KERNELS:
-                cache.popitem(last=False)
+                gone, _ = cache.popitem(last=False)
+                _dtypes_by_chain.pop(gone, None)
     return kernel
 
 
@@ -403,6 +450,29 @@ def _run_segment(chain: Chain, x, seed_base: int):
     return out
 
 
+_dtypes_by_chain: dict = {}
+
+
+def _check_dtypes(chain: Chain, params: list) -> None:
+    """The parameters' dtypes are the ones the kernel reads the packed buffer as
+    (param_dtypes, fixed when its source was written): else the kernel would read
+    their bytes as another type."""
+    from nbdata.gpu.array import DeviceArray
+    key = chain_key(chain)
+    expected = _dtypes_by_chain.get(key)
+    if expected is None:
+        expected = param_dtypes(chain)
+        with _lock:
+            _dtypes_by_chain[key] = expected
+            while len(_dtypes_by_chain) > _MAX_KERNELS:   # (it holds the steps' functions)
+                _dtypes_by_chain.pop(next(iter(_dtypes_by_chain)), None)
+    got = [None if isinstance(p, DeviceArray) else p.dtype for p in params]
+    if got != expected:
+        from nbdata.errors import InternalError
+        raise InternalError(f"nd.gpu: {chain.describe()}: parameters of dtypes {got}, "
+                            f"the kernel reads {expected}")
+
+
 def _params(chain: Chain, x, seed_base: int, n: int) -> tuple:
     """The chain's kernel parameters for a batch of ``n`` (host arrays, a reduction's
     device means), the images' sizes (a ragged batch) and the source data."""
@@ -416,7 +486,8 @@ def _params(chain: Chain, x, seed_base: int, n: int) -> tuple:
         if s.kind == "reduce":
             params.append(_means(x, n, shape, chain.dtype, s.mean_scale(chain.dtype)))
         params += [_int32(p) for p in s.params(shape, seed_base, n, sizes if k == 0 else None)]
-        params += s.constants(int(shape[-1]) if shape else 1)
+        params += [np.ascontiguousarray(c) for c in s.constants(int(shape[-1]) if shape else 1)]
+    _check_dtypes(chain, params)
     return params, sizes, x
 
 
@@ -457,63 +528,88 @@ def _grid(chain: Chain | None, n: int, total: int = 0):
 launches = {"kernels": 0, "parameter copies": 0}
 
 
+def _layout(arrays: list) -> tuple[list, int]:
+    """Byte offsets of ``arrays`` one after another, each 16-byte aligned, and the
+    total (a multiple of 16, so each array's view of the buffer from its offset on
+    divides into its items)."""
+    layout, total = [], 0
+    for a in arrays:
+        layout.append(total)
+        total += (a.nbytes + 15) // 16 * 16
+    return layout, total
+
+
+def _fill(buffer: np.ndarray, arrays: list, layout: list) -> None:
+    for a, at in zip(arrays, layout):
+        buffer[at:at + a.nbytes] = a.reshape(-1).view(np.uint8)
+
+
 def pack(arrays: list, be, stream) -> tuple:
     """Host parameter arrays packed into ONE pinned buffer and copied to the device in
-    ONE copy on ``stream``: (device views of the copy in order, 16-byte aligned; the
-    whole device buffer). The
+    ONE copy on ``stream``: (the device buffer, each array's byte offset in it). The
     pinned buffer is the process's (prefetch_to_device's pinned blocks), given back with
     the copy's event so it is not written again before the copy ran."""
     from nbdata.gpu.array import DeviceArray
     from nbdata.ops.prefetch_to_device import _size_class, shared_blocks
     if not arrays:
-        return [], None
-    layout, total = [], 0
-    for a in arrays:
-        layout.append(total)
-        total += (a.nbytes + 15) // 16 * 16
+        return None, []
+    layout, total = _layout(arrays)
     blocks = shared_blocks(be)
     block = blocks.take(_size_class(total))
-    host = block[1]
-    for a, at in zip(arrays, layout):
-        host[at:at + a.nbytes] = a.reshape(-1).view(np.uint8)
+    _fill(block[1], arrays, layout)
     device = DeviceArray.empty((max(total, 1),), np.uint8, stream)
-    be.copy_h2d(device.buffer, host[:total], stream)
+    be.copy_h2d(device.buffer, block[1][:total], stream)
     launches["parameter copies"] += 1
     blocks.give(block, be.event(stream))
-    return [DeviceArray(device.buffer, a.shape, a.dtype, at, None, stream)
-            for a, at in zip(arrays, layout)], device
+    return device, layout
+
+
+def host_arguments(params: list) -> list:
+    """The parameter arguments of a kernel (kernel_source's order) as the simulator
+    takes them: the host arrays packed into one NumPy buffer, the device arrays as host
+    views, then each host array's byte offset."""
+    from nbdata.gpu.array import DeviceArray
+    host = [np.ascontiguousarray(p) for p in params if not isinstance(p, DeviceArray)]
+    device = [p.host_view().reshape(-1) for p in params if isinstance(p, DeviceArray)]
+    layout, total = _layout(host)
+    buffer = np.zeros(max(total, 16), np.uint8)
+    _fill(buffer, host, layout)
+    return ([buffer] if host else []) + device + [np.int64(at) for at in layout]
+
+
+def _device_arguments(params: list, be, stream) -> tuple:
+    """The parameter arguments of a kernel on a GPU (kernel_source's order): the host
+    arrays in one packed copy (``keep``: its device buffer, to be dropped after the
+    launch), the device arrays, then each host array's byte offset."""
+    from nbdata.gpu.array import DeviceArray
+    host = [np.ascontiguousarray(p) for p in params if not isinstance(p, DeviceArray)]
+    device = [_Raw(p) for p in params if isinstance(p, DeviceArray)]
+    keep, layout = pack(host, be, stream)
+    return ([_Raw(keep)] if host else []) + device + [np.int64(at) for at in layout], keep
 
 
 def _launch(kernel, config: tuple, x, out, n: int, params: list, scalars: int = 0) -> None:
-    """``kernel[grid, threads](src, out, n, *params)`` (``config``: (grid, threads)) on this thread's compute stream,
-    after the batch's data is ready (its event, not its whole stream); the host arrays
-    among ``params`` reach the device in one packed copy (the last ``scalars`` are
-    passed as they are). The batch's memory is freed on the compute stream, after the
+    """``kernel[grid, threads](src, out, n, *arguments)`` (``config``: (grid, threads)) on
+    this thread's compute stream, after the batch's data is ready (its event, not its
+    whole stream); the host arrays among ``params`` reach the device in one packed copy,
+    passed as one buffer and their offsets (kernel_source); the last ``scalars`` are
+    passed as they are. The batch's memory is freed on the compute stream, after the
     kernel (Memory.read_on), not on the stream that wrote it, so the next batch's
     decode or copy there does not wait for this kernel."""
     from nbdata.gpu import runtime
-    from nbdata.gpu.array import DeviceArray
     be = runtime.backend()
     grid, threads = config
     arrays, rest = (params[:-scalars], params[-scalars:]) if scalars else (params, [])
     launches["kernels"] += 1
     if be.name == "sim":
-        views = [p.host_view().reshape(-1) if isinstance(p, DeviceArray) else p for p in arrays]
         kernel[grid, threads](x.host_view().reshape(-1), _out_arg(out).host_view().reshape(-1),
-                              n, *views, *rest)
+                              n, *host_arguments(arrays), *rest)
         return
     stream = be.compute_stream()
     be.wait(stream, x.ready)
     x._read_by_kernel_on(stream)
-    host = [k for k, p in enumerate(arrays) if not isinstance(p, DeviceArray)]
-    device = list(arrays)
-    keep = None
-    if host:
-        views, keep = pack([np.ascontiguousarray(arrays[k]) for k in host], be, stream)
-        for k, v in zip(host, views):
-            device[k] = v
-    kernel[grid, threads, stream](_Raw(x), _Raw(_out_arg(out)), n, *[_Raw(p) for p in device],
-                                  *rest)
+    args, keep = _device_arguments(arrays, be, stream)
+    kernel[grid, threads, stream](_Raw(x), _Raw(_out_arg(out)), n, *args, *rest)
     out.ready, out.stream = be.event(stream), stream
     del keep   # the parameters' memory goes back in stream order, after the kernel
 
@@ -533,11 +629,12 @@ class Prepared:
         n = x.shape[0]
         self.out = DeviceArray.empty((n,) + chain.out_shape, chain.out_dtype, self.stream)
         params, _, self.x = _params(chain, x, seed_base, n)
+        self.count = len(params)
         if be.name == "sim":
-            self.params, self.keep = params, None
+            self.args, self.keep = host_arguments(params), None
         else:
             be.wait(self.stream, x.ready)
-            self.params, self.keep = pack(params, be, self.stream)
+            self.args, self.keep = _device_arguments(params, be, self.stream)
         self.kernel, self.n = compiled(chain), n
         self.grid, self.threads = _grid(chain, n)
 
@@ -545,13 +642,13 @@ class Prepared:
         if self.backend.name == "sim":
             self.kernel[self.grid, self.threads](self.x.host_view().reshape(-1),
                                                  _out_arg(self.out).host_view().reshape(-1),
-                                                 self.n, *self.params)
+                                                 self.n, *self.args)
             return
         self.kernel[self.grid, self.threads, self.stream](
-            _Raw(self.x), _Raw(_out_arg(self.out)), self.n, *[_Raw(p) for p in self.params])
+            _Raw(self.x), _Raw(_out_arg(self.out)), self.n, *self.args)
 
     def describe(self) -> str:
-        return (f"grid {self.grid} x {self.threads} threads, {len(self.params)} parameter "
+        return (f"grid {self.grid} x {self.threads} threads, {self.count} parameter "
                 "arrays in one buffer")
 
 
@@ -594,5 +691,5 @@ def _check_batch(steps: list, x) -> None:
         raise ValueError(f"nd.gpu.{name}: expects a batch, got a 0-d array")
 
 
-__all__ = ["Prepared", "check_index_range", "compiled", "kernel_source", "launches", "pack", "prepared",
-           "run_chain", "run_steps"]
+__all__ = ["Prepared", "check_index_range", "compiled", "host_arguments", "kernel_signature",
+           "kernel_source", "launches", "pack", "param_dtypes", "prepared", "run_chain", "run_steps"]

@@ -46,6 +46,28 @@ def test_one_parameter_copy_and_one_kernel_per_batch(gpu_backend):
         assert kinds.count("copy to device") == 1   # crop offsets, flags, mean, std: one copy
         assert kinds.count("kernel") == 1
     np.testing.assert_allclose(got.copy_to_host(), _reference(images, 4), rtol=1e-6)
+    if machine is not None:
+        # the kernel's array arguments: the batch, the output and ONE buffer of the five
+        # parameter arrays (the rest of its arguments are their offsets in it)
+        kernel = [op for op in machine.ran if op.kind == "kernel"][-1]
+        assert len(kernel.accesses) == 3
+
+
+def test_parameters_of_another_dtype_than_the_kernel_reads_are_refused(monkeypatch):
+    """The kernel reads each parameter's bytes in the packed buffer as the dtype its
+    source was written for: a step whose parameters come out as another dtype is an
+    internal error, not values read as the wrong type."""
+    from nbdata.errors import InternalError
+    images = np.random.default_rng(0).integers(0, 256, (2, 6, 7, 3), dtype=np.uint8)
+    steps, chain = _chain()
+    x = DeviceArray.from_host(images)
+    backend_gpu.run_chain(chain, x, 0)   # the kernel, written for float32 constants
+    normalize = steps[2]
+    real = type(normalize).constants
+    monkeypatch.setattr(type(normalize), "constants",
+                        lambda self, c: [a.astype(np.float64) for a in real(self, c)])
+    with pytest.raises(InternalError, match="the kernel reads"):
+        backend_gpu.run_chain(chain, x, 0)
 
 
 def test_kernel_kept_per_chain(monkeypatch):
@@ -147,7 +169,7 @@ def _run_threads(chain, images, params, threads):
                                      gridDim=types.SimpleNamespace(y=len(images)))
         fn = materialize("kernel", text, dict(glb, cuda=cuda), "gpu-chain-test")
         before = len(stores.order)
-        fn(images.reshape(-1), stores, len(images), *params)
+        fn(images.reshape(-1), stores, len(images), *backend_gpu.host_arguments(params))
         written[t] = stores.order[before:]
     return written, stores.values
 

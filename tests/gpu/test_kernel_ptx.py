@@ -26,16 +26,13 @@ from nbdata import image
 from nbdata.compiler import backend_gpu
 from nbdata.compiler.emit import materialize
 from nbdata.primitives.gpu import Chain
-i32, f32, i64 = (types.Array(t, 1, "C") for t in (types.int32, types.float32, types.int64))
 mean, std = np.array([1.0, 2, 3]), np.array([4.0, 5, 6])
-def ptx(chain, params):
+def ptx(chain):
     text, glb = backend_gpu.kernel_source(chain)
     fn = materialize("kernel", text, dict(glb, cuda=cuda), "gpu-chain")
-    out = types.uint16 if chain.out_dtype.itemsize == 2 else types.float32
-    sig = (types.Array(types.uint8, 1, "C"), types.Array(out, 1, "C"), types.int64) + params
-    return cuda.compile_ptx(fn, sig, cc=(9, 0))[0]
+    return cuda.compile_ptx(fn, backend_gpu.kernel_signature(chain), cc=(9, 0))[0]
 try:
-    ptx(Chain([image.normalize.primitive.gpu(mean, std)], (4, 4, 3), np.uint8), (f32, f32))
+    ptx(Chain([image.normalize.primitive.gpu(mean, std)], (4, 4, 3), np.uint8))
 except Exception as e:
     if "nvrtc" in str(e).lower():      # NVVM without NVRTC (the CUDA 12/13 pip wheels differ)
         print("NO NVVM", type(e).__name__); sys.exit(0)
@@ -44,12 +41,13 @@ for label, dt in (("float32", None), ("float16", np.float16), ("bfloat16", "bflo
     steps = [image.random_crop.primitive.gpu((224, 224), 1), image.random_flip_left_right.primitive.gpu(2),
              image.normalize.primitive.gpu(mean, std)]
     steps += ([image.cast.primitive.gpu(dt)] if dt is not None else []) + [image.hwc_to_chw.primitive.gpu()]
-    code = ptx(Chain(steps, (256, 256, 3), np.uint8), (i32, i32, i32, f32, f32))
+    code = ptx(Chain(steps, (256, 256, 3), np.uint8))
     print(label, "div64", code.count("div.s64") + code.count("div.u64") + code.count("mul.hi.s64"),
           "narrow", code.count("mul.wide.u32") + code.count("mul.wide.u16"),
-          "st16", code.count("st.global.u16"), "ldf32", code.count("ld.global.f32"))
+          "st16", code.count("st.global.u16"), "ldf32", code.count("ld.global.f32"),
+          "params", code.split(")", 1)[0].count(".param"))
 steps = [image.random_resized_crop.primitive.gpu((224, 224), seed=3), image.normalize.primitive.gpu(mean, std)]
-code = ptx(Chain(steps, (None, None, 3), np.uint8), (i64, i32, i32, i32, i32, i32, i32, f32, f32))
+code = ptx(Chain(steps, (None, None, 3), np.uint8))
 print("ragged div64", code.count("div.s64") + code.count("div.u64") + code.count("mul.hi.s64"))
 '''
 
@@ -72,6 +70,9 @@ def test_kernels_compile_to_ptx_with_32_bit_divisions(gpu_backend):
         assert counts[1] == "0" and int(counts[3]) >= 1, lines[dt]
         # normalize's 3 means and 3 deviations are loaded once per image, not per value
         assert counts[7] == "6", lines[dt]
+        # 3 arrays (batch, output, the one parameter buffer: 7 words each), the batch
+        # size and the 5 parameter arrays' offsets in the buffer
+        assert counts[9] == str(3 * 7 + 1 + 5), lines[dt]
     assert int(lines["float16"].split()[5]) >= 1    # 16-bit stores
     assert int(lines["bfloat16"].split()[5]) >= 1
     assert lines["ragged"] == "div64 0"
