@@ -337,7 +337,7 @@ def channel_planes(chain: Chain) -> int:
 
 def threads_per_image(chain: Chain) -> int:
     """The threads of a chain's kernel per image."""
-    per_image = int(np.prod(chain.out_shape, dtype=np.int64)) // values_per_thread(chain)
+    per_image = math.prod(int(d) for d in chain.out_shape) // values_per_thread(chain)
     return per_image // max(channel_planes(chain), 1)
 
 
@@ -442,7 +442,7 @@ def _run_segment(chain: Chain, x, seed_base: int):
     # Kernels run on this thread's compute stream (not the batch's staging stream, where
     # the next batches' copies are queued); their outputs are allocated there too.
     out = DeviceArray.empty((n,) + chain.out_shape, chain.out_dtype, be.compute_stream())
-    total = n * int(np.prod(chain.out_shape, dtype=np.int64))
+    total = n * math.prod(int(d) for d in chain.out_shape)
     if total == 0:
         return out
     params, sizes, x = _params(chain, x, seed_base, n)

@@ -3,6 +3,7 @@ a copy (``__cuda_array_interface__`` v3 and DLPack), with its readiness event.""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,7 @@ class DeviceArray:
     @classmethod
     def empty(cls, shape: tuple, dtype, stream=None) -> "DeviceArray":
         """Uninitialized device memory for ``shape`` and ``dtype``."""
-        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        nbytes = math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
         return cls(runtime.backend().alloc(nbytes, stream), shape, dtype, stream=stream)
 
     @classmethod
@@ -61,7 +62,7 @@ class DeviceArray:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -102,7 +103,7 @@ class DeviceArray:
                 raise ValueError(f"cannot view {self.dtype} {self.shape} as {dtype}")
             shape = self.shape[:-1] + (last // dtype.itemsize,)
         shape = tuple(int(d) for d in shape)
-        if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != self.nbytes:
+        if math.prod(shape) * dtype.itemsize != self.nbytes:
             raise ValueError(f"cannot view {self.nbytes} bytes as {dtype} {shape}")
         return DeviceArray(self.buffer, shape, dtype, self.offset, self.ready, self.stream)
 
