@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import Any
 
 import numpy as np
@@ -68,13 +69,28 @@ class Range(Node):
         leaf = RangeLeaf(self.spec, numba_dtype(self.dtype, "range"))
 
         def open_reader(ctx) -> SourceReader:
+            reader = _STATIC_READERS.get(self)
+            if reader is not None:
+                return reader
             start, stop, step = self.bounds(ctx)
             scalar = self.dtype.type
-            return SourceReader(range_length(start, stop, step), [np.array([start, step], np.int64)],
-                                lambda lo, k: [np.array([start + lo * step, step], np.int64)],
-                                lambda r: [scalar(start + r * step)])
+            reader = SourceReader(range_length(start, stop, step),
+                                  [np.array([start, step], np.int64)],
+                                  lambda lo, k: [np.array([start + lo * step, step], np.int64)],
+                                  lambda r: [scalar(start + r * step)])
+            # The bounds are constants (placeholders do not fuse): every iteration reads
+            # the same rows, so one reader serves them all, and an ended run is started
+            # over (FusedChunks.reopen).
+            reader.static = True
+            _STATIC_READERS[self] = reader
+            return reader
 
         return ChunkSource(self, [leaf], self.cardinality(), open_reader)
+
+
+# A range's reader, kept for the next iterations (apart from the node, which pickles
+# without it).
+_STATIC_READERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class RangeLeaf(SourceLeaf):

@@ -183,3 +183,20 @@ def test_a_random_map_draws_anew_each_iteration():
     for a, b in zip(got, want):
         _same(a, b)
     assert not np.array_equal(got[0][0], got[1][0])
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_a_range_pipeline_starts_its_ended_run_over(shuffled):
+    """A range's bounds are constants where it fuses, so its reader serves every
+    iteration and an ended run is started over: the same epochs as the op-by-op
+    reference, iteration by iteration (a shuffle's drawn anew)."""
+    def make():
+        ds = nd.Dataset.range(5, 3000, 3)
+        ds = ds.shuffle(500, seed=4) if shuffled else ds
+        return ds.map(lambda x: x * 2 - 1).filter(lambda x: x % 7 != 0).batch(64)
+    got, runs = _epochs(fusing(make()).compile())
+    want, _ = _epochs(reference(make()).compile())
+    assert all(run is runs[0] for run in runs[1:]), "the ended run was not started over"
+    for a, b in zip(got, want):
+        _same(a, b)
+    assert np.array_equal(np.concatenate(got[0]), np.concatenate(got[1])) != shuffled
