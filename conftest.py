@@ -54,6 +54,7 @@ def pytest_generate_tests(metafunc):
 _XDIST_GROUPS = {"tests/distribute/": "ray"}
 
 
+@pytest.hookimpl(optionalhook=True)   # (a hook of pytest-xdist: absent without it)
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup`` (pyproject.toml): each test its own unit of work, except
     the groups above, each one unit that runs on one worker in a row."""

@@ -162,7 +162,9 @@ cp "$WORK/steps/profile_decode.txt" "$OUT/profile_decode.txt" 2>/dev/null
 TIMEOUT_ARGS=""
 # (pytest-timeout registers itself through its entry point: naming it with -p again fails)
 "$PY" -c 'import pytest_timeout' 2>/dev/null && TIMEOUT_ARGS="--timeout=90"
-step pytest_gpu 200 60 "$PY" -m pytest -q -p no:cacheprovider -p no:xdist $TIMEOUT_ARGS \
+# -o addopts="": pyproject's addopts name xdist's --dist, which pytest refuses where xdist
+# is off or not installed (the device machine's Python has no pytest-xdist)
+step pytest_gpu 200 60 "$PY" -m pytest -q -o addopts="" -p no:cacheprovider -p no:xdist $TIMEOUT_ARGS \
   tests/gpu tests/examples -rfEsx --durations=10
 cp "$WORK/steps/pytest_gpu.txt" "$OUT/pytest_gpu.txt" 2>/dev/null
 
