@@ -29,6 +29,10 @@ Sanitizer:
 - Pageable host memory behaves as the driver's: a copy from it reads the bytes when it
   is queued, a copy into it returns when it is done; pinned memory is read and written
   when the copy runs.
+- DLPack exports are real capsules ("dltensor", or "dltensor_versioned" for a DLPack 1.0
+  consumer) of a DLTensor in CUDA memory (device type 2), as cuda.core's are: NumPy
+  refuses them, a consumer renames the capsule as it takes it and calls its deleter when
+  it is done, and one dropped untaken is deleted by its destructor.
 - :class:`Consumer` plays a framework taking batches (PyTorch's pattern): it takes an
   array through DLPack on its own stream (or through the CUDA array interface on the
   legacy default stream), queues "kernels" that read it, drops the tensor and looks at
@@ -639,8 +643,8 @@ class LegacyPinnedMemoryResource:
 
 
 class StridedMemoryView:
-    """cuda.core.utils.StridedMemoryView of a buffer: its DLPack export is a
-    :class:`Capsule` (what the double's consumers take)."""
+    """cuda.core.utils.StridedMemoryView of a buffer: its DLPack export is a real
+    PyCapsule (see :func:`dlpack_capsule`), as cuda.core's is."""
 
     def __init__(self, buffer, shape, dtype):
         self.buffer, self.shape, self.dtype = buffer, tuple(shape), np.dtype(dtype)
@@ -650,16 +654,123 @@ class StridedMemoryView:
         return cls(buffer, shape, dtype)
 
     def __dlpack__(self, *, stream=None, max_version=None):
-        return Capsule(int(self.buffer.handle), self.shape, self.dtype, self.buffer)
+        versioned = max_version is not None and tuple(max_version) >= (1, 0)
+        return dlpack_capsule(int(self.buffer.handle), self.shape, self.dtype, self.buffer,
+                              versioned)
+
+
+# ----------------------------------------------------------------- DLPack
+# The structures of dlpack.h (v1.0): a DLManagedTensor (capsule "dltensor") or a
+# DLManagedTensorVersioned ("dltensor_versioned"); a consumer renames the capsule
+# ("used_...") and calls the deleter when it is done; a capsule never consumed calls it
+# from its destructor.
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
+
+
+class _DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class _DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [("version", _DLPackVersion), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+
+KDL_CUDA = 2
+_DL_CODES = {0: "i", 1: "u", 2: "f", 6: "b"}
+_NAMES = {False: b"dltensor", True: b"dltensor_versioned"}
+# (PyCapsule_SetName keeps the pointer: the names must live as long as the capsules)
+_USED_NAMES = {False: b"used_dltensor", True: b"used_dltensor_versioned"}
+# a deleter is called with the GIL held (NumPy's drops a reference)
+_DELETER = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)
+
+
+def _api(name: str, restype, *argtypes):
+    """A function of Python's C API with its own signature (not pythonapi's shared one)."""
+    return ctypes.PYFUNCTYPE(restype, *argtypes)((name, ctypes.pythonapi))
+
+
+_capsule_pointer = _api("PyCapsule_GetPointer", ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)
+_capsule_valid = _api("PyCapsule_IsValid", ctypes.c_int, ctypes.py_object, ctypes.c_char_p)
+_capsule_rename = _api("PyCapsule_SetName", ctypes.c_int, ctypes.py_object, ctypes.c_char_p)
+
+
+def _managed(capsule, versioned: bool):
+    address = _capsule_pointer(capsule, _NAMES[versioned])
+    cls = _DLManagedTensorVersioned if versioned else _DLManagedTensor
+    return address, cls.from_address(address)
+
+
+def dlpack_capsule(pointer: int, shape, dtype, owner, versioned: bool):
+    """A DLPack capsule of the double's CUDA memory at ``pointer`` (which is the host
+    address of the block's bytes): NumPy's capsule of a host view of those bytes, its
+    DLTensor's device made CUDA's. NumPy's own destructor and deleter (C) free it; the
+    view's base holds ``owner`` until then."""
+    dtype = np.dtype(dtype)
+    nbytes = max(1, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+    holder = (ctypes.c_uint8 * nbytes).from_address(pointer)
+    holder.owner = owner
+    view = np.frombuffer(holder, dtype, count=int(np.prod(shape, dtype=np.int64))).reshape(shape)
+    capsule = view.__dlpack__(max_version=(1, 0)) if versioned else view.__dlpack__()
+    _, managed = _managed(capsule, versioned)
+    managed.dl_tensor.device = _DLDevice(KDL_CUDA, 0)
+    return capsule
 
 
 class Capsule:
-    def __init__(self, pointer, shape, dtype, owner):
-        self.pointer, self.shape, self.dtype, self.owner = pointer, shape, dtype, owner
+    """What a consumer read from a DLPack capsule it took (renamed "used_..."): the
+    tensor's pointer, shape and dtype; dropping it calls the producer's deleter."""
+
+    def __init__(self, capsule):
+        versioned = bool(_capsule_valid(capsule, _NAMES[True]))
+        if not versioned and not _capsule_valid(capsule, _NAMES[False]):
+            raise CudaRulesError(f"not an unconsumed DLPack capsule: {capsule!r}")
+        self.address, self.managed = _managed(capsule, versioned)
+        if versioned and self.managed.version.major != 1:
+            raise CudaRulesError(f"DLPack version {self.managed.version.major} (1 expected)")
+        t = self.managed.dl_tensor
+        if t.device.device_type != KDL_CUDA:
+            raise CudaRulesError(f"a DLPack tensor on device type {t.device.device_type}, "
+                                 "not CUDA memory")
+        self.dtype = np.dtype(bool) if t.dtype.code == 6 else \
+            np.dtype(f"{_DL_CODES[t.dtype.code]}{t.dtype.bits // 8}")
+        self.shape = tuple(int(t.shape[k]) for k in range(t.ndim))
+        if t.strides:
+            strides = tuple(int(t.strides[k]) for k in range(t.ndim))
+            compact, step = [], 1
+            for d in reversed(self.shape):
+                compact.append(step)
+                step *= d
+            if any(s != c for s, c, d in zip(strides, reversed(compact), self.shape) if d > 1):
+                raise CudaRulesError("the double's consumer takes C-contiguous tensors only")
+        self.pointer = int(t.data or 0) + int(t.byte_offset)
+        _capsule_rename(capsule, _USED_NAMES[versioned])   # its destructor lets it be
+        self.deleter = _DELETER(self.managed.deleter) if self.managed.deleter else None
 
     @property
     def nbytes(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def __del__(self):
+        deleter = getattr(self, "deleter", None)   # (none where the capsule was refused)
+        if deleter is not None:
+            deleter(self.address)
 
 
 def _core(machine: Machine):
@@ -1052,7 +1163,7 @@ def _nvimgcodec(machine: Machine):
 class Tensor:
     """What a framework holds after taking a DeviceArray."""
 
-    def __init__(self, capsule: Capsule | None, pointer: int, shape, dtype):
+    def __init__(self, capsule, pointer: int, shape, dtype):
         self.capsule, self.pointer, self.shape, self.dtype = capsule, pointer, shape, dtype
 
 
@@ -1076,8 +1187,8 @@ class Consumer:
                 event = producer.record()
                 self.stream.wait(event)
             return Tensor(array, cai["data"][0], tuple(cai["shape"]), np.dtype(cai["typestr"]))
-        capsule = array.__dlpack__(stream=self.stream.handle, max_version=(1, 0))
-        return Tensor(capsule, capsule.pointer, capsule.shape, capsule.dtype)
+        taken = Capsule(array.__dlpack__(stream=self.stream.handle, max_version=(1, 0)))
+        return Tensor(taken, taken.pointer, taken.shape, taken.dtype)
 
     def read(self, tensor: Tensor) -> None:
         m = self.machine

@@ -432,6 +432,46 @@ def test_dlpack_stream_numbers_map_to_the_driver_s_default_streams(machine):
     assert machine.stream_of(2).waited == [event] and mine.waited == [event]
 
 
+def _capsule_name(capsule) -> bytes:
+    import ctypes
+    get = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(
+        ("PyCapsule_GetName", ctypes.pythonapi))
+    return get(capsule)
+
+
+@pytest.mark.parametrize("max_version", [None, (1, 0)])
+def test_dlpack_exports_are_capsules_of_cuda_memory(machine, max_version):
+    """The double's DLPack export is a real capsule ("dltensor", or "dltensor_versioned"
+    where the consumer takes DLPack 1.0) of a DLTensor in CUDA memory, as cuda.core's:
+    NumPy refuses it as it does on a GPU; a consumer renames it as it takes it and
+    deletes it when its tensor goes; one dropped untaken is deleted by its destructor,
+    and the memory goes back only after that."""
+    import gc
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    d = DeviceArray.from_host(x)
+    capsule = d.__dlpack__(stream=None, max_version=max_version)
+    assert type(capsule).__name__ == "PyCapsule"
+    name = b"dltensor" if max_version is None else b"dltensor_versioned"
+    assert _capsule_name(capsule) == name
+    with pytest.raises((BufferError, RuntimeError), match="(?i)device"):
+        np.from_dlpack(d)   # CUDA memory, as on a GPU (not the simulator's host memory)
+    taken = cuda_rules.Capsule(capsule)
+    assert _capsule_name(capsule) == b"used_" + name
+    assert (taken.pointer, taken.shape, taken.dtype) == (d.pointer, (3, 4), np.float32)
+    with pytest.raises(cuda_rules.CudaRulesError, match="not an unconsumed"):
+        cuda_rules.Capsule(capsule)   # a capsule is taken once
+    untaken = d[1].__dlpack__(stream=None, max_version=max_version)
+    del d, capsule
+    gc.collect()
+    assert not any(kind == "free" for _, kind in machine.kinds)   # both exports hold it
+    del taken
+    gc.collect()
+    assert not any(kind == "free" for _, kind in machine.kinds)   # the untaken one does
+    del untaken
+    gc.collect()
+    assert any(kind == "free" for _, kind in machine.kinds)
+
+
 # ------------------------------------------------------------------ staging
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("path", ["direct", "staged"])
