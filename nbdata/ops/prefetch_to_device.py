@@ -257,18 +257,18 @@ class PinnedBlocks:
         self.allocations = 0      # pinned allocations made (for tests and stats)
 
     def take(self, size: int):
-        """A free block of ``size`` bytes: the oldest one whose last copy is done (given
+        """A free block of ``size`` bytes: the newest one whose last copy is done (given
         back without one, or whose event says so), else a new one; with ``WAIT_AFTER``
-        blocks or more waiting for their copies, the oldest once its copy is done. The
-        newest block's copy (the previous batch's parameters, queued behind the previous
-        kernel) is the one least likely done: taking it first made the host wait for
-        the device on every batch."""
+        blocks or more waiting for their copies, the oldest once its copy is done. Taking
+        the newest block whatever its copy (the previous batch's parameters, queued
+        behind the previous kernel) made the host wait for the device on every batch."""
         be = self._backend()
         while True:
             with self.lock:
                 candidates = list(self.free.get(size) or ())
-            # events are asked outside the lock (a query may run finalizers that give)
-            done = next((e for e in candidates if _done(be, e[1])), None)
+            # the newest block whose copy is done (still in the CPU's caches where it is
+            # small); events are asked outside the lock (a query may run finalizers)
+            done = next((e for e in reversed(candidates) if _done(be, e[1])), None)
             with self.lock:
                 blocks = self.free.setdefault(size, [])
                 if done is not None:

@@ -73,3 +73,48 @@ def test_staging_buffers_go_back_to_the_process_pool(gpu_backend):
     assert blocks.allocations == made   # the second stager reused the first one's buffers
     for k, out in enumerate(outs):
         np.testing.assert_array_equal(out.copy_to_host(), np.full((64, 64), k, np.float32))
+
+
+class _Event:
+    def __init__(self, done: bool):
+        self.is_done, self.synced = done, False
+
+    def sync(self):
+        self.synced = self.is_done = True
+
+
+class _Backend:
+    """What PinnedBlocks asks of a backend: pinned memory, and syncs on events."""
+
+    def __init__(self):
+        self.made = 0
+
+    def pinned(self, size: int):
+        self.made += 1
+        return (f"new {self.made}", np.empty(size, np.uint8))
+
+    def sync(self, event):
+        event.sync()
+
+
+@pytest.mark.host_only
+def test_pinned_blocks_given_back_are_taken_newest_done_first():
+    """A block whose copy is done is taken newest first (still in the caches); a block
+    whose copy is still queued is not taken while fewer than WAIT_AFTER wait (a new one
+    is made), then the oldest is taken once its copy ran: the host never waits for the
+    newest copy, the one queued behind the latest kernel."""
+    from nbdata.ops.prefetch_to_device import PinnedBlocks
+    be = _Backend()
+    blocks = PinnedBlocks(be)
+    a, b = (("a", np.empty(64, np.uint8)), ("b", np.empty(64, np.uint8)))
+    blocks.give(a)
+    blocks.give(b)
+    assert blocks.take(64) is b and blocks.take(64) is a   # no copies: newest first
+    first, second = _Event(False), _Event(True)
+    blocks.give(a, first)    # its copy still queued
+    blocks.give(b, second)   # its copy done
+    assert blocks.take(64) is b and not first.synced
+    assert blocks.take(64)[0] == "new 1" and not first.synced   # one waiting: a new block
+    blocks.give(b, _Event(False))
+    assert blocks.take(64) is a and first.synced   # two waiting: the oldest, after its copy
+    assert blocks.allocations == 1
