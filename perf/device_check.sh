@@ -163,7 +163,8 @@ TIMEOUT_ARGS=""
 # (pytest-timeout registers itself through its entry point: naming it with -p again fails)
 "$PY" -c 'import pytest_timeout' 2>/dev/null && TIMEOUT_ARGS="--timeout=90"
 # -o addopts="": pyproject's addopts name xdist's --dist, which pytest refuses where xdist
-# is off or not installed (the device machine's Python has no pytest-xdist)
+# is off (-p no:xdist, as here) or not installed (the [test] extra brings it; a device
+# machine's own Python may lack it)
 step pytest_gpu 200 60 "$PY" -m pytest -q -o addopts="" -p no:cacheprovider -p no:xdist $TIMEOUT_ARGS \
   tests/gpu tests/examples -rfEsx --durations=10
 cp "$WORK/steps/pytest_gpu.txt" "$OUT/pytest_gpu.txt" 2>/dev/null
