@@ -557,7 +557,7 @@ def pack(arrays: list, be, stream) -> tuple:
     blocks = shared_blocks(be)
     block = blocks.take(_size_class(total))
     _fill(block[1], arrays, layout)
-    device = DeviceArray.empty((max(total, 1),), np.uint8, stream)
+    device = DeviceArray.empty((max(total, 16),), np.uint8, stream)
     be.copy_h2d(device.buffer, block[1][:total], stream)
     launches["parameter copies"] += 1
     blocks.give(block, be.event(stream))
@@ -634,6 +634,7 @@ class Prepared:
             self.args, self.keep = host_arguments(params), None
         else:
             be.wait(self.stream, x.ready)
+            self.x._read_by_kernel_on(self.stream)   # freed after the launches queued here
             self.args, self.keep = _device_arguments(params, be, self.stream)
         self.kernel, self.n = compiled(chain), n
         self.grid, self.threads = _grid(chain, n)

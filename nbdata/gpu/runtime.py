@@ -294,7 +294,9 @@ class Memory:
         self.handle = buffer.handle
         self.size = getattr(buffer, "size", None)
         self.consumers: set = set()
-        self.release = [stream, False]   # the stream the free goes on; moved off the allocation one
+        # the stream the free goes on; whether it moved off the allocation stream; the
+        # streams it moved off since (kept alive, so their handles stay valid until then)
+        self.release = [stream, False, []]
         weakref.finalize(self, _release, backend, buffer, self.release, self.consumers)
 
     def used_on(self, stream_handle: int) -> None:
@@ -308,12 +310,17 @@ class Memory:
         ``stream``, after that kernel. A stream that had this role before becomes a
         consumer (its kernel may still run); the allocation stream does not, as its
         writes come before the ready event the kernel waited for."""
-        current, moved = self.release
-        if current is stream:
-            return
-        if moved:
-            self.consumers.add(int(current.handle))
-        self.release[:] = [stream, True]
+        with _RELEASE_LOCK:   # (kernels on several threads may read one batch)
+            current, moved, earlier = self.release
+            if current is stream:
+                return
+            if moved:
+                earlier.append(current)
+                self.consumers.add(int(current.handle))
+            self.release[:2] = [stream, True]
+
+
+_RELEASE_LOCK = threading.Lock()
 
 
 def _release(backend: "CudaBackend", buffer, release: list, consumers: set) -> None:

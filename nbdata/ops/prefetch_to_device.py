@@ -174,7 +174,12 @@ class Stager:
 
     def close(self) -> None:
         """The staging buffers go back to the process's pinned blocks (after the copies
-        that read them)."""
+        that read them), and the pinned arrays of direct copies are let go only after
+        their copies ran: their blocks go back with no event, as free at once."""
+        for event, _ in self.in_flight:
+            if not _done(self.backend, event):
+                self.backend.sync(event)
+        self.in_flight = []
         for slot in self.slots:
             if slot[0] is not None:
                 self.blocks.give(slot[0], slot[2])
@@ -263,6 +268,7 @@ class PinnedBlocks:
         the newest block whatever its copy (the previous batch's parameters, queued
         behind the previous kernel) made the host wait for the device on every batch."""
         be = self._backend()
+        be.bind()   # events are queried below, maybe on a thread that has not bound
         while True:
             with self.lock:
                 candidates = list(self.free.get(size) or ())

@@ -494,6 +494,61 @@ def test_host_buffers_are_not_rewritten_before_their_copies_ran(seed, path):
             np.testing.assert_array_equal(batch.copy_to_host(), np.full((32, 32), k, np.float32))
 
 
+def test_a_closed_stager_lets_its_pinned_arrays_go_only_after_their_copies(machine):
+    """An iterator closed with direct copies still queued (stopped early): the pinned
+    arrays those copies read go back to the pool (as free at once) only after the copies
+    ran, so the next batch a fused stage writes into a reused block cannot change what
+    an earlier copy sends."""
+    from nbdata.ops.prefetch_to_device import PinnedPool, Stager
+    pool, stager = PinnedPool(runtime.backend()), Stager(0, 2)
+    host = pool.empty((64, 64), np.float32)
+    host[:] = 7
+    batch = stager.to_device(host)
+    del host
+    (copy,) = [op for op in _queued(machine) if op.kind == "copy to device"]
+    assert not copy.done
+    stager.close()
+    assert copy.done
+    again = pool.empty((64, 64), np.float32)   # the block the copy read, reused
+    again[:] = -1
+    np.testing.assert_array_equal(batch.copy_to_host(), np.full((64, 64), 7, np.float32))
+
+
+def test_pinned_blocks_are_taken_on_threads_that_never_called_cuda(machine):
+    """Taking a pinned block asks the events of the blocks given back whether their
+    copies ran: a fused stage's thread that made no CUDA call before does so with the
+    device made current (the double refuses event queries without a context)."""
+    from nbdata.ops.prefetch_to_device import PinnedBlocks
+    be = runtime.backend()
+    blocks = PinnedBlocks(be)
+    block = blocks.take(4096)
+    d = DeviceArray.empty((4096,), np.uint8, be.default)
+    be.copy_h2d(d.buffer, block[1], be.default)
+    blocks.give(block, be.event(be.default))   # its copy still queued (no progress)
+    got, failed = [], []
+
+    def stage_thread():
+        try:
+            got.append(blocks.take(4096))
+        except Exception as e:  # noqa: BLE001 - reported below
+            failed.append(e)
+    t = threading.Thread(target=stage_thread)
+    t.start()
+    t.join()
+    assert not failed and got and got[0] is not block   # a new block: the copy is queued
+    machine.synchronize()
+
+
+def _queued(machine) -> list:
+    """Every op queued so far (run or not)."""
+    ops = []
+    for last in machine.last_on.values():
+        while last is not None:
+            ops.append(last)
+            last = last.previous
+    return sorted(ops, key=lambda o: o.seq)
+
+
 def test_a_block_taken_again_on_its_stream_is_free_elsewhere_only_after_its_last_release(machine):
     """The pool model: a block released on s1 and taken again on s1 before that free ran
     (stream order) and released again is not free for s2 when the FIRST free runs, only

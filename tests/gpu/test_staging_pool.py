@@ -96,6 +96,9 @@ class _Backend:
     def sync(self, event):
         event.sync()
 
+    def bind(self):
+        pass
+
 
 @pytest.mark.host_only
 def test_pinned_blocks_given_back_are_taken_newest_done_first():
