@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import weakref
 from typing import Any
 
 import numpy as np
@@ -65,11 +64,6 @@ def flat_rows(column: np.ndarray) -> np.ndarray | None:
         expected = stride * dim
     return np.lib.stride_tricks.as_strided(column, (len(column), size),
                                            (column.strides[0], column.itemsize))
-
-
-# A source's reader, kept for the next iterations where its arrays are given as they
-# are (kept apart from the node, which pickles without it).
-_STATIC_READERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class ColumnLeaf(StreamLeaf):
@@ -172,7 +166,7 @@ class FromTensorSlices(Node):
         return source
 
     def _reader(self, ctx) -> SourceReader:
-        reader = _STATIC_READERS.get(self)
+        reader = SourceReader.kept(self)
         if reader is not None:
             return reader
         cols = self.columns(ctx)
@@ -199,8 +193,7 @@ class FromTensorSlices(Node):
         if not self.lazy and all(a is b for a, b in zip(cols, flatten(self.value))):
             # Arrays given as they are (no placeholder, nothing read as it goes): every
             # iteration reads them the same way, so one reader serves them all.
-            _STATIC_READERS[self] = reader
-            reader.static = True
+            reader.keep(self)
         return reader
 
 

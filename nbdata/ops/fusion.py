@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import weakref
 from typing import Any, ClassVar
 
 import numba
@@ -92,6 +93,11 @@ class SourceLeaf:
         raise NotImplementedError
 
 
+# Sources' readers kept for their next iterations (apart from the nodes, which pickle
+# without them): SourceReader.keep.
+_STATIC_READERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 class SourceReader:
     """A chunk source opened for one run.
 
@@ -111,6 +117,19 @@ class SourceReader:
         self.args = args
         self.chunk = chunk
         self.row_values = row_values
+
+    @staticmethod
+    def kept(source) -> "SourceReader | None":
+        """The reader ``source`` (a source node) keeps for every iteration, if any."""
+        return _STATIC_READERS.get(source)
+
+    def keep(self, source) -> "SourceReader":
+        """Kept by ``source`` for its next iterations (it reads the same rows the same
+        way each time: arrays given as they are, a range's constant bounds), so that
+        ``kept`` gives it and a run starting over keeps it (``static``)."""
+        self.static = True
+        _STATIC_READERS[source] = self
+        return self
 
     @classmethod
     def combine(cls, readers: list["SourceReader"]) -> "SourceReader":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from typing import Any
 
 import numpy as np
@@ -69,7 +68,7 @@ class Range(Node):
         leaf = RangeLeaf(self.spec, numba_dtype(self.dtype, "range"))
 
         def open_reader(ctx) -> SourceReader:
-            reader = _STATIC_READERS.get(self)
+            reader = SourceReader.kept(self)
             if reader is not None:
                 return reader
             start, stop, step = self.bounds(ctx)
@@ -81,16 +80,9 @@ class Range(Node):
             # The bounds are constants (placeholders do not fuse): every iteration reads
             # the same rows, so one reader serves them all, and an ended run is started
             # over (FusedChunks.reopen).
-            reader.static = True
-            _STATIC_READERS[self] = reader
-            return reader
+            return reader.keep(self)
 
         return ChunkSource(self, [leaf], self.cardinality(), open_reader)
-
-
-# A range's reader, kept for the next iterations (apart from the node, which pickles
-# without it).
-_STATIC_READERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class RangeLeaf(SourceLeaf):
