@@ -369,14 +369,20 @@ def compiled(chain: Chain):
     """The chain's kernel. Kept per chain (the same steps over the same element type: no
     source written again) and per source over the same objects (chains written alike
     share a kernel); the most recent ``_MAX_KERNELS`` of each."""
+    return _compiled(chain)[0]
+
+
+def _compiled(chain: Chain) -> tuple:
+    """(the chain's kernel, the dtypes it reads its parameter arrays as: param_dtypes)."""
     key = chain_key(chain)
     with _lock:
-        kernel = _by_chain.get(key)
-        if kernel is not None:
+        entry = _by_chain.get(key)
+        if entry is not None:
             _by_chain.move_to_end(key)
-            return kernel
+            return entry
     from numba import cuda
     text, glb = kernel_source(chain)
+    dtypes = param_dtypes(chain)   # (as kernel_source wrote the source for)
     stats["sources written"] += 1
     glb = dict(glb, cuda=cuda)
     fn = materialize("kernel", text, glb, "gpu-chain")
@@ -386,12 +392,11 @@ def compiled(chain: Chain):
         if kernel is None:
             kernel = _kernels[source_key] = cuda.jit(fn)
         _kernels.move_to_end(source_key)
-        _by_chain[key] = kernel
+        entry = _by_chain[key] = (kernel, dtypes)
         for cache in (_kernels, _by_chain):
             while len(cache) > _MAX_KERNELS:
-                gone, _ = cache.popitem(last=False)
-                _dtypes_by_chain.pop(gone, None)
-    return kernel
+                cache.popitem(last=False)
+    return entry
 
 
 def _means_kernel(scale: float):
@@ -450,22 +455,12 @@ def _run_segment(chain: Chain, x, seed_base: int):
     return out
 
 
-_dtypes_by_chain: dict = {}
-
-
 def _check_dtypes(chain: Chain, params: list) -> None:
     """The parameters' dtypes are the ones the kernel reads the packed buffer as
     (param_dtypes, fixed when its source was written): else the kernel would read
     their bytes as another type."""
     from nbdata.gpu.array import DeviceArray
-    key = chain_key(chain)
-    expected = _dtypes_by_chain.get(key)
-    if expected is None:
-        expected = param_dtypes(chain)
-        with _lock:
-            _dtypes_by_chain[key] = expected
-            while len(_dtypes_by_chain) > _MAX_KERNELS:   # (it holds the steps' functions)
-                _dtypes_by_chain.pop(next(iter(_dtypes_by_chain)), None)
+    expected = _compiled(chain)[1]
     got = [None if isinstance(p, DeviceArray) else p.dtype for p in params]
     if got != expected:
         from nbdata.errors import InternalError
