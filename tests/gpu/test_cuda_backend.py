@@ -273,12 +273,8 @@ def test_kernels_run_on_a_compute_stream_and_copies_overlap_them(machine):
 
 
 def _ops(machine, stream, kind: str) -> list:
-    """The ops of ``kind`` queued on ``stream`` so far, in order."""
-    ops, op = [], machine.last_on.get(id(stream))
-    while op is not None:
-        ops.append(op)
-        op = op.previous
-    return [o for o in reversed(ops) if o.kind == kind]
+    """The ops of ``kind`` queued on ``stream`` so far (run or not), in order."""
+    return [o for o in _queued(machine) if o.stream is stream and o.kind == kind]
 
 
 def test_the_next_batch_s_decode_does_not_wait_for_this_batch_s_kernel(machine):
@@ -347,7 +343,8 @@ def test_memory_read_by_kernels_on_two_streams_is_freed_after_both(machine):
     release_stream = memory.release[0]
     assert release_stream is be.compute_stream()
     assert memory.consumers and int(release_stream.handle) not in memory.consumers
-    (other_kernel,) = [o for o in _all_kernels(machine) if o.stream is not release_stream]
+    (other_kernel,) = [o for o in _queued(machine)
+                       if o.kind == "kernel" and o.stream is not release_stream]
     block = memory.buffer.block.name
     del x, memory
     import gc
@@ -374,11 +371,6 @@ def test_preparing_a_batch_does_not_wait_for_the_kernels_before_it(machine):
     for k, out in enumerate(outs):
         want = [nd.image.random_flip_left_right(images[k][j], seed=(3, j)) for j in range(2)]
         np.testing.assert_array_equal(out.copy_to_host(), np.stack(want))
-
-
-def _all_kernels(machine) -> list:
-    return [o for o in machine.ran if o.kind == "kernel"] + \
-        [o for s in machine.streams.values() for o in s.queue if o.kind == "kernel"]
 
 
 def test_ready_events_do_not_time_and_copy_times_do(machine):
