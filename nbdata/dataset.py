@@ -492,6 +492,9 @@ class Dataset(MoreTransformations, DatasetBase):
         ``num_parallel_calls`` threads (AUTOTUNE: tuned from measured rates within the
         thread budget), results in input order unless ``deterministic`` is False
         (default: ``Options().deterministic``), when they come as the calls finish.
+        After ``prefetch_to_device``, a map of nd.gpu ops runs ``num_parallel_calls``
+        batches at once (AUTOTUNE: tuned, up to 4), each on its own thread, streams and
+        JPEG decoder, in input order; the values do not depend on it.
 
         Values: position-wise arithmetic is lifted into the fused kernel with
         NumPy's exact rules, so fused and reference results are bit-identical.
@@ -519,7 +522,12 @@ class Dataset(MoreTransformations, DatasetBase):
             if unbounded:
                 raise ValueError("map: use_unbounded_threadpool is for functions called in Python; "
                                  "a map on the device runs kernels")
-            return self._derive(gpu_map(self._node, map_func, name, per_value=device is not None))
+            calls = _parallel_calls(num_parallel_calls, "map")
+            _optional_bool_arg(deterministic, "map", "deterministic")   # batches stay in order
+            if synchronous and calls is not None:
+                raise ValueError(f"map: synchronous=True runs the calls one at a time; it cannot "
+                                 f"be combined with num_parallel_calls={num_parallel_calls!r}")
+            return self._derive(gpu_map(self._node, map_func, name, device is not None, calls))
         threads = _parallel_calls(num_parallel_calls, "map")
         if synchronous and threads is not None:
             raise ValueError(f"map: synchronous=True runs the calls one at a time; it cannot be "

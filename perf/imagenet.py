@@ -9,8 +9,9 @@ blobs and sensor-like noise) compresses like photos (about 110 KB at 500x375). T
 rows, each in a fresh process (``python -m perf.imagenet INDEX THREADS REPEATS``):
 
 - nbdata GPU: parse on the host, ``prefetch_to_device``, then ``nd.gpu.decode_jpeg``
-  and the fused augment on the device; and the same with decode + resize only (the
-  decoder's share of the GPU row);
+  and the fused augment on the device (``num_parallel_calls=AUTOTUNE``: batches decoded
+  and launched on several threads at once); and the same with decode + resize only
+  (the decoder's share of the GPU row);
 - nbdata CPU: ``enumerate().map(parse -> decode_jpeg -> random_resized_crop -> flip ->
   normalize -> CHW, num_parallel_calls=AUTOTUNE).batch(64).prefetch(2)``;
 - tf.data CPU: the same steps with ``tf.io.decode_jpeg`` and ``tf.image`` ops;
@@ -411,7 +412,7 @@ def _nbdata_gpu(files, decode_only: bool):
             return nd.gpu.hwc_to_chw(nd.gpu.normalize(images, MEAN, STD)), labels
 
         ds = (nd.TFRecordDataset(files).map(split).batch(BATCH)
-              .prefetch_to_device("cuda:0").map(gpu_prep)
+              .prefetch_to_device("cuda:0").map(gpu_prep, num_parallel_calls=nd.AUTOTUNE)
               .prefetch(2)   # decode and augment of batch k+1 overlap the consumer
               .with_options(nbdata_options(nd)))
         pipe = ds.compile()

@@ -356,6 +356,9 @@ def _out_arg(out):
 _kernels: "collections.OrderedDict[tuple, object]" = collections.OrderedDict()
 _by_chain: "collections.OrderedDict[tuple, object]" = collections.OrderedDict()
 _lock = threading.Lock()
+# Numba's CUDA simulator swaps module globals for the length of a launch: launches from
+# two threads (a GPU map with batches in flight) take turns under it.
+_SIM_LAUNCH = threading.Lock()
 stats = {"sources written": 0}
 
 
@@ -597,8 +600,9 @@ def _launch(kernel, config: tuple, x, out, n: int, params: list, scalars: int = 
     arrays, rest = (params[:-scalars], params[-scalars:]) if scalars else (params, [])
     launches["kernels"] += 1
     if be.name == "sim":
-        kernel[grid, threads](x.host_view().reshape(-1), _out_arg(out).host_view().reshape(-1),
-                              n, *host_arguments(arrays), *rest)
+        with _SIM_LAUNCH:
+            kernel[grid, threads](x.host_view().reshape(-1), _out_arg(out).host_view().reshape(-1),
+                                  n, *host_arguments(arrays), *rest)
         return
     stream = be.compute_stream()
     be.wait(stream, x.ready)
@@ -636,9 +640,10 @@ class Prepared:
 
     def launch(self) -> None:
         if self.backend.name == "sim":
-            self.kernel[self.grid, self.threads](self.x.host_view().reshape(-1),
-                                                 _out_arg(self.out).host_view().reshape(-1),
-                                                 self.n, *self.args)
+            with _SIM_LAUNCH:
+                self.kernel[self.grid, self.threads](self.x.host_view().reshape(-1),
+                                                     _out_arg(self.out).host_view().reshape(-1),
+                                                     self.n, *self.args)
             return
         self.kernel[self.grid, self.threads, self.stream](
             _Raw(self.x), _Raw(_out_arg(self.out)), self.n, *self.args)

@@ -19,6 +19,7 @@ decoded pixels.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
@@ -148,44 +149,57 @@ def backend_description(be) -> str:
     return _chosen.get(id(be), "no decoder made yet")
 
 
+@contextlib.contextmanager
+def _leased(key: tuple, make):
+    """A decoder of kind ``key`` for one call (``make()`` makes one). Not all of
+    nvImageCodec's types are thread safe, so a decoder serves one call at a time: a GPU
+    map with several batches in flight decodes them on as many decoders, made when first
+    needed and kept for later calls (as many as were ever in flight at once)."""
+    with _lock:
+        idle = _decoders.setdefault(key, [])
+        decoder = idle.pop() if idle else None
+    if decoder is None:
+        decoder = make()
+    try:
+        yield decoder
+    finally:
+        with _lock:
+            _decoders[key].append(decoder)
+
+
 def _default_decoder(nvimgcodec, be):
     """A decoder with the library's default backends (the fallback of nbdata's own)."""
-    key = ("default", id(nvimgcodec), id(be))
-    with _lock:
-        if key not in _decoders:
-            _decoders[key] = nvimgcodec.Decoder(device_id=be.device_id)
-        return _decoders[key]
+    return _leased(("default", id(nvimgcodec), id(be)),
+                   lambda: nvimgcodec.Decoder(device_id=be.device_id))
 
 
 def _decoder(nvimgcodec, be):
-    """One nvImageCodec decoder per backend (the CPU backend under the simulator). On a
-    GPU its backends are set explicitly (:func:`gpu_backends`); where this version or
-    this GPU refuses them, the library's defaults."""
-    key = (id(nvimgcodec), id(be))
-    with _lock:
-        if key not in _decoders:
-            if be.name == "sim":
-                _decoders[key] = nvimgcodec.Decoder(
-                    device_id=nvimgcodec.NVIMGCODEC_DEVICE_CPU_ONLY,
-                    backends=[nvimgcodec.Backend(nvimgcodec.BackendKind.CPU_ONLY)])
-                _chosen[id(be)] = "CPU only (the simulator)"
-            elif "NBDATA_GPU_JPEG_HW_LOAD" not in os.environ:
-                # Measured on an H200 (perf gpu decode, 512 images of 112 KB): the
-                # library's defaults 22,945 images/s, the explicit list below 17,173,
-                # the hardware decoder alone 18,355. The defaults unless asked.
-                _decoders[key] = nvimgcodec.Decoder(device_id=be.device_id)
-                _chosen[id(be)] = ("library defaults (set NBDATA_GPU_JPEG_HW_LOAD for "
-                                   "an explicit hardware-decoder share)")
-            else:
-                try:
-                    _decoders[key] = nvimgcodec.Decoder(device_id=be.device_id,
-                                                        backends=gpu_backends(nvimgcodec))
-                    _chosen[id(be)] = (f"hardware decoder (load {_hw_load():.2f}), "
-                                       "CUDA, hybrid CPU/GPU")
-                except Exception as e:  # noqa: BLE001 - older versions, unknown kinds
-                    _decoders[key] = nvimgcodec.Decoder(device_id=be.device_id)
-                    _chosen[id(be)] = f"library defaults ({type(e).__name__}: {e})"
-        return _decoders[key]
+    """One nvImageCodec decoder per backend and call in flight (the CPU backend under the
+    simulator), leased for the call (:func:`_leased`). On a GPU the library's defaults,
+    or with NBDATA_GPU_JPEG_HW_LOAD set, explicit backends (:func:`gpu_backends`) where
+    this version and this GPU take them."""
+    return _leased((id(nvimgcodec), id(be)), lambda: _make_decoder(nvimgcodec, be))
+
+
+def _make_decoder(nvimgcodec, be):
+    if be.name == "sim":
+        _chosen[id(be)] = "CPU only (the simulator)"
+        return nvimgcodec.Decoder(device_id=nvimgcodec.NVIMGCODEC_DEVICE_CPU_ONLY,
+                                  backends=[nvimgcodec.Backend(nvimgcodec.BackendKind.CPU_ONLY)])
+    if "NBDATA_GPU_JPEG_HW_LOAD" not in os.environ:
+        # Measured on an H200 (perf gpu decode, 512 images of 112 KB): the library's
+        # defaults 22,945 images/s, the explicit list below 17,173, the hardware decoder
+        # alone 18,355. The defaults unless asked.
+        _chosen[id(be)] = ("library defaults (set NBDATA_GPU_JPEG_HW_LOAD for an explicit "
+                           "hardware-decoder share)")
+        return nvimgcodec.Decoder(device_id=be.device_id)
+    try:
+        decoder = nvimgcodec.Decoder(device_id=be.device_id, backends=gpu_backends(nvimgcodec))
+        _chosen[id(be)] = f"hardware decoder (load {_hw_load():.2f}), CUDA, hybrid CPU/GPU"
+    except Exception as e:  # noqa: BLE001 - older versions, unknown kinds
+        decoder = nvimgcodec.Decoder(device_id=be.device_id)
+        _chosen[id(be)] = f"library defaults ({type(e).__name__}: {e})"
+    return decoder
 
 
 def _as_bytes(value, j: int) -> bytes:
@@ -299,7 +313,8 @@ def check_channels(channels) -> int:
 
 
 def decode_values(values: list, channels: int, host, stream=None, windows=None) -> RaggedBatch:
-    """The decode of a list of ``bytes`` on ``stream`` (the backend's default if None).
+    """The decode of a list of ``bytes`` on ``stream`` (if None, this thread's decode
+    stream: ``backend().decode_stream()``).
 
     ``windows``: a function of the images' (n, 3) shapes giving (top, left, height,
     width) arrays: where nvImageCodec decodes regions (:func:`roi_supported`), only
@@ -318,7 +333,9 @@ def decode_values(values: list, channels: int, host, stream=None, windows=None) 
             for j, s in enumerate(streams)]
         shapes = np.stack([height, width, shapes[:, 2]], axis=1)
     offsets = packed_offsets(shapes)
-    stream = stream if stream is not None else getattr(be, "default", None)
+    # this thread's decode stream: batches decoded on several threads at once (a GPU map
+    # with batches in flight) do not queue behind one another on the device
+    stream = stream if stream is not None else be.decode_stream()
     data = DeviceArray.empty((int(offsets[-1]),), np.uint8, stream)
     batch = RaggedBatch(data, offsets, shapes)
     batch.windowed = windowed
@@ -341,25 +358,25 @@ def _decode_with_library(batch: RaggedBatch, values: list, host) -> None:
 
 def _decode_with_codec(nvimgcodec, be, batch: RaggedBatch, streams: list, channels: int,
                        stream) -> None:
-    decoder = _decoder(nvimgcodec, be)
     handle = 0 if be.name == "sim" or stream is None else int(stream.handle)
     # The targets carry nbdata's stream: without one nvImageCodec orders each image after
     # the legacy default stream (the training loop's) and serialises decode with it.
     targets = [nvimgcodec.as_image(t, handle) for t in _targets(be, batch)]
-    if channels:
-        results = decoder.decode(streams, images=targets, params=_params_for(nvimgcodec, channels),
-                                 cuda_stream=handle)
-    else:   # as stored: each image with its own channel count
-        results = [decoder.decode(s, image=t, params=_params_for(nvimgcodec, int(shape[2])),
-                                  cuda_stream=handle)
-                   for s, t, shape in zip(streams, targets, batch.shapes)]
+    with _decoder(nvimgcodec, be) as decoder:
+        if channels:
+            results = decoder.decode(streams, images=targets,
+                                     params=_params_for(nvimgcodec, channels), cuda_stream=handle)
+        else:   # as stored: each image with its own channel count
+            results = [decoder.decode(s, image=t, params=_params_for(nvimgcodec, int(shape[2])),
+                                      cuda_stream=handle)
+                       for s, t, shape in zip(streams, targets, batch.shapes)]
     failed = [j for j, result in enumerate(results) if result is None]
     if failed and be.name != "sim" and _chosen.get(id(be), "").startswith("hardware"):
         # nbdata's explicit backends refused an image: the library's defaults try it again
-        retry = _default_decoder(nvimgcodec, be)
-        again = [retry.decode(streams[j], image=targets[j],
-                              params=_params_for(nvimgcodec, int(batch.shapes[j][2])),
-                              cuda_stream=handle) for j in failed]
+        with _default_decoder(nvimgcodec, be) as retry:
+            again = [retry.decode(streams[j], image=targets[j],
+                                  params=_params_for(nvimgcodec, int(batch.shapes[j][2])),
+                                  cuda_stream=handle) for j in failed]
         failed = [j for j, result in zip(failed, again) if result is None]
     for j in failed[:1]:
         raise _bad(j, "cannot be decoded (nvImageCodec: Invalid JPEG data)")

@@ -156,6 +156,9 @@ class SimBackend(Backend):
     def compute_stream(self):
         return None
 
+    def decode_stream(self):
+        return None
+
     def wait(self, stream, event) -> None:
         pass
 
@@ -240,6 +243,12 @@ class CudaBackend(Backend):
         holds the next batches' copies, so kernels and copies overlap (a kernel waits
         only for its own batch's event)."""
         return self._thread_stream("compute")
+
+    def decode_stream(self):
+        """This thread's stream for decoding into device memory (nd.gpu.decode_jpeg): not
+        the compute stream, so one batch's decode overlaps the kernel of the batch before
+        it, and one per thread, so batches decoded on several threads at once overlap."""
+        return self._thread_stream("decode")
 
     def _thread_stream(self, role: str):
         self.bind()

@@ -7,16 +7,22 @@ of encoded images) are found in the op table and become the steps of a chain
 (``nbdata/primitives/gpu.py``); host leaves may only pass through. Consecutive GPU maps
 are fused by the ``gpu_map_fusion`` pass into one node whose chains hold all the steps,
 so they run as ONE generated kernel per output leaf (``explain()`` shows its source).
+With ``num_parallel_calls`` several batches are decoded and launched at once, on pool
+threads, and handed out in input order (:class:`GpuMapChunks`).
 """
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import dataclasses
+import time
 from typing import Any, Callable
 
+from nbdata import state_check
 from nbdata.chunks import Chunk, RowList, col_row
-from nbdata.errors import InvalidArgumentError
-from nbdata.ops.node import Node, UnaryNode, arg_field
+from nbdata.errors import CancelledError, InvalidArgumentError
+from nbdata.ops.node import AUTOTUNE, Node, UnaryNode, arg_field
 from nbdata.ops.runtime import InputChunks
 from nbdata.primitives.gpu import Apply, Chain, decode_first
 from nbdata.primitives.table import lookup
@@ -109,6 +115,8 @@ class GpuMap(UnaryNode):
     leaves: tuple = arg_field()
     out_spec: Any = arg_field()
     names: tuple = arg_field()      # the user functions, in call order (for plans)
+    # batches in flight at once (map's num_parallel_calls: None one, AUTOTUNE tuned)
+    num_parallel_calls: Any = None
     op = "map"
 
     @property
@@ -121,7 +129,10 @@ class GpuMap(UnaryNode):
                      if leaf.steps is not None or leaf.source in self.input.device_leaves)
 
     def describe(self) -> str:
-        return f"{self.label}[gpu](fn={' then '.join(self.names)})"
+        calls = self.num_parallel_calls
+        shown = "" if calls is None else \
+            f", num_parallel_calls={'AUTOTUNE' if calls == AUTOTUNE else calls}"
+        return f"{self.label}[gpu](fn={' then '.join(self.names)}{shown})"
 
     def chains(self) -> list:
         """(output leaf, decoding step or None, Chain) of each leaf computed on the GPU."""
@@ -154,44 +165,123 @@ class GpuMap(UnaryNode):
         return GpuMapChunks(self, ctx, state)
 
 
+# The most batches a GPU map with num_parallel_calls=AUTOTUNE keeps in flight: each
+# holds a decoder and its decoded batch in device memory, and the calls spend their time
+# in nvImageCodec and launches, which release the GIL.
+MAX_IN_FLIGHT = 4
+
+
+class _Batch:
+    """One input row (a batch) of a GPU map: its values, its first element's number (the
+    counter of its random draws), its number among the batches, and its result once
+    computed (``future`` on a pool thread, else ``outcome``: (ok, value or error))."""
+
+    __slots__ = ("values", "rows", "start", "index", "before", "at", "future", "outcome")
+
+    def __init__(self, values: list, rows: int, start: int, index: int, before, at: int):
+        self.values, self.rows, self.start, self.index = values, rows, start, index
+        self.before, self.at = before, at   # the input's state before its chunk, its row there
+        self.future = self.outcome = None
+
+
 class GpuMapChunks(InputChunks):
-    """The input's batches through the chains. State: the input's, the element count
-    (the counter of the random ops' next element) and the rows after a failed batch."""
+    """The input's batches through the chains, in input order.
+
+    With ``num_parallel_calls`` > 1 (AUTOTUNE: tuned up to MAX_IN_FLIGHT within the
+    thread budget) that many batches are decoded and launched at once on pool threads,
+    each thread on its own decode and compute streams and its own decoder: the host work
+    of a batch (nvImageCodec's parsing, its CPU share of decoding, launches) overlaps
+    the next batches'. A batch's random draws count elements from its position in the
+    input (``start``), whichever thread computes it and whether a batch before it
+    failed, so the values do not depend on the parallelism.
+
+    State: the input's before the chunk of the first batch not handed out, that batch's
+    row in the chunk (``skip``: a restore reads the chunk again and skips the rows before
+    it; batches in flight are computed again) and its element count. An error is raised
+    for its batch alone, after the batches before it went out."""
 
     def __init__(self, node: GpuMap, ctx, state):
-        self.it = ctx.open_chunks(node.input, None if state is None else state["input"])
+        from nbdata.ops.map import call_threads
+        from nbdata.ops.runtime import Tuner
+        self.before = None if state is None else state["input"]
+        self.it = ctx.open_chunks(node.input, self.before)
         self.ctx = ctx
         self.leaves = node.leaves
         self.chains = {k: (decode, chain) for k, decode, chain in node.chains()}
-        self.rows = 0 if state is None else int(state["rows"])
-        self.batches = 0   # batches seen by this iterator (for error messages)
-        # Input rows after a batch that failed (its error goes out first, alone), so
-        # that ignore_errors() skips that batch only.
-        self.pending: Chunk | None = None if state is None else state.get("pending")
+        self.counted = [leaf.source for leaf in node.leaves if leaf.steps is not None]
+        self.next_start = 0 if state is None else int(state["rows"])
+        self.next_index = 0   # batches taken by this iterator (for error messages)
+        self.stats = ctx.stats(node)
+        limit = max(1, min(MAX_IN_FLIGHT, ctx.budget.total))
+        threads, _ = call_threads(ctx, node.num_parallel_calls, None, limit)
+        self.tuner = Tuner(limit) if threads is None else None
+        self.threads = 1 if threads is None else max(1, threads)
+        self.pool = None
+        self.queue: collections.deque = collections.deque()   # _Batch, in input order
+        self.chunk: Chunk | None = None   # the input chunk rows are taken from
+        self.taken = 0
+        self.skip = 0 if state is None else state_check.integer(
+            state, "skip", 0, state_check.MAX_CHUNK_SKIP)
+        self.ended = False
 
-    def _apply(self, values: list) -> list:
+    def _workers(self) -> int:
+        return self.tuner.value if self.tuner is not None else self.threads
+
+    def _take(self, want: int) -> bool:
+        """Queue the next input row (on a pool thread when there are several workers);
+        False at the input's end."""
+        while self.chunk is None or self.taken >= self.chunk.n:
+            if self.ended:
+                return False
+            self.before = self.it.save()
+            self.chunk, self.taken = self.it.next(max(1, want + self.skip)), 0
+            if self.chunk is None:
+                self.ended = True
+                return False
+            if self.skip:   # after a restore: the rows a save had handed out already
+                self.taken = min(self.skip, self.chunk.n)
+                self.skip -= self.taken
+        values = [col_row(c, self.taken) for c in self.chunk.columns]
+        self.taken += 1
+        rows = 0
+        for k in self.counted:   # the batch's elements (all leaves are batches of them)
+            v = values[k]
+            rows = int(v.shape[0]) if hasattr(v, "shape") else len(v)
+            break
+        batch = _Batch(values, rows, self.next_start, self.next_index, self.before,
+                       self.taken - 1)
+        self.next_start += rows
+        self.next_index += 1
+        if self._workers() > 1:
+            if self.pool is None:
+                self.pool = concurrent.futures.ThreadPoolExecutor(
+                    self.tuner.limit if self.tuner is not None else self.threads,
+                    thread_name_prefix="nbdata-gpu-map")
+            batch.future = self.pool.submit(self._apply, batch)
+        self.queue.append(batch)
+        return True
+
+    def _apply(self, batch: _Batch) -> list:
         from nbdata.gpu import runtime
-        runtime.backend().bind()   # this may be a pipeline's background thread
-        out, n = [], None
+        if self.ctx.cancelled.is_set():
+            raise CancelledError("the run was interrupted: its iterator was closed", "map[gpu]")
+        runtime.backend().bind()   # this may be a pipeline's background or pool thread
+        out = []
         for k, leaf in enumerate(self.leaves):
-            value = values[leaf.source]
+            value = batch.values[leaf.source]
             if leaf.steps is None:
                 out.append(value)
                 continue
             decode, chain = self.chains[k]
             if decode is not None:
                 try:
-                    value, steps = decode_first(decode, chain.steps, value, self.rows)
+                    value, steps = decode_first(decode, chain.steps, value, batch.start)
                 except InvalidArgumentError as e:
-                    raise InvalidArgumentError(f"{e.message} (batch {self.batches})",
+                    raise InvalidArgumentError(f"{e.message} (batch {batch.index})",
                                                e.op) from None
                 if steps and steps[0] is not chain.steps[0]:   # decoded the crop windows
                     chain = self.windowed_chain(k, chain, steps)
-            n = value.shape[0]
-            out.append(self.ctx.run_gpu_chain(chain, value, self.rows) if chain.steps else value)
-        if n is not None:
-            self.rows += n
-        self.batches += 1
+            out.append(self.ctx.run_gpu_chain(chain, value, batch.start) if chain.steps else value)
         return out
 
     def windowed_chain(self, k: int, chain, steps: list):
@@ -203,29 +293,59 @@ class GpuMapChunks(InputChunks):
             cached[k] = Chain(steps, chain.shape, chain.dtype)
         return cached[k]
 
-    def next(self, want: int):
-        chunk, self.pending = self.pending, None
-        if chunk is None:
-            chunk = self.it.next(want)
-        if chunk is None:
-            return None
-        rows = []
-        for j in range(chunk.n):
+    @staticmethod
+    def _outcome(batch: _Batch, compute) -> tuple:
+        if batch.outcome is None:
             try:
-                rows.append(self._apply([col_row(c, j) for c in chunk.columns]))
-            except Exception:
-                if rows:   # the rows before it go out first; row j fails again, alone
-                    self.pending = chunk.slice(j, chunk.n)
+                value = batch.future.result() if batch.future is not None else compute(batch)
+                batch.outcome = (True, value)
+            except Exception as e:  # noqa: BLE001 - raised for its batch, in order
+                batch.outcome = (False, e)
+        return batch.outcome
+
+    def next(self, want: int):
+        began = time.perf_counter()
+        rows, elements = [], 0
+        while len(rows) < want:
+            while len(self.queue) < self._workers() and self._take(want - len(rows)):
+                pass
+            if not self.queue:
+                break
+            head = self.queue[0]
+            if rows and head.outcome is None and (head.future is None or not head.future.done()):
+                break   # hand out what is done; the rest is computed meanwhile
+            ok, value = self._outcome(head, self._apply)
+            if not ok:
+                if rows:   # the batches before it go out first; it raises alone
                     break
-                # The element is consumed by raising.
-                rest = chunk.slice(j + 1, chunk.n)
-                self.pending = rest if rest.n else None
-                raise
+                self.queue.popleft()
+                raise value
+            self.queue.popleft()
+            rows.append(value)
+            elements += head.rows
+        if not rows:
+            return None
+        if self.tuner is not None:
+            self.tuner.report(elements, time.perf_counter() - began)
+            self.stats.chosen["parallelism"] = self.tuner.value
+            self.stats.why["parallelism"] = self.tuner.why
         columns = [RowList(r[k] for r in rows) for k in range(len(self.leaves))]
         return Chunk(columns, len(rows))
 
     def save(self) -> dict:
-        return {"input": self.it.save(), "rows": self.rows, "pending": self.pending}
+        if self.queue:
+            head = self.queue[0]
+            return {"input": head.before, "skip": head.at, "rows": head.start}
+        if self.chunk is not None and self.taken < self.chunk.n:
+            return {"input": self.before, "skip": self.taken, "rows": self.next_start}
+        return {"input": self.it.save(), "skip": self.skip, "rows": self.next_start}
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+        self.queue.clear()
+        self.it.close()
 
 
 def fuse(outer: GpuMap, inner: GpuMap) -> GpuMap:
@@ -243,18 +363,30 @@ def fuse(outer: GpuMap, inner: GpuMap) -> GpuMap:
         else:
             leaves.append(Leaf(base.source, base.steps + leaf.steps))
     return GpuMap(inner.input, tuple(leaves), outer.out_spec, inner.names + outer.names,
+                  _joined_calls(inner.num_parallel_calls, outer.num_parallel_calls),
                   name=outer.name or inner.name)
 
 
-def gpu_map(node: Node, fn: Callable, name: str | None, per_value: bool) -> GpuMap:
-    """The GpuMap node of ``ds.map(fn)`` over a dataset whose batches are on the device."""
+def _joined_calls(a, b):
+    """The parallelism of two fused GPU maps: AUTOTUNE if either asks for it, else the
+    larger (None: one batch at a time)."""
+    given = [c for c in (a, b) if c is not None]
+    if not given:
+        return None
+    return AUTOTUNE if AUTOTUNE in given else max(given)
+
+
+def gpu_map(node: Node, fn: Callable, name: str | None, per_value: bool,
+            num_parallel_calls: Any = None) -> GpuMap:
+    """The GpuMap node of ``ds.map(fn)`` over a dataset whose batches are on the device
+    (``num_parallel_calls``: checked by the caller)."""
     label = f"map[{name}]" if name else "map"
     device = tuple(getattr(node, "device_leaves", ()))
     if not device:
         raise ValueError(f"{label}: device='cuda' applies to batches on the GPU; call "
                          "prefetch_to_device() first")
     leaves, spec = trace(fn, node.spec, device, label, per_value)
-    return GpuMap(node, leaves, spec, (function_name(fn),), name=name)
+    return GpuMap(node, leaves, spec, (function_name(fn),), num_parallel_calls, name=name)
 
 
 __all__ = ["GpuMap", "Leaf", "fuse", "gpu_map"]

@@ -217,9 +217,11 @@ def test_decodes_run_on_nbdata_s_stream_not_the_legacy_default_stream(machine):
     be = runtime.backend()
     blobs = [nd.image.encode_jpeg(np.full((8, 8, 3), k * 40, np.uint8)) for k in range(3)]
     batch = nd.gpu.decode_jpeg(blobs, channels=3)
-    assert machine.ops_on(be.default).count("decode") == 3
+    stream = be.decode_stream()   # this thread's, made once
+    assert stream is be.decode_stream() and stream is not be.compute_stream()
+    assert machine.ops_on(stream).count("decode") == 3
     assert machine.ops_on(machine.legacy) == []
-    assert batch.data.stream is be.default and not batch.ready.timing
+    assert batch.data.stream is stream and not batch.ready.timing
     assert [int(im.mean()) for im in batch.copy_to_host()] == [0, 40, 80]
 
 
@@ -239,7 +241,7 @@ def test_a_decoded_batch_is_released_without_waiting_for_the_legacy_stream(machi
     # a consumer that takes an image through the interface still counts
     batch[1].__cuda_array_interface__
     assert batch.data.buffer.consumers == {1}
-    assert be.default is batch.data.stream
+    assert be.decode_stream() is batch.data.stream
 
 
 # ------------------------------------------------------------------ defect 5
@@ -292,9 +294,9 @@ def test_the_next_batch_s_decode_does_not_wait_for_this_batch_s_kernel(machine):
              image.random_flip_left_right.primitive.gpu(4), image.hwc_to_chw.primitive.gpu()]
     first = backend_gpu.run_steps(steps, blobs[:2], 0)   # its decoded batch is gone now
     (kernel,) = _ops(machine, be.compute_stream(), "kernel")
-    decoded = len(_ops(machine, be.default, "decode"))
+    decoded = len(_ops(machine, be.decode_stream(), "decode"))
     second = backend_gpu.run_steps(steps, blobs[2:], 2)
-    decodes = _ops(machine, be.default, "decode")[decoded:]
+    decodes = _ops(machine, be.decode_stream(), "decode")[decoded:]
     assert len(decodes) == 2
     assert not any(machine.ordered_after(d, kernel) for d in decodes)
     (_, kernel2) = _ops(machine, be.compute_stream(), "kernel")

@@ -7,6 +7,8 @@ and launch): output sizes and batches are kept small (a few dozen values per ima
 handful of images per pipeline); the sizes that matter (a crop larger than one image of
 the batch) are kept."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -227,3 +229,115 @@ def test_region_decode_of_the_crop_windows_equals_the_whole_decode(tmp_path, gpu
     monkeypatch.setenv("NBDATA_GPU_JPEG_ROI", "0")
     want = run_steps([decode_jpeg.primitive.gpu(3), crop], np.array(blobs, object)).copy_to_host()
     np.testing.assert_array_equal(got, want)
+
+
+# ------------------------------------------------------- batches in flight at once
+def _host_batches(ds):
+    return [(images.copy_to_host(), labels.copy_to_host()) for images, labels in ds]
+
+
+def _assert_same(got, want):
+    assert len(got) == len(want)
+    for (a, b), (c, d) in zip(got, want):
+        np.testing.assert_array_equal(a, c)
+        np.testing.assert_array_equal(b, d)
+
+
+@pytest.mark.parametrize("calls", [3, nd.AUTOTUNE])
+def test_batches_in_flight_give_the_values_of_one_at_a_time(tmp_path, decoder, monkeypatch,
+                                                             calls):
+    path = _records(tmp_path, 9)   # 5 batches of 2, the last partial
+    staged = nd.TFRecordDataset(path).map(_parse).batch(2).prefetch_to_device("cuda:0")
+    want = _host_batches(staged.map(_gpu_prep))
+    ds = staged.map(_gpu_prep, num_parallel_calls=calls)
+    shown = "AUTOTUNE" if calls == nd.AUTOTUNE else calls
+    assert f"num_parallel_calls={shown}" in ds.compile().explain()
+    if calls == 3:
+        # two batches are decoded at once: the first two decodes wait for each other
+        together = threading.Barrier(2, timeout=20)
+        decode, seen = jpeg.decode_values, []
+
+        def decode_values(*args, **kwargs):
+            if len(seen) < 2:
+                seen.append(threading.current_thread().name)
+                together.wait()
+            return decode(*args, **kwargs)
+        monkeypatch.setattr(jpeg, "decode_values", decode_values)
+        got = _host_batches(ds)
+        assert len(set(seen)) == 2 and all(n.startswith("nbdata-gpu-map") for n in seen)
+    else:
+        got = _host_batches(ds)
+    _assert_same(got, want)
+    assert [len(b) for _, b in got] == [2, 2, 2, 2, 1]
+    # and the values are those of the CPU ops, element by element
+    blobs = [_parse(r)[0] for r in nd.TFRecordDataset(path)]
+    host = np.concatenate([a for a, _ in got])
+    for k in range(9):
+        np.testing.assert_allclose(host[k], _cpu_prep(blobs[k], k), rtol=1e-5,
+                                   atol=2e-3 if ON_DEVICE else 0)
+
+
+def test_a_corrupt_image_with_batches_in_flight_fails_its_batch_alone(tmp_path, decoder):
+    path = _records(tmp_path, 9, bad={3})   # image 1 of batch 1
+    ds = (nd.TFRecordDataset(path).map(_parse).batch(2)
+          .prefetch_to_device("cuda:0").map(_gpu_prep, num_parallel_calls=3))
+    it = iter(ds)
+    assert np.asarray(next(it)[1].copy_to_host()).tolist() == [0, 1]
+    with pytest.raises(InvalidArgumentError, match=r"image 1 of the batch .*\(batch 1\)"):
+        next(it)
+    # the batches after it went on, with the draws of their own places
+    rest = [(a.copy_to_host(), b.copy_to_host()) for a, b in it]
+    assert [b.tolist() for _, b in rest] == [[4, 5], [6, 7], [8]]
+    blobs = [_parse(r)[0] for r in nd.TFRecordDataset(path)]
+    for images, labels in rest:
+        for j, k in enumerate(labels.tolist()):
+            np.testing.assert_allclose(images[j], _cpu_prep(blobs[k], k), rtol=1e-5,
+                                       atol=2e-3 if ON_DEVICE else 0)
+    labels = [np.asarray(y).tolist() for _, y in ds.ignore_errors()]
+    assert labels == [[0, 1], [4, 5], [6, 7], [8]]
+
+
+def test_save_and_restore_with_batches_in_flight(tmp_path, decoder):
+    path = _records(tmp_path, 11)   # 6 batches
+    pipe = (nd.TFRecordDataset(path).map(_parse).batch(2).prefetch_to_device("cuda:0")
+            .map(_gpu_prep, num_parallel_calls=3)).compile()
+    it = iter(pipe)
+    first = [next(it), next(it)]
+    state = it.save()   # batches 2.. taken and in flight: computed again after a restore
+    rest = [(a.copy_to_host(), b.copy_to_host()) for a, b in it]
+    assert [b.tolist() for _, b in rest] == [[4, 5], [6, 7], [8, 9], [10]]
+    again = iter(pipe)
+    again.restore(state)
+    _assert_same(_host_batches(again), rest)
+    serial = _host_batches(nd.TFRecordDataset(path).map(_parse).batch(2)
+                           .prefetch_to_device("cuda:0").map(_gpu_prep))
+    _assert_same([(a.copy_to_host(), b.copy_to_host()) for a, b in first] + rest, serial)
+
+
+def test_a_gpu_map_checks_num_parallel_calls_as_map_does(tmp_path):
+    path = _records(tmp_path, 2)
+    staged = nd.TFRecordDataset(path).map(_parse).batch(2).prefetch_to_device("cuda:0")
+    for bad in (0, -2):
+        with pytest.raises(ValueError, match="num_parallel_calls"):
+            staged.map(_gpu_prep, num_parallel_calls=bad)
+    with pytest.raises(ValueError, match="synchronous=True"):
+        staged.map(_gpu_prep, num_parallel_calls=2, synchronous=True)
+    with pytest.raises(TypeError, match="deterministic"):
+        staged.map(_gpu_prep, deterministic="yes")
+    # fused GPU maps keep the larger parallelism, AUTOTUNE over any number
+    two = staged.map(_gpu_prep, num_parallel_calls=2).map(
+        lambda x, y: (nd.gpu.cast(x, "float16"), y), num_parallel_calls=nd.AUTOTUNE)
+    assert "num_parallel_calls=AUTOTUNE" in two.compile().explain()
+    assert "num_parallel_calls" not in staged.map(_gpu_prep).compile().explain()
+
+
+def test_decoders_are_leased_one_call_at_a_time():
+    made = []
+    key = ("test", object())
+    make = lambda: made.append(object()) or made[-1]   # noqa: E731
+    with jpeg._leased(key, make) as a, jpeg._leased(key, make) as b:
+        assert a is not b and made == [a, b]
+    with jpeg._leased(key, make) as c:
+        assert c in (a, b)
+    assert len(made) == 2
+    jpeg._decoders.pop(key)

@@ -20,7 +20,10 @@ MEASURED = ("staging: pinned host->device copy loop [base]",
             "augment: nbdata run_chain (params drawn + copied per batch)",
             "decode: nbdata decode_jpeg (one pooled buffer per batch)",
             "decode: nbdata decode + random_resized_crop/flip/normalize/CHW",
-            "augment: nbdata run_chain, float16 out")
+            "augment: nbdata run_chain, float16 out",
+            "decode: the same as a pipeline's GPU map, 1 batch in flight",
+            "decode: the same as a pipeline's GPU map, 4 batches in flight",
+            "decode: the same as a pipeline's GPU map, AUTOTUNE in flight")
 
 
 def _double_only(gpu_backend):
