@@ -23,7 +23,8 @@ from nbdata import state_check
 from nbdata.chunks import Chunk, RowList, col_row
 from nbdata.errors import CancelledError, InvalidArgumentError
 from nbdata.ops.node import AUTOTUNE, Node, UnaryNode, arg_field
-from nbdata.ops.runtime import InputChunks
+from nbdata.ops.map import call_threads
+from nbdata.ops.runtime import InputChunks, Tuner
 from nbdata.primitives.gpu import Apply, Chain, decode_first
 from nbdata.primitives.table import lookup
 from nbdata.spec import TensorSpec, flatten, pack_as
@@ -201,15 +202,13 @@ class GpuMapChunks(InputChunks):
     for its batch alone, after the batches before it went out."""
 
     def __init__(self, node: GpuMap, ctx, state):
-        from nbdata.ops.map import call_threads
-        from nbdata.ops.runtime import Tuner
         self.before = None if state is None else state["input"]
         self.it = ctx.open_chunks(node.input, self.before)
         self.ctx = ctx
         self.leaves = node.leaves
         self.chains = {k: (decode, chain) for k, decode, chain in node.chains()}
         self.counted = [leaf.source for leaf in node.leaves if leaf.steps is not None]
-        self.next_start = 0 if state is None else int(state["rows"])
+        self.next_start = 0 if state is None else state_check.integer(state, "rows")
         self.next_index = 0   # batches taken by this iterator (for error messages)
         self.stats = ctx.stats(node)
         limit = max(1, min(MAX_IN_FLIGHT, ctx.budget.total))
@@ -221,7 +220,7 @@ class GpuMapChunks(InputChunks):
         self.chunk: Chunk | None = None   # the input chunk rows are taken from
         self.taken = 0
         self.skip = 0 if state is None else state_check.integer(
-            state, "skip", 0, state_check.MAX_CHUNK_SKIP)
+            state, "skip", 0, state_check.MAX_CHUNK_SKIP, default=0)
         self.ended = False
 
     def _workers(self) -> int:
