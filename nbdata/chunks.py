@@ -313,6 +313,22 @@ class Chunk:
 
 # ----------------------------------------------------------------- columns
 
+def read_only_chunk(chunk: "Chunk") -> "Chunk":
+    """``chunk`` with its arrays as read-only views (no copy): what an op that keeps the
+    rows it hands out (an in-memory cache) hands out, so an in-place edit of an element
+    raises instead of changing what later epochs yield."""
+    def column(c):
+        if isinstance(c, np.ndarray):
+            return read_only(c)
+        if isinstance(c, PackedRows):
+            data, offsets, shapes = c.packed
+            return PackedRows(read_only(data), offsets, shapes)
+        if isinstance(c, RowList):
+            return RowList(read_only(v) for v in c)
+        return c
+    return Chunk([column(c) for c in chunk.columns], chunk.n)
+
+
 def col_slice(c, a: int, b: int):
     if isinstance(c, (StringColumn, PackedRows)):
         return c.slice(a, b)

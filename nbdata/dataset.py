@@ -150,7 +150,11 @@ def _parallel_calls(value: Any, op: str) -> Any:
 
 def _source_structure(value: Any, op: str, lazy: bool = False) -> Any:
     """Canonicalise source data: tuples/dicts are structure; lists, scalars, strings are
-    tensors; with ``lazy``, arrays read as they go (memory maps, HDF5, Zarr) stay so."""
+    tensors; with ``lazy``, arrays read as they go (memory maps, HDF5, Zarr) stay so.
+    Arrays are read-only views of the user's (zero-copy): the elements that are views of
+    them (a row of ``from_tensor_slices``, the element of ``from_tensors``) are read-only
+    too, so an in-place edit of an element raises instead of changing the user's array
+    and what every later epoch yields (an edit of a fresh array, a batch, is allowed)."""
     def leaf(v):
         if isinstance(v, Placeholder):
             return v
@@ -159,7 +163,7 @@ def _source_structure(value: Any, op: str, lazy: bool = False) -> Any:
                 return v
             raise TypeError(f"{op}: got a Dataset where tensors were expected")
         found = LazyArray.of(v) if lazy else None
-        return found if found is not None else to_leaf(v, op)
+        return found if found is not None else _read_only_view(to_leaf(v, op))
     return map_nest(leaf, value)
 
 

@@ -20,6 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nbdata import random as nd_random
+from nbdata.chunks import read_only
 from nbdata.errors import DataLossError, InvalidArgumentError, NotFoundError
 from nbdata.ops.from_list import FromList
 from nbdata.ops.function import UserFunction, check_dataset_spec, check_predicate_spec
@@ -289,7 +290,10 @@ class MoreTransformations:
         """
         if not callable(scan_func):
             raise TypeError(f"scan: scan_func must be callable, got {type(scan_func).__name__}")
-        state = map_nest(lambda v: to_leaf(v, "scan: initial_state"), _tuple_lists(initial_state))
+        # read-only (a view): a function that edits its state in place would otherwise
+        # change the initial state of every later epoch
+        state = map_nest(lambda v: read_only(to_leaf(v, "scan: initial_state")),
+                         _tuple_lists(initial_state))
         state_spec = pack_as(state, [spec_of_value(v) for v in flatten(state)])
         from nbdata.spec import merge_shapes, same_structure
         first = self._first_element

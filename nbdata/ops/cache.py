@@ -17,7 +17,7 @@ import threading
 import uuid
 
 from nbdata import state_check
-from nbdata.chunks import Chunk, concat_chunks
+from nbdata.chunks import Chunk, concat_chunks, read_only_chunk
 from nbdata.errors import AlreadyExistsError, NotFoundError
 from nbdata.kernels.column_file import ColumnFileReader, ColumnFileWriter
 from nbdata.ops.node import UnaryNode, arg_field, new_resource_key
@@ -114,7 +114,9 @@ class MemoryWriterSink:
         self.memory, self.stats, self.label = memory, stats, label
         self.held = 0
 
-    def write(self, chunk: Chunk) -> None:
+    def write(self, chunk: Chunk) -> Chunk:
+        """Keeps ``chunk``; returns it as kept and handed out: its arrays read-only."""
+        chunk = read_only_chunk(chunk)
         if self.memory is not None:
             nbytes = chunk.nbytes
             self.memory.need("cache", self.label, nbytes,
@@ -122,6 +124,7 @@ class MemoryWriterSink:
             self.memory.hold(self.stats, nbytes)
             self.held += nbytes
         self.chunks.append(chunk)
+        return chunk
 
     def finish(self, start) -> None:
         self.store.complete(self.chunks, start)
@@ -185,12 +188,13 @@ class FileWriter:
         self.file = ColumnFileWriter(self.tmp)
         self.done = False
 
-    def write(self, chunk: Chunk) -> None:
+    def write(self, chunk: Chunk) -> Chunk:
         for c in chunk.columns:
             if any(is_dataset(v) for v in (c if isinstance(c, list) else ())):
                 raise TypeError(f"cache: cannot write elements that contain datasets to "
                                 f"{self.filename!r}")
         self.file.write(chunk.columns, chunk.n)
+        return chunk
 
     def finish(self, start=None) -> None:
         if self.done:
@@ -278,7 +282,8 @@ class CacheWriterChunks(ChunkIter):
             self.finished = True
             self.sink.finish(self.start)
             return None
-        self.sink.write(chunk)
+        kept = self.sink.write(chunk)   # a memory cache keeps it read-only
+        chunk = chunk if kept is None else kept
         self.rows += chunk.n
         if self.rows == self.complete_at and not self.completed:
             self.completed = True

@@ -77,6 +77,35 @@ def _to_element(value: Any, spec: Any, what: str) -> Any:
     return to_element(value, what)
 
 
+def _arrays_in(value: Any) -> list:
+    """The NumPy arrays a yielded value holds (at any depth)."""
+    found = []
+
+    def walk(v):
+        if isinstance(v, np.ndarray):
+            found.append(v)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x)
+        elif isinstance(v, Mapping):
+            for x in v.values():
+                walk(x)
+    walk(value)
+    return found
+
+
+def _owned(leaf: Any, yielded: list) -> Any:
+    """``leaf``, copied where it shares memory with an array the generator yielded: the
+    element is taken when yielded, as tf.data converts it to a tensor then. A generator
+    that fills one buffer and yields it again and again (an efficient Python idiom) gave
+    every element held ahead (a batch's rows, a shuffle buffer, a prefetched chunk) the
+    buffer's last contents."""
+    if isinstance(leaf, np.ndarray) and any(
+            np.may_share_memory(leaf, a) for a in yielded):
+        return leaf.copy()
+    return leaf
+
+
 class GeneratorChunks(CollectedChunks):
     """The generator's elements, gathered into chunks as the consumer asks for them.
 
@@ -127,7 +156,9 @@ class GeneratorChunks(CollectedChunks):
             raise InvalidArgumentError(
                 f"{what} has structure {structure_repr(value)}, expected {structure_repr(spec)}",
                 node.op)
-        return True, pack_as(spec, [cast_leaf(v, s, what) for v, s in zip(flatten(value), flatten(spec))])
+        yielded = _arrays_in(value)
+        return True, pack_as(spec, [_owned(cast_leaf(v, s, what), yielded)
+                                    for v, s in zip(flatten(value), flatten(spec))])
 
     def save(self) -> dict:
         return {"count": self.count}

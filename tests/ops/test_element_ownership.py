@@ -1,0 +1,103 @@
+"""What an element may share with what a pipeline keeps. tf.data's elements are
+immutable tensors; nbdata's are NumPy arrays, so an in-place edit of one must not change
+the user's array, a cache, a scan's initial state or the elements a generator yielded
+before: such elements are read-only views (the edit raises), or copies where the memory
+is the user's to reuse (a generator's buffer). Fresh arrays (a batch) stay writable."""
+
+import numpy as np
+import pytest
+
+import nbdata as nd
+
+
+def _values(ds):
+    return [np.array(v, copy=True) for v in ds]
+
+
+def _edit(v):
+    v[...] = -7   # a user's in-place edit (x /= 255 is another)
+
+
+def _epochs_after_edits(ds):
+    """Epoch 1 (each element edited after it is read, where it can be) and epoch 2."""
+    first, refused = [], 0
+    for v in ds:
+        first.append(np.array(v, copy=True))
+        try:
+            _edit(v)
+        except ValueError:
+            refused += 1
+    return first, _values(ds), refused
+
+
+def test_a_source_s_elements_are_read_only_views_of_the_user_s_array():
+    x = np.arange(12.0).reshape(6, 2)
+    kept = x.copy()
+    for ds in (nd.Dataset.from_tensors(x).repeat(2), nd.Dataset.from_tensor_slices(x)):
+        element = next(iter(ds))
+        assert np.shares_memory(element, x) and not element.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            element += 1
+        first, second, refused = _epochs_after_edits(ds)
+        assert refused == len(first) > 0
+        np.testing.assert_array_equal(np.stack(first), np.stack(second))
+    np.testing.assert_array_equal(x, kept)
+    x[0, 0] = 100   # zero-copy: the dataset reads the user's array as it is now
+    assert float(next(iter(nd.Dataset.from_tensor_slices(x)))[0]) == 100
+    assert x.flags.writeable   # the user's own array is untouched
+
+
+def test_a_batch_is_a_fresh_writable_array():
+    x = np.arange(12.0).reshape(6, 2)
+    ds = nd.Dataset.from_tensor_slices(x).batch(4)
+    batch = next(iter(ds))
+    assert batch.flags.writeable and not np.shares_memory(batch, x)
+    batch /= 2   # as NumPy code does
+    np.testing.assert_array_equal(next(iter(ds)), x[:4])
+
+
+def test_a_python_function_cannot_edit_the_user_s_array_through_its_argument():
+    x = np.arange(6.0).reshape(3, 2)
+
+    def bump(v):
+        np.add(v, 1.0, out=v)   # an in-place edit of the element
+        return v
+    with pytest.raises(nd.errors.InvalidArgumentError, match="read-only"):
+        list(nd.Dataset.from_tensor_slices(x).map(bump))
+    np.testing.assert_array_equal(x, np.arange(6.0).reshape(3, 2))
+
+
+@pytest.mark.parametrize("after", ["map", "batch"])
+def test_an_in_memory_cache_hands_out_read_only_rows(after):
+    x = np.arange(24.0).reshape(12, 2)
+    ds = nd.Dataset.from_tensor_slices(x)
+    ds = (ds.map(lambda v: v * 2.0) if after == "map" else ds.batch(5)).cache()
+    first, second, refused = _epochs_after_edits(ds)
+    assert refused == len(first)   # epoch 1's elements are the cache's rows too
+    np.testing.assert_array_equal(np.concatenate([np.ravel(v) for v in first]),
+                                  np.concatenate([np.ravel(v) for v in second]))
+
+
+def test_a_scan_s_initial_state_survives_an_edit_of_the_state_it_hands_out():
+    ds = nd.Dataset.range(4).scan(np.zeros(2), lambda s, x: (s + np.float64(x), s))
+    first, second, refused = _epochs_after_edits(ds)
+    assert refused == 1   # the initial state; the later states are the function's own
+    assert [v.tolist() for v in first] == [v.tolist() for v in second] == \
+        [[0.0, 0.0], [0.0, 0.0], [1.0, 1.0], [3.0, 3.0]]
+
+
+def _reusing_generator():
+    buf = np.zeros(2)
+    for i in range(6):
+        buf[:] = i   # one buffer, filled again for each element
+        yield buf
+
+
+@pytest.mark.parametrize("tail", ["none", "batch", "shuffle", "prefetch", "map"])
+def test_a_generator_that_reuses_its_buffer_gives_each_element_as_yielded(tail):
+    ds = nd.Dataset.from_generator(_reusing_generator,
+                                   output_signature=nd.TensorSpec((2,), np.float64))
+    ds = {"none": ds, "batch": ds.batch(3).unbatch(), "shuffle": ds.shuffle(6, seed=1),
+          "prefetch": ds.prefetch(3), "map": ds.map(lambda v: v + 0.0)}[tail]
+    got = sorted(float(v[0]) for v in ds) if tail == "shuffle" else [float(v[0]) for v in ds]
+    assert got == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
