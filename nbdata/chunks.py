@@ -324,9 +324,21 @@ def read_only_chunk(chunk: "Chunk") -> "Chunk":
             data, offsets, shapes = c.packed
             return PackedRows(read_only(data), offsets, shapes)
         if isinstance(c, RowList):
-            return RowList(read_only(v) for v in c)
+            return RowList(_read_only_value(v) for v in c)
         return c
     return Chunk([column(c) for c in chunk.columns], chunk.n)
+
+
+def _read_only_value(v):
+    """A row's value with its arrays read-only: an array, or a ragged or sparse tensor
+    (rebuilt over read-only views of its parts)."""
+    if isinstance(v, np.ndarray):
+        return read_only(v)
+    if hasattr(v, "flat_values") and hasattr(v, "nested_row_splits"):
+        return type(v)(read_only(v.flat_values), tuple(read_only(s) for s in v.nested_row_splits))
+    if hasattr(v, "indices") and hasattr(v, "values") and hasattr(v, "dense_shape"):
+        return type(v)(read_only(v.indices), read_only(v.values), read_only(v.dense_shape))
+    return v
 
 
 def col_slice(c, a: int, b: int):

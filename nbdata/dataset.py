@@ -1093,7 +1093,8 @@ class Dataset(MoreTransformations, DatasetBase):
         op = f"reduce[{name}]" if name else "reduce"
         if not callable(reduce_func):
             raise TypeError(f"{op}: reduce_func must be callable, got {type(reduce_func).__name__}")
-        state = _source_structure(initial_state, "reduce")
+        # a copy: a reducer may update its state in place, not the user's array
+        state = map_structure(_copied, _source_structure(initial_state, "reduce"))
         # Each new state keeps the initial state's structure and dtypes; shapes may change.
         state_spec = map_structure(_state_leaf_spec, state)
         for element in self:
@@ -1339,6 +1340,10 @@ class _NumpyIterator:
 
     def __getattr__(self, name):
         return getattr(self._it, name)
+
+
+def _copied(v):
+    return v.copy() if isinstance(v, np.ndarray) else v
 
 
 def _read_only_view(v):

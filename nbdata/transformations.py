@@ -290,8 +290,8 @@ class MoreTransformations:
         """
         if not callable(scan_func):
             raise TypeError(f"scan: scan_func must be callable, got {type(scan_func).__name__}")
-        # read-only (a view): a function that edits its state in place would otherwise
-        # change the initial state of every later epoch
+        # read-only (a view), and each run (and the trace) starts from a copy: a function
+        # may update its state in place without changing the user's array or later epochs
         state = map_nest(lambda v: read_only(to_leaf(v, "scan: initial_state")),
                          _tuple_lists(initial_state))
         state_spec = pack_as(state, [spec_of_value(v) for v in flatten(state)])
@@ -303,7 +303,8 @@ class MoreTransformations:
         for _ in range(4):
             fn = UserFunction(scan_func, label, (state_spec, self.element_spec),
                               type(self)._make_dataset, record=True,
-                              first_element=lambda k, st=state: [(st, e) for e in first(1)])
+                              first_element=lambda k, st=state: [(_copied(st), e)
+                                                                 for e in first(1)])
             out = fn.output_spec
             if not isinstance(out, tuple) or len(out) != 2:
                 raise TypeError("scan: `scan_func` should return a pair consisting of new "
@@ -921,3 +922,8 @@ def _pick(weights, u) -> np.int64:
 
 
 __all__ = ["MoreTransformations", "INFINITE", "UNKNOWN", "Mapping", "NotFoundError"]
+
+
+def _copied(structure: Any) -> Any:
+    """``structure`` with its arrays copied (a state a function may update in place)."""
+    return map_nest(lambda v: v.copy() if isinstance(v, np.ndarray) else v, structure)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from nbdata.chunks import read_only
 from nbdata.spec import TensorSpec
 
 # Rows read by a take() are read as the one span from the first to the last when the
@@ -132,7 +133,8 @@ class BlockReader:
     def rows(self, lo: int, hi: int) -> np.ndarray:
         if self.mapped:
             self._release(lo)
-            return self.array[lo:hi].view(np.ndarray)
+            # read-only: an edit of an element must not write to the user's file
+            return read_only(self.array[lo:hi].view(np.ndarray))
         if self.data is None or lo < self.lo or hi > self.hi:
             c = self.lazy.storage_rows
             start = lo // c * c

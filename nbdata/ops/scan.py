@@ -10,11 +10,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
+
 from nbdata.errors import InvalidArgumentError
 from nbdata.ops.function import UserFunction
 from nbdata.ops.node import arg_field
 from nbdata.ops.stateful import ElementOp
-from nbdata.spec import TensorSpec, flatten, pack_as
+from nbdata.spec import TensorSpec, flatten, map_structure, pack_as
 from nbdata.trace.abstract import conform
 
 
@@ -40,7 +42,10 @@ class Scan(ElementOp):
         return self.input.cardinality()
 
     def start(self, ctx):
-        return self.initial_state
+        # a copy per run: a function may update its state in place, and the initial
+        # state (read-only) serves every epoch
+        return map_structure(lambda v: v.copy() if isinstance(v, np.ndarray) else v,
+                             self.initial_state)
 
     def step(self, ctx, state, element):
         out = self.fn.call_raw((state, element))

@@ -1,8 +1,9 @@
 """What an element may share with what a pipeline keeps. tf.data's elements are
 immutable tensors; nbdata's are NumPy arrays, so an in-place edit of one must not change
-the user's array, a cache, a scan's initial state or the elements a generator yielded
-before: such elements are read-only views (the edit raises), or copies where the memory
-is the user's to reuse (a generator's buffer). Fresh arrays (a batch) stay writable."""
+the user's array (or file), a cache, a scan's or reduce's initial state or the elements
+a generator yielded before: such elements are read-only views (the edit raises), or
+copies where the memory is the user's to reuse (a generator's buffer, a state a function
+updates in place). Fresh arrays (a batch) stay writable."""
 
 import numpy as np
 import pytest
@@ -78,12 +79,50 @@ def test_an_in_memory_cache_hands_out_read_only_rows(after):
                                   np.concatenate([np.ravel(v) for v in second]))
 
 
-def test_a_scan_s_initial_state_survives_an_edit_of_the_state_it_hands_out():
-    ds = nd.Dataset.range(4).scan(np.zeros(2), lambda s, x: (s + np.float64(x), s))
-    first, second, refused = _epochs_after_edits(ds)
-    assert refused == 1   # the initial state; the later states are the function's own
+def test_cached_ragged_and_sparse_rows_are_read_only_too():
+    x = np.arange(12, dtype=np.int64)
+    ragged = nd.Dataset.from_tensor_slices(x).map(lambda v: np.arange(v % 4)).ragged_batch(3)
+    sparse = nd.Dataset.from_tensor_slices(x.reshape(6, 2)).sparse_batch(2, [2])
+    for ds, part in ((ragged.cache(), "flat_values"), (sparse.cache(), "values")):
+        for epoch in range(2):
+            for element in ds:
+                with pytest.raises(ValueError, match="read-only"):
+                    getattr(element, part)[...] = -7
+
+
+def test_rows_of_a_memory_map_cannot_write_to_the_user_s_file(tmp_path):
+    path = tmp_path / "x.npy"
+    np.save(path, np.arange(12.0).reshape(6, 2))
+    mapped = np.load(path, mmap_mode="r+")   # the user's map may write; the dataset's rows not
+    row = next(iter(nd.Dataset.from_tensor_slices(mapped)))
+    with pytest.raises(ValueError, match="read-only"):
+        row[...] = -7
+    del row, mapped
+    np.testing.assert_array_equal(np.load(path), np.arange(12.0).reshape(6, 2))
+
+
+def test_a_scan_or_reduce_may_update_its_state_in_place_but_not_the_initial_state():
+    init = np.zeros(2)
+
+    def running(s, x):
+        s += np.float64(x)   # in place: the state is the function's, a copy per run
+        return s, s.copy()
+    ds = nd.Dataset.range(4).scan(init, running)
+    first, second, _ = _epochs_after_edits(ds)
+    assert [v.tolist() for v in first] == [v.tolist() for v in second] == \
+        [[0.0, 0.0], [1.0, 1.0], [3.0, 3.0], [6.0, 6.0]]
+    total = lambda s, x: s.__iadd__(np.float64(x))   # noqa: E731
+    assert nd.Dataset.range(4).reduce(init, total).tolist() == [6.0, 6.0]
+    assert nd.Dataset.range(4).reduce(init, total).tolist() == [6.0, 6.0]
+    empty = nd.Dataset.range(0).reduce(init, total)
+    assert not np.shares_memory(empty, init)
+    assert init.tolist() == [0.0, 0.0]
+    # the first element a scan hands out is its run's copy: an edit changes no epoch
+    ds = nd.Dataset.range(4).scan(init, lambda s, x: (s + np.float64(x), s))
+    first, second, _ = _epochs_after_edits(ds)
     assert [v.tolist() for v in first] == [v.tolist() for v in second] == \
         [[0.0, 0.0], [0.0, 0.0], [1.0, 1.0], [3.0, 3.0]]
+    assert init.tolist() == [0.0, 0.0]
 
 
 def _reusing_generator():
