@@ -776,6 +776,10 @@ def to_leaf(value: Any, what: str = "value") -> Any:
             return value
         if value.dtype.kind in "OSU":
             return _string_array(value) if value.ndim else _string_scalar(value[()])
+        if not value.dtype.isnative:
+            # big-endian data (a file's bytes): the native dtype, as the spec says; kernels
+            # take native arrays only
+            value = value.astype(value.dtype.newbyteorder("="))
         return value[()] if value.ndim == 0 else value
     if isinstance(value, np.generic):
         if value.dtype.kind in "SU":
