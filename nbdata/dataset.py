@@ -404,7 +404,10 @@ class Dataset(MoreTransformations, DatasetBase):
                 raise TypeError("from_generator: output_types or output_signature is required")
             spec = spec_from_types(_tupleize(output_types),
                                    None if output_shapes is None else _tupleize_shapes(output_shapes))
-        call_args = tuple(args) if args is not None else ()
+        # arrays copied, as tf.data converts the arguments to tensors here: the user may
+        # change their array before the dataset is iterated
+        call_args = tuple(a.copy() if isinstance(a, np.ndarray) else a
+                          for a in args) if args is not None else ()
         return Dataset(FromGenerator(generator, call_args, spec, name=name))
 
     @staticmethod

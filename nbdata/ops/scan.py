@@ -53,4 +53,16 @@ class Scan(ElementOp):
             raise InvalidArgumentError(
                 f"scan: function {self.fn.name} must return a pair (new_state, output)", "scan")
         new_state = conform(out[0], self.state_spec, "scan", self.fn.name)
-        return [conform(out[1], self.spec, "scan", self.fn.name)], new_state, False
+        output = conform(out[1], self.spec, "scan", self.fn.name)
+        return [_apart_from(output, new_state)], new_state, False
+
+
+def _apart_from(output: Any, state: Any) -> Any:
+    """``output`` with its arrays that share memory with the new state copied: a function
+    that updates its state in place and returns it as the output too (``s += x; return
+    s, s``) would otherwise change the outputs held ahead (a batch's rows)."""
+    held = [a for a in flatten(state) if isinstance(a, np.ndarray)]
+    if not held:
+        return output
+    return map_structure(lambda v: v.copy() if isinstance(v, np.ndarray) and any(
+        np.may_share_memory(v, a) for a in held) else v, output)

@@ -84,7 +84,10 @@ class FunctionGraph:
         """The function's value on one element: its ops run on concrete values."""
         values = dict(zip((id(t) for t in self.inputs), flatten(element)))
         for op in self.operations():
-            out = op.fn(*[values[id(t)] for t in op.inputs])
+            inputs = [values[id(t)] for t in op.inputs]
+            # a stateful op's function takes the session's run state first (none here:
+            # a stateful tf.py_func in a dataset function is called per element)
+            out = op.fn(None, inputs) if op.kind == "stateful" else op.fn(*inputs)
             # A list returned at the top is a tuple of outputs (decode_csv's columns,
             # also when there is one column), as when the op was recorded.
             leaves = output_leaves(out)

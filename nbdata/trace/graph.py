@@ -544,7 +544,8 @@ def constant(value: Any, dtype=None, shape=None, name: str | None = None) -> Ten
     if dtype is not None and as_dtype(dtype) is string:
         leaf = to_leaf(value, "constant")
     else:
-        leaf = to_leaf(np.asarray(value, dtype=dtype), "constant")
+        # a copy, as TF1 puts the value in the graph: the user may change their array
+        leaf = to_leaf(np.array(value, dtype=dtype), "constant")
     if shape is not None:
         leaf = to_leaf(np.broadcast_to(np.asarray(leaf, dtype=object if isinstance(leaf, bytes)
                                                   else None), tuple(shape)).copy(), "constant")

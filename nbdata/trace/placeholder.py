@@ -76,7 +76,11 @@ class Placeholder(Symbolic):
                     np.asarray(leaf).dtype, self.spec.dtype, "same_kind"):
                 arr = np.asarray(leaf).astype(self.spec.dtype)
                 leaf = arr[()] if arr.ndim == 0 else arr
-        return cast_leaf(leaf, self.spec, f"feed for placeholder {self.name}")
+        leaf = cast_leaf(leaf, self.spec, f"feed for placeholder {self.name}")
+        if isinstance(leaf, np.ndarray) and isinstance(value, np.ndarray) and \
+                np.may_share_memory(leaf, value):
+            leaf = leaf.copy()   # as TF1 takes a feed: the user may refill their array
+        return leaf
 
 
 def placeholder(dtype, shape=None, name: str | None = None) -> Placeholder:

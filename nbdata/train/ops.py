@@ -23,7 +23,9 @@ _ERRORS = ((StopIteration, OutOfRangeError), (ValueError, InvalidArgumentError),
 def _convert(value: Any, dtype, k: int, name: str) -> Any:
     if dtype is string:
         return to_leaf(value, f"{name}: output {k}")
-    arr = np.asarray(value)
+    # a copy, as TF converts the returned array to a tensor: a function that refills
+    # one buffer and returns it would otherwise change the values it returned before
+    arr = np.array(value)
     if arr.dtype != dtype:
         if arr.dtype.kind in "OSU" or not np.can_cast(arr.dtype, dtype, "same_kind") and arr.size:
             raise InvalidArgumentError(

@@ -140,3 +140,61 @@ def test_a_generator_that_reuses_its_buffer_gives_each_element_as_yielded(tail):
           "prefetch": ds.prefetch(3), "map": ds.map(lambda v: v + 0.0)}[tail]
     got = sorted(float(v[0]) for v in ds) if tail == "shuffle" else [float(v[0]) for v in ds]
     assert got == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_a_scan_that_updates_its_state_in_place_and_returns_it_gives_each_output():
+    def running(s, x):
+        s += x       # in place, and the state is the output too
+        return s, s
+    ds = nd.Dataset.range(4).scan(np.zeros(2, np.int64), running)
+    assert [v.tolist() for v in ds] == [[0, 0], [1, 1], [3, 3], [6, 6]]
+    assert [b.tolist() for b in ds.batch(4)] == [[[0, 0], [1, 1], [3, 3], [6, 6]]]
+
+
+def test_arrays_handed_over_are_taken_when_handed_over():
+    """tf.data and TF1 convert a value to a tensor when it is handed over (a copy): the
+    user may change or refill their array afterwards."""
+    import nbdata.compat.v1 as tf
+    args = np.array([1, 2, 3])
+    ds = nd.Dataset.from_generator(lambda a: iter(a.tolist()), args=(args,),
+                                   output_signature=nd.TensorSpec((), np.int64))
+    args[:] = 9   # before the dataset is iterated
+    assert [int(v) for v in ds] == [1, 2, 3]
+
+    values = np.arange(3)
+    const = tf.constant(values)
+    values[:] = 9
+    assert tf.Session().run(const).tolist() == [0, 1, 2]
+
+    x = nd.placeholder(np.int64, [None])
+    it = nd.Dataset.from_tensor_slices(x).make_initializable_iterator()
+    buf = np.arange(4)
+    it.initializer.run({x: buf})
+    buf[:] = 50   # refilled before the iterator is read
+    assert [int(v) for v in it] == [0, 1, 2, 3]
+
+
+def test_a_py_func_that_refills_one_buffer():
+    import nbdata.compat.v1 as tf
+    buf = np.zeros(2, np.int64)
+
+    def fill(v):
+        buf[:] = v
+        return buf
+    ds = tf.data.Dataset.range(4).map(lambda v: tf.py_func(fill, [v], tf.int64)).batch(4)
+    assert [b.tolist() for b in ds] == [[[0, 0], [1, 1], [2, 2], [3, 3]]]
+    p = nd.placeholder(np.int64, [])
+    y = nd.train.py_func(fill, [p], np.int64)
+    with tf.Session() as session:
+        a, b = session.run(y, {p: 1}), session.run(y, {p: 2})
+    assert a.tolist() == [1, 1] and b.tolist() == [2, 2]
+
+
+def test_a_stateful_py_func_in_a_graph_mode_dataset_function():
+    import nbdata.compat.v1 as tf
+    with tf.Graph().as_default():
+        ds = tf.data.Dataset.range(4).map(
+            lambda x: tf.py_func(lambda v: (v * 2).astype(np.int64), [x], tf.int64))
+        nxt = ds.make_one_shot_iterator().get_next()
+        with tf.Session() as session:
+            assert [int(session.run(nxt)) for _ in range(4)] == [0, 2, 4, 6]
