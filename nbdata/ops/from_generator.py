@@ -11,6 +11,7 @@ import numpy as np
 from nbdata import state_check
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.trace.abstract import function_name
+from nbdata.trace.graph import leaves_where
 from nbdata.ops.runtime import CollectedChunks
 from nbdata.ops.node import Node
 from nbdata.spec import (TensorSpec, cast_leaf, flatten, is_namedtuple, pack_as, same_structure,
@@ -77,23 +78,6 @@ def _to_element(value: Any, spec: Any, what: str) -> Any:
     return to_element(value, what)
 
 
-def _arrays_in(value: Any) -> list:
-    """The NumPy arrays a yielded value holds (at any depth)."""
-    found = []
-
-    def walk(v):
-        if isinstance(v, np.ndarray):
-            found.append(v)
-        elif isinstance(v, (list, tuple)):
-            for x in v:
-                walk(x)
-        elif isinstance(v, Mapping):
-            for x in v.values():
-                walk(x)
-    walk(value)
-    return found
-
-
 def _owned(leaf: Any, yielded: list) -> Any:
     """``leaf``, copied where it shares memory with an array the generator yielded: the
     element is taken when yielded, as tf.data converts it to a tensor then. A generator
@@ -156,7 +140,7 @@ class GeneratorChunks(CollectedChunks):
             raise InvalidArgumentError(
                 f"{what} has structure {structure_repr(value)}, expected {structure_repr(spec)}",
                 node.op)
-        yielded = _arrays_in(value)
+        yielded = leaves_where(value, lambda v: isinstance(v, np.ndarray))
         return True, pack_as(spec, [_owned(cast_leaf(v, s, what), yielded)
                                     for v, s in zip(flatten(value), flatten(spec))])
 

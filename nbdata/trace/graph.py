@@ -558,10 +558,15 @@ def constant(value: Any, dtype=None, shape=None, name: str | None = None) -> Ten
 
 def symbolic_leaves(structure: Any) -> list:
     """The symbolic objects in a nested structure of arguments (lists, tuples, dicts)."""
+    return leaves_where(structure, lambda x: isinstance(x, Symbolic))
+
+
+def leaves_where(structure: Any, test: Callable[[Any], bool]) -> list:
+    """The objects ``test`` accepts in a nested structure of lists, tuples and dicts."""
     found = []
 
     def walk(x):
-        if isinstance(x, Symbolic):
+        if test(x):
             found.append(x)
         elif isinstance(x, (list, tuple)):
             for v in x:
@@ -771,5 +776,5 @@ __all__ = ["Graph", "Operation", "Symbolic", "TraceError", "Tensor", "as_tensor"
            "executing_eagerly", "in_eager_calls", "leave_eager_calls",
            "get_default_graph", "getitem", "is_symbolic", "name_scope", "output_leaves", "record",
            "upstream",
-           "reset_default_graph", "symbolic_leaves", "template"]
+           "leaves_where", "reset_default_graph", "symbolic_leaves", "template"]
 
