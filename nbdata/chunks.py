@@ -22,7 +22,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from nbdata.spec import TensorSpec, flatten, pack_as, packer, string
+from nbdata.spec import TensorSpec, flatten, map_structure, pack_as, packer, string
 
 MAX_CHUNK_ROWS = 1 << 16
 MAX_CHUNK_BYTES = 8 << 20
@@ -60,6 +60,18 @@ def read_only(a):
         a = a.view()
         a.flags.writeable = False
     return a
+
+
+def copied(structure: Any) -> Any:
+    """``structure`` with its arrays copied (a state a user function may update in place)."""
+    return map_structure(lambda v: v.copy() if isinstance(v, np.ndarray) else v, structure)
+
+
+def unshared(v: Any, arrays: list) -> Any:
+    """``v``, copied where it is an array sharing memory with one of ``arrays``."""
+    if isinstance(v, np.ndarray) and any(np.may_share_memory(v, a) for a in arrays):
+        return v.copy()
+    return v
 
 
 def gather_strings(data: np.ndarray, offsets: np.ndarray, rows: np.ndarray):

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from nbdata.chunks import chunk_elements
+from nbdata.chunks import chunk_elements, copied, read_only
 from nbdata.compiler.executor import RunState
 from nbdata.compiler.pipeline import Pipeline
 from nbdata.errors import FailedPreconditionError, InvalidArgumentError, OpError, OutOfRangeError
@@ -163,7 +163,7 @@ def _source_structure(value: Any, op: str, lazy: bool = False) -> Any:
                 return v
             raise TypeError(f"{op}: got a Dataset where tensors were expected")
         found = LazyArray.of(v) if lazy else None
-        return found if found is not None else _read_only_view(to_leaf(v, op))
+        return found if found is not None else read_only(to_leaf(v, op))
     return map_nest(leaf, value)
 
 
@@ -520,6 +520,10 @@ class Dataset(MoreTransformations, DatasetBase):
         synchronous = synchronous is not None and _bool_arg(synchronous, "map", "synchronous")
         unbounded = use_unbounded_threadpool is not None and _bool_arg(   # TF's tests pass None too
             use_unbounded_threadpool, "map", "use_unbounded_threadpool")
+        threads = _parallel_calls(num_parallel_calls, "map")
+        if synchronous and threads is not None:
+            raise ValueError(f"map: synchronous=True runs the calls one at a time; it cannot be "
+                             f"combined with num_parallel_calls={num_parallel_calls!r}")
         if device is not None or getattr(self._node, "device_leaves", None):
             # After prefetch_to_device: nd.gpu ops on the device batches (nbdata/ops/gpu_map.py).
             from nbdata.ops.gpu_map import gpu_map
@@ -529,16 +533,8 @@ class Dataset(MoreTransformations, DatasetBase):
             if unbounded:
                 raise ValueError("map: use_unbounded_threadpool is for functions called in Python; "
                                  "a map on the device runs kernels")
-            calls = _parallel_calls(num_parallel_calls, "map")
             _optional_bool_arg(deterministic, "map", "deterministic")   # batches stay in order
-            if synchronous and calls is not None:
-                raise ValueError(f"map: synchronous=True runs the calls one at a time; it cannot "
-                                 f"be combined with num_parallel_calls={num_parallel_calls!r}")
-            return self._derive(gpu_map(self._node, map_func, name, device is not None, calls))
-        threads = _parallel_calls(num_parallel_calls, "map")
-        if synchronous and threads is not None:
-            raise ValueError(f"map: synchronous=True runs the calls one at a time; it cannot be "
-                             f"combined with num_parallel_calls={num_parallel_calls!r}")
+            return self._derive(gpu_map(self._node, map_func, name, device is not None, threads))
         fn = self._fn(map_func, "map", _tupleize(output_signature) if output_signature else None,
                       name, record=True)
         deterministic = _optional_bool_arg(deterministic, "map", "deterministic")
@@ -1097,7 +1093,7 @@ class Dataset(MoreTransformations, DatasetBase):
         if not callable(reduce_func):
             raise TypeError(f"{op}: reduce_func must be callable, got {type(reduce_func).__name__}")
         # a copy: a reducer may update its state in place, not the user's array
-        state = map_structure(_copied, _source_structure(initial_state, "reduce"))
+        state = copied(_source_structure(initial_state, "reduce"))
         # Each new state keeps the initial state's structure and dtypes; shapes may change.
         state_spec = map_structure(_state_leaf_spec, state)
         for element in self:
@@ -1339,21 +1335,10 @@ class _NumpyIterator:
         return self
 
     def __next__(self):
-        return map_structure(_read_only_view, next(self._it))
+        return map_structure(read_only, next(self._it))
 
     def __getattr__(self, name):
         return getattr(self._it, name)
-
-
-def _copied(v):
-    return v.copy() if isinstance(v, np.ndarray) else v
-
-
-def _read_only_view(v):
-    if isinstance(v, np.ndarray):
-        v = v.view()
-        v.flags.writeable = False
-    return v
 
 
 def _global_shuffle_refusal(node: Node) -> str | None:

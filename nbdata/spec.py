@@ -761,6 +761,12 @@ def spec_of_value(value: Any):
 
 # ------------------------------------------------------------ value handling
 
+def native_order(a: np.ndarray) -> np.ndarray:
+    """``a`` in native byte order: big-endian data (a file's bytes) converted to the
+    native dtype a spec says (kernels take native arrays only)."""
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+
+
 def to_leaf(value: Any, what: str = "value") -> Any:
     """Convert one user leaf to its canonical form.
 
@@ -776,10 +782,7 @@ def to_leaf(value: Any, what: str = "value") -> Any:
             return value
         if value.dtype.kind in "OSU":
             return _string_array(value) if value.ndim else _string_scalar(value[()])
-        if not value.dtype.isnative:
-            # big-endian data (a file's bytes): the native dtype, as the spec says; kernels
-            # take native arrays only
-            value = value.astype(value.dtype.newbyteorder("="))
+        value = native_order(value)
         return value[()] if value.ndim == 0 else value
     if isinstance(value, np.generic):
         if value.dtype.kind in "SU":

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nbdata import random as nd_random
-from nbdata.chunks import read_only
+from nbdata.chunks import copied, read_only
 from nbdata.errors import DataLossError, InvalidArgumentError, NotFoundError
 from nbdata.ops.from_list import FromList
 from nbdata.ops.function import UserFunction, check_dataset_spec, check_predicate_spec
@@ -303,7 +303,7 @@ class MoreTransformations:
         for _ in range(4):
             fn = UserFunction(scan_func, label, (state_spec, self.element_spec),
                               type(self)._make_dataset, record=True,
-                              first_element=lambda k, st=state: [(_copied(st), e)
+                              first_element=lambda k, st=state: [(copied(st), e)
                                                                  for e in first(1)])
             out = fn.output_spec
             if not isinstance(out, tuple) or len(out) != 2:
@@ -922,8 +922,3 @@ def _pick(weights, u) -> np.int64:
 
 
 __all__ = ["MoreTransformations", "INFINITE", "UNKNOWN", "Mapping", "NotFoundError"]
-
-
-def _copied(structure: Any) -> Any:
-    """``structure`` with its arrays copied (a state a function may update in place)."""
-    return map_nest(lambda v: v.copy() if isinstance(v, np.ndarray) else v, structure)

@@ -282,8 +282,7 @@ class CacheWriterChunks(ChunkIter):
             self.finished = True
             self.sink.finish(self.start)
             return None
-        kept = self.sink.write(chunk)   # a memory cache keeps it read-only
-        chunk = chunk if kept is None else kept
+        chunk = self.sink.write(chunk)   # as kept: a memory cache's rows read-only
         self.rows += chunk.n
         if self.rows == self.complete_at and not self.completed:
             self.completed = True

@@ -9,6 +9,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nbdata import state_check
+from nbdata.chunks import unshared
 from nbdata.errors import InvalidArgumentError, OpError
 from nbdata.trace.abstract import function_name
 from nbdata.trace.graph import leaves_where
@@ -78,18 +79,6 @@ def _to_element(value: Any, spec: Any, what: str) -> Any:
     return to_element(value, what)
 
 
-def _owned(leaf: Any, yielded: list) -> Any:
-    """``leaf``, copied where it shares memory with an array the generator yielded: the
-    element is taken when yielded, as tf.data converts it to a tensor then. A generator
-    that fills one buffer and yields it again and again (an efficient Python idiom) gave
-    every element held ahead (a batch's rows, a shuffle buffer, a prefetched chunk) the
-    buffer's last contents."""
-    if isinstance(leaf, np.ndarray) and any(
-            np.may_share_memory(leaf, a) for a in yielded):
-        return leaf.copy()
-    return leaf
-
-
 class GeneratorChunks(CollectedChunks):
     """The generator's elements, gathered into chunks as the consumer asks for them.
 
@@ -140,8 +129,12 @@ class GeneratorChunks(CollectedChunks):
             raise InvalidArgumentError(
                 f"{what} has structure {structure_repr(value)}, expected {structure_repr(spec)}",
                 node.op)
+        # The element is taken when yielded, as tf.data converts it to a tensor then: a
+        # generator that fills one buffer and yields it again and again (an efficient
+        # Python idiom) gave every element held ahead (a batch's rows, a shuffle buffer,
+        # a prefetched chunk) the buffer's last contents.
         yielded = leaves_where(value, lambda v: isinstance(v, np.ndarray))
-        return True, pack_as(spec, [_owned(cast_leaf(v, s, what), yielded)
+        return True, pack_as(spec, [unshared(cast_leaf(v, s, what), yielded)
                                     for v, s in zip(flatten(value), flatten(spec))])
 
     def save(self) -> dict:

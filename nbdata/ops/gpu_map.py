@@ -207,7 +207,9 @@ class GpuMapChunks(InputChunks):
         self.ctx = ctx
         self.leaves = node.leaves
         self.chains = {k: (decode, chain) for k, decode, chain in node.chains()}
-        self.counted = [leaf.source for leaf in node.leaves if leaf.steps is not None]
+        # an input leaf the chains read: its length is the batch's element count
+        self.counted = next((leaf.source for leaf in node.leaves if leaf.steps is not None),
+                            None)
         self.next_start = 0 if state is None else state_check.integer(state, "rows")
         self.next_index = 0   # batches taken by this iterator (for error messages)
         self.stats = ctx.stats(node)
@@ -242,11 +244,8 @@ class GpuMapChunks(InputChunks):
                 self.skip -= self.taken
         values = [col_row(c, self.taken) for c in self.chunk.columns]
         self.taken += 1
-        rows = 0
-        for k in self.counted:   # the batch's elements (all leaves are batches of them)
-            v = values[k]
-            rows = int(v.shape[0]) if hasattr(v, "shape") else len(v)
-            break
+        v = values[self.counted] if self.counted is not None else ()
+        rows = int(v.shape[0]) if hasattr(v, "shape") else len(v)
         batch = _Batch(values, rows, self.next_start, self.next_index, self.before,
                        self.taken - 1)
         self.next_start += rows
@@ -292,11 +291,11 @@ class GpuMapChunks(InputChunks):
             cached[k] = Chain(steps, chain.shape, chain.dtype)
         return cached[k]
 
-    @staticmethod
-    def _outcome(batch: _Batch, compute) -> tuple:
+    def _outcome(self, batch: _Batch) -> tuple:
+        """(ok, value or error) of a batch: its pool thread's, or computed here."""
         if batch.outcome is None:
             try:
-                value = batch.future.result() if batch.future is not None else compute(batch)
+                value = batch.future.result() if batch.future is not None else self._apply(batch)
                 batch.outcome = (True, value)
             except Exception as e:  # noqa: BLE001 - raised for its batch, in order
                 batch.outcome = (False, e)
@@ -313,7 +312,7 @@ class GpuMapChunks(InputChunks):
             head = self.queue[0]
             if rows and head.outcome is None and (head.future is None or not head.future.done()):
                 break   # hand out what is done; the rest is computed meanwhile
-            ok, value = self._outcome(head, self._apply)
+            ok, value = self._outcome(head)
             if not ok:
                 if rows:   # the batches before it go out first; it raises alone
                     break

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from nbdata.chunks import read_only
-from nbdata.spec import TensorSpec
+from nbdata.spec import TensorSpec, native_order
 
 # Rows read by a take() are read as the one span from the first to the last when the
 # span holds at most this many budgets of rows (one large read), else row by row.
@@ -134,14 +134,14 @@ class BlockReader:
         if self.mapped:
             self._release(lo)
             # read-only: an edit of an element must not write to the user's file
-            return _native(read_only(self.array[lo:hi].view(np.ndarray)))
+            return native_order(read_only(self.array[lo:hi].view(np.ndarray)))
         if self.data is None or lo < self.lo or hi > self.hi:
             c = self.lazy.storage_rows
             start = lo // c * c
             stop = min(self.n, max(hi, start + self.block))
             stop = min(self.n, -(-stop // c) * c)
             self.data = None   # the old block goes before the new one is read
-            self.data = _native(np.ascontiguousarray(self.array[start:stop]))
+            self.data = native_order(np.ascontiguousarray(self.array[start:stop]))
             self.lo, self.hi = start, stop
         return self.data[lo - self.lo:hi - self.lo]
 
@@ -163,7 +163,7 @@ class BlockReader:
     def take(self, rows: np.ndarray) -> np.ndarray:
         """Rows at ``rows`` (any order, repeats allowed): one read of their span when it
         is small, else one read of the distinct rows, in increasing order."""
-        return _native(self._take(rows))
+        return native_order(self._take(rows))   # (a big-endian file's rows)
 
     def _take(self, rows: np.ndarray) -> np.ndarray:
         rows = np.asarray(rows, np.int64)
@@ -182,12 +182,6 @@ class BlockReader:
         else:
             got = np.asarray(self.array[unique])
         return got[inverse]
-
-
-def _native(a: np.ndarray) -> np.ndarray:
-    """``a`` in native byte order (a big-endian file's rows are converted as read: the
-    spec says the native dtype, and kernels take native arrays only)."""
-    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 
 
 __all__ = ["BlockReader", "LazyArray", "lazy_kind"]

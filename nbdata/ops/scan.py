@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from nbdata.chunks import copied, unshared
 from nbdata.errors import InvalidArgumentError
 from nbdata.ops.function import UserFunction
 from nbdata.ops.node import arg_field
@@ -44,8 +45,7 @@ class Scan(ElementOp):
     def start(self, ctx):
         # a copy per run: a function may update its state in place, and the initial
         # state (read-only) serves every epoch
-        return map_structure(lambda v: v.copy() if isinstance(v, np.ndarray) else v,
-                             self.initial_state)
+        return copied(self.initial_state)
 
     def step(self, ctx, state, element):
         out = self.fn.call_raw((state, element))
@@ -64,5 +64,4 @@ def _apart_from(output: Any, state: Any) -> Any:
     held = [a for a in flatten(state) if isinstance(a, np.ndarray)]
     if not held:
         return output
-    return map_structure(lambda v: v.copy() if isinstance(v, np.ndarray) and any(
-        np.may_share_memory(v, a) for a in held) else v, output)
+    return map_structure(lambda v: unshared(v, held), output)

@@ -196,10 +196,11 @@ class SnapshotSink:
             self.counts[shard] = 0
         return w
 
-    def write(self, chunk) -> None:
+    def write(self, chunk):
+        """Writes ``chunk`` to its shards; returns it (as a cache's sinks do)."""
         n = chunk.n
         if n == 0:
-            return
+            return chunk
         index = np.arange(self.index, self.index + n, dtype=np.int64)
         self.index += n
         if self.node.shard_fn is None:
@@ -213,6 +214,7 @@ class SnapshotSink:
             part = chunk if len(rows) == n else chunk.take(rows)
             self._writer(int(s)).write(part.columns, part.n)
             self.counts[int(s)] += part.n
+        return chunk
 
     def finish(self, start=None) -> None:
         if self.done:
